@@ -1,0 +1,70 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Chooser is the source of every decision a strategy makes. A run is a pure
+// function of its program and its Chooser's answers, which is what makes it
+// replayable.
+type Chooser interface {
+	// Intn returns a number in [0, n). n ≥ 1. Strategies arrange their
+	// draws so that 0 is the calm answer (no preemption, no starvation), so
+	// a shrinker that lowers draws towards 0 simplifies the schedule.
+	Intn(n int) int
+}
+
+// Repanicker is implemented by choosers whose panics carry meaning for the
+// caller of Run (rapid ends an exhausted draw by panicking). When the run's
+// chooser implements it and returns true, a panic in any simulated task is
+// raised again in the goroutine that called Run, once the run is unwound.
+type Repanicker interface {
+	Repanic() bool
+}
+
+// Stream numbers for rand.NewPCG: one per subsystem, so a new draw in one
+// never reshuffles the others.
+const (
+	StreamStrategy uint64 = 0x5354524154454759 // "STRATEGY"
+	StreamWorkload uint64 = 0x574f524b4c4f4144 // "WORKLOAD"
+	StreamFaults   uint64 = 0x4641554c54530000 // "FAULTS"
+)
+
+// PCGChooser draws from a PCG generator.
+type PCGChooser struct{ r *rand.Rand }
+
+// NewPCGChooser returns the chooser of seed on the given stream.
+func NewPCGChooser(seed, stream uint64) *PCGChooser {
+	return &PCGChooser{r: rand.New(rand.NewPCG(seed, stream))}
+}
+
+// Intn implements Chooser.
+func (c *PCGChooser) Intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return c.r.IntN(n)
+}
+
+// recChooser checks every draw. The draws themselves stay out of the trace
+// hash: the hash covers decisions and events, so a replay, which draws
+// nothing, hashes the same as the run it replays.
+type recChooser struct {
+	inner Chooser
+	s     *sched
+}
+
+func (c *recChooser) Intn(n int) int {
+	if n < 1 {
+		panic(fmt.Sprintf("sim: Intn(%d): n must be ≥ 1", n))
+	}
+	if n == 1 {
+		return 0
+	}
+	v := c.inner.Intn(n)
+	if v < 0 || v >= n {
+		panic(fmt.Sprintf("sim: chooser %T returned %d for Intn(%d)", c.inner, v, n))
+	}
+	return v
+}

@@ -1,0 +1,54 @@
+// Package sim is a deterministic simulator for Go programs written against
+// package task: it runs them one task at a time under a seeded Strategy and
+// a virtual clock, so that any interleaving — the CPU-starvation ones that
+// make CI flaky above all — can be found, replayed seed by seed, and looked
+// at.
+//
+// Run executes a program as the task "main". At every scheduling point
+// (Yield, a Mutex's Lock, a Cond's Wait, Sleep, a task's start and end) the
+// Strategy picks the next task among those that may run, and the baton
+// passes to it; nothing else runs meanwhile. Virtual time starts at Epoch
+// and moves only when no task may run: to the next timer, or, when the
+// strategy withholds every runnable task (Chaos, Starve), to the end of the
+// starvation window — starvation is time passing while a thread could run.
+//
+// Every decision is drawn from a Chooser and recorded in a Schedule; a
+// TraceHash covers every decision and event, so the same seed gives the same
+// hash on any machine, any GOMAXPROCS, with or without -race, and
+// Replay(schedule) runs the same interleaving again.
+//
+// The caller's duties:
+//
+//  1. Write the program against task.Runtime only: no go statements,
+//     channels between tasks, select, package time's clock or global
+//     math/rand. Options.Debug catches a foreign goroutine calling in.
+//  2. Build all state inside main: a run must not depend on what an earlier
+//     run left behind (Options.CheckDeterminism checks this).
+//  3. Return an error from main for a property failure. Deadlocks, panics,
+//     step-limit hits and replay divergences come back in Result.Err as
+//     *DeadlockError, *PanicError, *StepLimitError and
+//     *ScheduleMismatchError.
+//  4. Print the replay command or keep Result.Schedule when a run fails.
+//
+// Usage:
+//
+//	res := sim.Run(sim.Options{Seed: 42, Strategy: sim.Chaos()},
+//		func(rt task.Runtime) error {
+//			q := task.NewQueue[int](rt, task.QueueName("jobs"))
+//			rt.Go("worker", func() { q.Put(1) })
+//			if v, _ := q.Get(); v != 1 {
+//				return fmt.Errorf("got %d", v)
+//			}
+//			return nil
+//		})
+//	if res.Err != nil {
+//		again := sim.Run(sim.Options{Strategy: sim.Replay(res.Schedule)}, program)
+//		// again.TraceHash == res.TraceHash
+//	}
+//
+// Tasks are driven as iter.Pull coroutines from one loop: a switch is a
+// direct handoff inside the Go runtime. Panics and runtime.Goexit in a task
+// are caught inside its coroutine; tasks still parked when main returns are
+// unwound (their deferred calls run) from throwaway goroutines, so no
+// goroutine outlives Run and a task's t.FailNow cannot end Run's caller.
+package sim

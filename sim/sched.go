@@ -1,0 +1,559 @@
+package sim
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"time"
+	"unsafe"
+
+	"github.com/llmdst/llmdst/clock"
+	"github.com/llmdst/llmdst/task"
+)
+
+// unwinding is the panic value that unwinds a parked task when its run ends.
+type unwinding struct{}
+
+// sched is one run: the task.Runtime handed to the simulated program, the
+// baton-passing loop, the virtual clock and the recorder.
+type sched struct {
+	opts   *Options
+	sw     Switcher
+	policy Policy
+	choose recChooser
+
+	tasks []*Task // every task ever started, by id
+	live  []*Task // tasks not done, by id
+	// slots[1:] are the runnable tasks other than the running one, by id;
+	// slots[0] is where the task at a point goes when it may continue, so
+	// that the candidates are one slice without copying.
+	slots []*Task
+	cur   *Task // the task holding the baton
+	next  *Task // the task the loop resumes next; nil ends the loop
+	view  View
+
+	pointCache [64]pointHash
+
+	now      time.Duration // virtual time since Epoch
+	timers   timerHeap
+	timerSeq uint64
+
+	steps     int64
+	switches  int64
+	stepsMax  int64
+	hash      hasher
+	schedule  Schedule
+	trace     *Trace
+	err       error
+	ended     bool
+	unwinding bool
+	mainDone  bool
+	mainErr   error
+	goexit    bool // a task's Goexit is parked and must be released
+}
+
+var (
+	_ task.Runtime = (*sched)(nil)
+	_ task.Mutex   = (*simMutex)(nil)
+	_ task.Cond    = (*simCond)(nil)
+	_ clock.Timer  = (*simTimer)(nil)
+)
+
+func newSched(opts *Options, c Chooser) *sched {
+	s := &sched{opts: opts, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
+	s.schedule.off = opts.NoRecord
+	s.choose = recChooser{inner: c, s: s}
+	s.policy = opts.strategy().NewPolicy(&s.choose)
+	s.stepsMax = opts.StepsMax
+	if s.stepsMax == 0 {
+		s.stepsMax = DefaultStepsMax
+	}
+	if opts.Trace {
+		s.trace = &Trace{}
+	}
+	s.view.Chooser = &s.choose
+	s.view.s = s
+	return s
+}
+
+// run executes main as the first task and returns when the run is over and
+// every task has been unwound.
+func (s *sched) run(main func(rt task.Runtime) error) {
+	m := s.spawn("main", func() {
+		err := main(s)
+		s.mainErr = err
+	})
+	s.removeRunnable(m)
+	s.next = m
+	for s.next != nil {
+		t := s.next
+		s.next = nil
+		s.cur = t
+		t.state = stateRunning
+		t.co.resume()
+	}
+	s.cur = nil
+	s.unwind()
+}
+
+// spawn creates a runnable task. It does not start running until chosen.
+func (s *sched) spawn(name string, fn func()) *Task {
+	t := &Task{id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
+	t.co = newCoroutine(s.sw, func() { s.body(t) })
+	s.tasks = append(s.tasks, t)
+	s.live = append(s.live, t)
+	s.slots = append(s.slots, t) // the newest id sorts last
+	s.hash.word(hkSpawn)
+	s.hash.word(uint64(t.id))
+	s.hash.str(name)
+	if s.trace != nil {
+		parent := -1
+		if s.cur != nil {
+			parent = s.cur.id
+		}
+		s.event(Event{Kind: EvSpawn, Task: parent, Arg: t.id, Point: name})
+	}
+	return t
+}
+
+// body runs inside the task's coroutine.
+func (s *sched) body(t *Task) {
+	if s.opts.Debug {
+		t.goid = curGoid()
+	}
+	defer s.finish(t)
+	t.fn()
+	t.returned = true
+}
+
+// finish runs as the task's last deferred call: it tells a normal return from
+// a panic, an unwind and a runtime.Goexit, and passes the baton on.
+func (s *sched) finish(t *Task) {
+	if !t.returned {
+		r := recover()
+		switch r.(type) {
+		case unwinding:
+			t.state = stateDone
+			return
+		case nil:
+			// runtime.Goexit (t.FailNow from a task, say). It cannot be
+			// stopped, so park here until the run is unwound; the Goexit then
+			// completes on the throwaway goroutine that unwinds this task.
+			if s.unwinding {
+				t.state = stateDone
+				return
+			}
+			s.fail(&PanicError{TaskID: t.id, Task: t.name, Goexit: true})
+			s.exitTask(t)
+			t.state = stateGoexit
+			s.goexit = true
+			s.next = nil
+			t.co.yield()
+			return
+		default:
+			if s.unwinding {
+				// A deferred call failed while the task was being unwound
+				// after the run ended; the run's outcome stands.
+				t.state = stateDone
+				return
+			}
+			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack()})
+			s.exitTask(t)
+			s.next = nil
+			return
+		}
+	}
+	s.exitTask(t)
+	if t.id == 0 {
+		s.mainDone = true
+		s.ended = true
+		s.next = nil
+		return
+	}
+	if s.unwinding || s.ended {
+		s.next = nil
+		return
+	}
+	defer func() {
+		// The strategy's chooser may panic (rapid ends a draw that way).
+		if r := recover(); r != nil {
+			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack()})
+			s.next = nil
+		}
+	}()
+	t.point, t.kind = "exit", PointExit
+	if next := s.decide(nil, t); next != nil {
+		s.removeRunnable(next)
+		s.switches++
+		s.next = next
+	}
+}
+
+func (s *sched) exitTask(t *Task) {
+	t.state = stateDone
+	for i, l := range s.live {
+		if l == t {
+			s.live = append(s.live[:i], s.live[i+1:]...)
+			break
+		}
+	}
+	s.removeRunnable(t)
+	s.hash.word(hkExit)
+	s.hash.word(uint64(t.id))
+	if s.trace != nil {
+		s.event(Event{Kind: EvExit, Task: t.id})
+	}
+}
+
+// unwind stops every task that is still parked, each from a throwaway
+// goroutine, so that no goroutine outlives Run.
+func (s *sched) unwind() {
+	s.unwinding = true
+	s.ended = true
+	for i := 0; i < len(s.tasks); i++ { // tasks may start tasks while unwinding
+		t := s.tasks[i]
+		if t.state == stateDone {
+			continue
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.cur = t
+			t.co.stop()
+		}()
+		<-done
+		t.state = stateDone
+	}
+	s.cur = nil
+}
+
+// fail records the first error of the run and ends it.
+func (s *sched) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	s.ended = true
+}
+
+// decide asks the strategy which task runs next. cur is the task at the
+// point when it may go on, or nil when it blocked or exited; at is the task
+// at the point either way. It returns nil when the run is over.
+func (s *sched) decide(cur, at *Task) *Task {
+	for {
+		if s.ended {
+			return nil
+		}
+		cands := s.slots[1:]
+		if cur != nil {
+			s.slots[0] = cur
+			cands = s.slots
+		}
+		if len(cands) == 0 {
+			if !s.advance(-1) {
+				s.fail(s.deadlock())
+				return nil
+			}
+			continue
+		}
+		s.steps++
+		if s.stepsMax > 0 && s.steps > s.stepsMax {
+			s.steps--
+			s.fail(&StepLimitError{Steps: s.stepsMax, At: s.now})
+			return nil
+		}
+		v := &s.view
+		v.Now, v.Step, v.Candidates, v.Live = s.now, s.steps, cands, s.live
+		v.At, v.CanContinue = at, cur != nil
+		d := s.policy.Pick(v)
+		if d.Err != nil {
+			s.fail(d.Err)
+			return nil
+		}
+		if d.wait {
+			if d.Until <= s.now {
+				panic(fmt.Sprintf("sim: strategy %s asked to wait until %v, which is not after now (%v)", s.opts.strategy(), d.Until, s.now))
+			}
+			target := d.Until
+			if len(s.timers) > 0 && s.timers[0].deadline < target {
+				target = s.timers[0].deadline
+			}
+			s.schedule.appendWait(target)
+			s.hash.word(hkWait)
+			s.hash.word(uint64(target))
+			if s.trace != nil {
+				s.event(Event{Kind: EvWait, Task: -1, Arg: int(target - s.now)})
+			}
+			s.advance(target)
+			continue
+		}
+		if d.Index < 0 || d.Index >= len(cands) {
+			panic(fmt.Sprintf("sim: strategy %s picked candidate %d of %d", s.opts.strategy(), d.Index, len(cands)))
+		}
+		t := cands[d.Index]
+		s.slots[0] = nil
+		s.schedule.appendRun(t.id)
+		s.hash.word(hkRun)
+		s.hash.word(uint64(t.id))
+		s.hash.word(uint64(s.now))
+		s.hashPoint(at.point)
+		if s.trace != nil && t != at {
+			s.event(Event{Kind: EvSwitch, Task: at.id, Arg: t.id, Point: at.point})
+		}
+		return t
+	}
+}
+
+// advance moves the clock to target, or to the next timer when target < 0,
+// and fires every timer that is due. It reports false when there was nothing
+// to move to.
+func (s *sched) advance(target time.Duration) bool {
+	if target < 0 {
+		if len(s.timers) == 0 {
+			return false
+		}
+		target = s.timers[0].deadline
+	}
+	if target > s.now {
+		s.now = target
+		s.hash.word(hkAdvance)
+		s.hash.word(uint64(target))
+		if s.trace != nil {
+			s.event(Event{Kind: EvAdvance, Task: -1})
+		}
+	}
+	for len(s.timers) > 0 && s.timers[0].deadline <= s.now {
+		tm := s.timers.pop()
+		if tm.sleeper != nil {
+			s.wakeBy(tm.sleeper, -1)
+		} else {
+			s.spawn("timer", tm.fn)
+		}
+	}
+	return true
+}
+
+// point is a scheduling point where the running task could go on.
+func (s *sched) point(kind PointKind, point string) {
+	t := s.cur
+	t.point, t.kind = point, kind
+	next := s.decide(t, t)
+	if next == t {
+		return
+	}
+	t.state = stateRunnable
+	s.insertRunnable(t)
+	s.handOff(t, next)
+}
+
+// block parks the running task at point until something wakes it.
+func (s *sched) block(point string) {
+	t := s.cur
+	t.point, t.kind = point, PointBlock
+	t.state = stateBlocked
+	s.hash.word(hkBlock)
+	if s.trace != nil {
+		s.event(Event{Kind: EvBlock, Task: t.id, Point: point})
+	}
+	next := s.decide(nil, t)
+	if next == t { // a timer woke it while the clock moved on
+		s.removeRunnable(t)
+		t.state = stateRunning
+		return
+	}
+	s.handOff(t, next)
+}
+
+// handOff gives the baton from t to next (nil ends the run) and returns when
+// t holds it again.
+func (s *sched) handOff(t, next *Task) {
+	if next != nil {
+		s.removeRunnable(next)
+		s.switches++
+	}
+	s.next = next
+	if !t.co.yield() {
+		panic(unwinding{})
+	}
+}
+
+// wake makes a blocked task runnable on behalf of the running task.
+func (s *sched) wake(t *Task) {
+	by := -1
+	if s.cur != nil {
+		by = s.cur.id
+	}
+	s.wakeBy(t, by)
+}
+
+// wakeBy makes a blocked task runnable on behalf of task by (-1: the clock).
+func (s *sched) wakeBy(t *Task, by int) {
+	if s.unwinding {
+		return
+	}
+	if t.state != stateBlocked {
+		panic(fmt.Sprintf("sim: wake of task %d %q, which is not blocked", t.id, t.name))
+	}
+	t.state = stateRunnable
+	s.insertRunnable(t)
+	s.hash.word(hkWake)
+	s.hash.word(uint64(t.id))
+	if s.trace != nil {
+		s.event(Event{Kind: EvWake, Task: by, Arg: t.id})
+	}
+}
+
+func (s *sched) insertRunnable(t *Task) {
+	i := len(s.slots)
+	for i > 1 && s.slots[i-1].id > t.id {
+		i--
+	}
+	s.slots = append(s.slots, nil)
+	copy(s.slots[i+1:], s.slots[i:])
+	s.slots[i] = t
+}
+
+func (s *sched) removeRunnable(t *Task) {
+	for i := 1; i < len(s.slots); i++ {
+		if s.slots[i] == t {
+			copy(s.slots[i:], s.slots[i+1:])
+			s.slots[len(s.slots)-1] = nil
+			s.slots = s.slots[:len(s.slots)-1]
+			return
+		}
+	}
+}
+
+// pointHash caches the hash of a point name, keyed by the name's bytes'
+// address: point names are almost always constants, so the cache turns a
+// byte loop per decision into a comparison. The cached value is the hash of
+// the bytes, so a hit and a miss fold in the same word.
+type pointHash struct {
+	data *byte
+	n    int
+	h    uint64
+}
+
+func (s *sched) hashPoint(p string) {
+	data := unsafe.StringData(p)
+	slot := &s.pointCache[(uintptr(unsafe.Pointer(data))>>3^uintptr(len(p)))&63]
+	if slot.data != data || slot.n != len(p) {
+		h := newHasher()
+		h.str(p)
+		*slot = pointHash{data: data, n: len(p), h: uint64(h)}
+	}
+	s.hash.word(slot.h)
+}
+
+func (s *sched) deadlock() *DeadlockError {
+	d := &DeadlockError{Step: s.steps, At: s.now}
+	for _, t := range s.live {
+		b := BlockedTask{ID: t.id, Name: t.name, Point: t.point, HolderID: -1}
+		if m := t.waitingOn; m != nil && m.owner != nil {
+			b.HolderID, b.Holder = m.owner.id, m.owner.name
+		}
+		d.Blocked = append(d.Blocked, b)
+	}
+	sort.Slice(d.Blocked, func(i, j int) bool { return d.Blocked[i].ID < d.Blocked[j].ID })
+	return d
+}
+
+// enter checks, in debug mode, that the caller is the running task.
+func (s *sched) enter() {
+	if s.cur == nil {
+		panic("sim: the runtime was called outside any simulated task")
+	}
+	if s.opts.Debug {
+		if g := curGoid(); g != s.cur.goid && !s.unwinding {
+			panic(&ForeignGoroutineError{Goroutine: g, Running: s.cur.name})
+		}
+	}
+}
+
+// task.Runtime
+
+func (s *sched) Now() time.Time { return Epoch.Add(s.now) }
+
+func (s *sched) AfterFunc(d time.Duration, f func()) clock.Timer {
+	s.enter()
+	if s.ended {
+		return &simTimer{}
+	}
+	if d < 0 {
+		d = 0
+	}
+	return &simTimer{s: s, e: s.addTimer(s.now+d, nil, f)}
+}
+
+func (s *sched) Go(name string, fn func()) {
+	s.enter()
+	s.spawn(name, fn)
+}
+
+func (s *sched) Yield(point string) {
+	s.enter()
+	if s.ended {
+		return
+	}
+	s.point(PointYield, point)
+}
+
+func (s *sched) Sleep(d time.Duration) {
+	s.enter()
+	if s.ended {
+		if s.unwinding {
+			panic(unwinding{})
+		}
+		return
+	}
+	if d <= 0 {
+		s.point(PointYield, "sleep")
+		return
+	}
+	s.addTimer(s.now+d, s.cur, nil)
+	s.block("sleep")
+}
+
+func (s *sched) NewMutex(name string) task.Mutex {
+	return &simMutex{s: s, name: name, lockPoint: name + ".lock"}
+}
+
+func (s *sched) NewCond(m task.Mutex) task.Cond {
+	sm, ok := m.(*simMutex)
+	if !ok || sm.s != s {
+		panic(fmt.Sprintf("sim: NewCond needs a Mutex from the same run, got %T", m))
+	}
+	return &simCond{m: sm}
+}
+
+func (s *sched) addTimer(deadline time.Duration, sleeper *Task, fn func()) *timerEntry {
+	s.timerSeq++
+	e := &timerEntry{deadline: deadline, seq: s.timerSeq, sleeper: sleeper, fn: fn}
+	s.timers.push(e)
+	return e
+}
+
+// simTimer is an AfterFunc callback that has not fired yet.
+type simTimer struct {
+	s *sched
+	e *timerEntry
+}
+
+func (t *simTimer) Stop() bool {
+	if t.e == nil || t.e.index < 0 {
+		return false
+	}
+	t.s.timers.remove(t.e)
+	return true
+}
+
+// hash record kinds
+const (
+	hkSpawn uint64 = iota + 1
+	hkExit
+	hkRun
+	hkWait
+	hkAdvance
+	hkBlock
+	hkWake
+	hkNote
+)

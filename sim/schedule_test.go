@@ -1,0 +1,229 @@
+package sim_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+func TestScheduleRoundTripsThroughText(t *testing.T) {
+	for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("worker")} {
+		res := sim.Run(sim.Options{Seed: 9, Strategy: st}, busy)
+		require.NoError(t, res.Err)
+		res.Schedule.Set("scenario", "busy")
+		res.Schedule.Set("note", "spaces, \"quotes\" and\nnewlines")
+		text := res.Schedule.String()
+		parsed, err := sim.ParseSchedule(text)
+		require.NoError(t, err, st.String())
+		assert.Equal(t, text, parsed.String())
+		assert.Equal(t, res.Schedule.Len(), parsed.Len())
+		assert.Equal(t, res.Schedule.Steps(), parsed.Steps())
+		v, ok := parsed.Get("note")
+		assert.True(t, ok)
+		assert.Equal(t, "spaces, \"quotes\" and\nnewlines", v)
+
+		again := sim.Run(sim.Options{Strategy: sim.Replay(parsed)}, busy)
+		require.NoError(t, again.Err, st.String())
+		assert.Equal(t, res.TraceHash, again.TraceHash, st.String())
+		assert.Equal(t, res.Elapsed, again.Elapsed)
+	}
+}
+
+func TestNewScheduleRebuildsSteps(t *testing.T) {
+	steps := []sim.Step{{Task: 0}, {Task: 0}, {Task: 1}, {Wait: true, Task: -1, Until: time.Millisecond}, {Task: 1}}
+	s := sim.NewSchedule(steps, []string{"main", "w"}, nil)
+	assert.Equal(t, steps, s.Steps())
+	assert.Contains(t, s.String(), "\n0*2 1 @1000000 1\n")
+}
+
+func TestParseScheduleRejectsBadText(t *testing.T) {
+	good := sim.NewSchedule([]sim.Step{{Task: 0}, {Task: 1}}, []string{"main", "w"}, []sim.Meta{{Key: "seed", Value: "1"}}).String()
+	cases := map[string]struct{ text, want string }{
+		"empty":     {"", "empty text"},
+		"foreign":   {"hello world\n", `not a schedule: the first line is "hello world"`},
+		"version":   {strings.Replace(good, " v1", " v2", 1), `version "v2" is not supported: this build reads v1`},
+		"truncated": {strings.TrimSuffix(good, "end\n"), "truncated: the text ends"},
+		"cut steps": {strings.Replace(good, "0 1\n", "0\n", 1), "the steps line says 2 decisions, the text holds 1"},
+		"bad token": {strings.Replace(good, "0 1\n", "0 x\n", 1), `bad decision "x"`},
+		"bad wait":  {strings.Replace(good, "0 1\n", "0 @-5 1\n", 1), `bad wait "@-5"`},
+		"bad meta":  {strings.Replace(good, `meta "seed" "1"`, `meta seed 1`, 1), "meta: want a quoted string"},
+		"task gap":  {strings.Replace(good, `task 1 "w"`, `task 3 "w"`, 1), "task: want task 1 next"},
+		"no task":   {strings.Replace(good, "0 1\n", "0 7\n", 1), "decision for task 7, but only 2 tasks are listed"},
+		"no steps":  {"llmdst-schedule v1\nend\n", "no steps line"},
+	}
+	for name, c := range cases {
+		_, err := sim.ParseSchedule(c.text)
+		var se *sim.ScheduleError
+		if assert.ErrorAs(t, err, &se, name) {
+			assert.Contains(t, err.Error(), c.want, name)
+		}
+	}
+}
+
+func TestReplayFailsWhenTheCodeNoLongerMatches(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 4}, busy)
+	require.NoError(t, res.Err)
+
+	changed := func(rt task.Runtime) error { // one worker fewer, different names
+		g := task.NewGroup(rt, "g")
+		g.Go("other", func() { rt.Yield("x") })
+		g.Wait()
+		return nil
+	}
+	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Schedule)}, changed)
+	var mm *sim.ScheduleMismatchError
+	require.ErrorAs(t, again.Err, &mm)
+	assert.Contains(t, again.Err.Error(), "replay diverged at step")
+
+	short := sim.NewSchedule(res.Schedule.Steps()[:10], res.Schedule.Tasks, nil)
+	again = sim.Run(sim.Options{Strategy: sim.Replay(short)}, busy)
+	require.ErrorAs(t, again.Err, &mm)
+	assert.Contains(t, again.Err.Error(), "the schedule ends after 10 decisions, but the run goes on")
+
+	long := sim.NewSchedule(append(res.Schedule.Steps(), sim.Step{Task: 0}), res.Schedule.Tasks, nil)
+	again = sim.Run(sim.Options{Strategy: sim.Replay(long)}, busy)
+	require.ErrorAs(t, again.Err, &mm)
+	assert.Contains(t, again.Err.Error(), "the run ended after")
+}
+
+func TestParseStrategy(t *testing.T) {
+	for _, s := range []string{"random", "pct:2", "pct:3:500", "chaos", "starve:output-handler"} {
+		st, err := sim.ParseStrategy(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, s, st.String())
+	}
+	for s, want := range map[string]string{
+		"bogus":     `unknown strategy "bogus"`,
+		"pct":       "want pct:D with a depth D ≥ 1",
+		"pct:0":     "want pct:D with a depth D ≥ 1",
+		"pct:2:x":   "step estimate K ≥ 1",
+		"starve:":   "want starve:PREFIX",
+		"random:3":  "takes no argument",
+		"chaos:1ms": "takes no argument",
+	} {
+		_, err := sim.ParseStrategy(s)
+		assert.ErrorContains(t, err, want, s)
+	}
+}
+
+// frame is an annotation of the kind an engine publishes.
+type frame struct {
+	id    uint64
+	start bool
+}
+
+func (f frame) Kind() string {
+	if f.start {
+		return "frame.emitted"
+	}
+	return "frame.delivered"
+}
+func (f frame) Fingerprint() uint64         { return f.id }
+func (f frame) String() string              { return fmt.Sprintf("frame %d", f.id) }
+func (f frame) Flow() (uint64, bool)        { return f.id, f.start }
+func (f frame) withStart(b bool) frame      { f.start = b; return f }
+func noteProgram(rt task.Runtime) error     { return pingPong(rt, 3) }
+func pingPong(rt task.Runtime, n int) error { return pingPongNotes(rt, n, true) }
+
+func pingPongNotes(rt task.Runtime, n int, notes bool) error {
+	q := task.NewQueue[uint64](rt, task.QueueName("frames"))
+	g := task.NewGroup(rt, "g")
+	g.Go("producer", func() {
+		for i := uint64(1); i <= uint64(n); i++ {
+			if notes {
+				sim.Note(rt, frame{id: i}.withStart(true))
+			}
+			q.Put(i)
+			rt.Sleep(time.Millisecond)
+		}
+		q.Close()
+	})
+	g.Go("consumer", func() {
+		for v, ok := q.Get(); ok; v, ok = q.Get() {
+			if notes {
+				sim.Note(rt, frame{id: v})
+			}
+		}
+	})
+	g.Wait()
+	return nil
+}
+
+func TestTraceExports(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 2, Strategy: sim.Chaos(), Trace: true}, noteProgram)
+	require.NoError(t, res.Err)
+	tr := res.Trace
+	require.NotNil(t, tr)
+	assert.Equal(t, []string{"main", "producer", "consumer"}, tr.Tasks)
+
+	var text bytes.Buffer
+	require.NoError(t, tr.WriteText(&text))
+	assert.Contains(t, text.String(), "producer#1")
+	assert.Contains(t, text.String(), "frame.delivered frame 3")
+	assert.Contains(t, text.String(), "blocks at frames.get")
+
+	var jl bytes.Buffer
+	require.NoError(t, tr.WriteJSONL(&jl))
+	lines := strings.Split(strings.TrimSpace(jl.String()), "\n")
+	assert.Len(t, lines, len(tr.Events))
+	kinds := map[string]int{}
+	for _, l := range lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		kinds[m["kind"].(string)]++
+	}
+	assert.Equal(t, 6, kinds["note"])
+	assert.Positive(t, kinds["switch"])
+
+	var pf bytes.Buffer
+	require.NoError(t, tr.WritePerfetto(&pf))
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Tid  int            `json:"tid"`
+			ID   string         `json:"id"`
+			Dur  float64        `json:"dur"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(pf.Bytes(), &doc))
+	slices, flows := map[int]int{}, map[string]string{}
+	threads := map[string]bool{}
+	for _, e := range doc.TraceEvents {
+		switch e.Ph {
+		case "X":
+			slices[e.Tid]++
+			assert.Positive(t, e.Dur)
+		case "s", "f":
+			flows[e.ID] += e.Ph
+		case "M":
+			if e.Name == "thread_name" {
+				threads[e.Args["name"].(string)] = true
+			}
+		}
+	}
+	for tid := 1; tid <= 3; tid++ {
+		assert.Positive(t, slices[tid], "no running slice for task %d", tid-1)
+	}
+	assert.Equal(t, map[string]string{"1": "sf", "2": "sf", "3": "sf"}, flows, "one arrow per frame, from emission to delivery")
+	assert.True(t, threads["producer #1"])
+}
+
+func TestNotesAreHashed(t *testing.T) {
+	with := sim.Run(sim.Options{Seed: 2}, func(rt task.Runtime) error { return pingPongNotes(rt, 3, true) })
+	without := sim.Run(sim.Options{Seed: 2}, func(rt task.Runtime) error { return pingPongNotes(rt, 3, false) })
+	require.NoError(t, with.Err)
+	require.NoError(t, without.Err)
+	assert.Equal(t, with.Steps, without.Steps)
+	assert.NotEqual(t, with.TraceHash, without.TraceHash)
+}

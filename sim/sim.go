@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// Epoch is the virtual time at which every run starts.
+var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// DefaultStepsMax is the step limit of a run when Options.StepsMax is zero.
+const DefaultStepsMax = 10_000_000
+
+// Options configure a run.
+type Options struct {
+	// Seed seeds the default chooser. The same seed, program and strategy
+	// give the same run, the same trace hash and the same schedule.
+	Seed uint64
+	// Strategy decides who runs at each scheduling point; nil means Random().
+	Strategy Strategy
+	// Chooser answers the strategy's draws; nil means a PCG chooser seeded
+	// with Seed on StreamStrategy. A rapid-backed chooser lets rapid shrink
+	// the schedule along with the rest of a test case.
+	Chooser Chooser
+	// StepsMax bounds the decisions of a run; 0 means DefaultStepsMax and a
+	// negative value means no bound. A run that reaches it ends with a
+	// *StepLimitError.
+	StepsMax int64
+	// Trace keeps every event in Result.Trace. The hash is computed either way.
+	Trace bool
+	// NoRecord skips recording the schedule, for sweeps that re-run the
+	// few failing seeds with recording on; Result.Schedule is then empty.
+	NoRecord bool
+	// CheckDeterminism runs the program twice and fails with a
+	// *NondeterminismError when the trace hashes differ. It needs the
+	// default chooser, and main must build all its state afresh.
+	CheckDeterminism bool
+	// Debug checks at every call into the runtime that the caller is the
+	// running task, panicking with a *ForeignGoroutineError otherwise. It
+	// costs microseconds per call.
+	Debug bool
+	// Repanic raises a task's panic again in the goroutine that called Run,
+	// once the run is unwound, instead of returning it as a *PanicError.
+	Repanic bool
+
+	switcher Switcher
+}
+
+func (o *Options) strategy() Strategy {
+	if o.Strategy == nil {
+		return Random()
+	}
+	return o.Strategy
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	// Err is nil, main's error, a *PanicError, a *DeadlockError, a
+	// *StepLimitError, a *ScheduleMismatchError or a *NondeterminismError.
+	Err error
+	// Steps is the number of scheduling decisions taken.
+	Steps int64
+	// Switches is the number of times the baton passed between tasks.
+	Switches int64
+	// Elapsed is the virtual time that passed.
+	Elapsed time.Duration
+	// TraceHash covers every decision, draw and event of the run.
+	TraceHash uint64
+	// Schedule records the decisions; Replay(Schedule) runs them again.
+	Schedule *Schedule
+	// Trace holds every event when Options.Trace was set.
+	Trace *Trace
+	// Seed and Strategy are those of the run.
+	Seed     uint64
+	Strategy string
+	// Tasks is the number of tasks started.
+	Tasks int
+}
+
+// StepLimited reports whether the run ended because it reached the step
+// limit: a livelock or an overlong run, not a property failure.
+func (r Result) StepLimited() bool {
+	var sl *StepLimitError
+	return errors.As(r.Err, &sl)
+}
+
+// Run runs main as the first task, named "main", under the simulator, one
+// task at a time, and returns when main has returned (or the run failed) and
+// every other task has been unwound. No goroutine outlives Run.
+func Run(opts Options, main func(rt task.Runtime) error) Result {
+	res := runOnce(&opts, main)
+	if opts.CheckDeterminism && opts.Chooser == nil {
+		again := runOnce(&opts, main)
+		if again.TraceHash != res.TraceHash {
+			err := &NondeterminismError{Seed: opts.Seed, Hashes: [2]uint64{res.TraceHash, again.TraceHash}, Step: firstDivergence(res.Schedule, again.Schedule)}
+			res.Err = errors.Join(err, res.Err)
+		}
+	}
+	return res
+}
+
+func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
+	c := opts.Chooser
+	if c == nil {
+		c = NewPCGChooser(opts.Seed, StreamStrategy)
+	}
+	s := newSched(opts, c)
+	s.run(main)
+	err := s.err
+	if err == nil {
+		err = s.mainErr
+	}
+	if f, ok := s.policy.(Finisher); ok && s.err == nil {
+		if ferr := f.Finish(s.steps); ferr != nil {
+			err = errors.Join(ferr, err)
+		}
+	}
+	names := make([]string, len(s.tasks))
+	for i, t := range s.tasks {
+		names[i] = t.name
+	}
+	s.schedule.Tasks = names
+	if s.trace != nil {
+		s.trace.Tasks = names
+	}
+	res := Result{
+		Err: err, Steps: s.steps, Switches: s.switches, Elapsed: s.now, TraceHash: uint64(s.hash),
+		Schedule: &s.schedule, Trace: s.trace, Seed: opts.Seed, Strategy: opts.strategy().String(), Tasks: len(s.tasks),
+	}
+	var pe *PanicError
+	if errors.As(s.err, &pe) && !pe.Goexit {
+		rp, _ := c.(Repanicker)
+		if opts.Repanic || (rp != nil && rp.Repanic()) {
+			panic(pe.Value)
+		}
+	}
+	return res
+}
+
+func firstDivergence(a, b *Schedule) int64 {
+	as, bs := a.Steps(), b.Steps()
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if as[i] != bs[i] {
+			return int64(i + 1)
+		}
+	}
+	if len(as) != len(bs) {
+		return int64(min(len(as), len(bs)) + 1)
+	}
+	return 0
+}
+
+// PanicError is a panic, or a runtime.Goexit, in a simulated task.
+type PanicError struct {
+	TaskID int
+	Task   string
+	Value  any
+	Stack  []byte
+	Goexit bool
+}
+
+func (e *PanicError) Error() string {
+	if e.Goexit {
+		return fmt.Sprintf("sim: task %d %q called runtime.Goexit (t.FailNow or t.SkipNow from a simulated task?)", e.TaskID, e.Task)
+	}
+	return fmt.Sprintf("sim: task %d %q panicked: %v\n%s", e.TaskID, e.Task, e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// BlockedTask is a task in a deadlock.
+type BlockedTask struct {
+	ID       int
+	Name     string
+	Point    string // where it waits
+	HolderID int    // for a mutex, the task that holds it; -1 otherwise
+	Holder   string
+}
+
+// DeadlockError says that tasks wait while nothing can run and no timer is
+// pending.
+type DeadlockError struct {
+	Step    int64
+	At      time.Duration
+	Blocked []BlockedTask
+}
+
+func (e *DeadlockError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sim: deadlock at step %d (+%v): %d task(s) blocked, none runnable, no timer pending:", e.Step, e.At, len(e.Blocked))
+	for _, t := range e.Blocked {
+		fmt.Fprintf(&b, "\n  task %d %q waits at %q", t.ID, t.Name, t.Point)
+		if t.HolderID >= 0 {
+			fmt.Fprintf(&b, " (held by task %d %q)", t.HolderID, t.Holder)
+		}
+	}
+	return b.String()
+}
+
+// StepLimitError says that a run took more decisions than allowed.
+type StepLimitError struct {
+	Steps int64
+	At    time.Duration
+}
+
+func (e *StepLimitError) Error() string {
+	return fmt.Sprintf("sim: step limit of %d decisions reached at +%v: a livelock, or a run longer than Options.StepsMax allows", e.Steps, e.At)
+}
+
+// ScheduleMismatchError says that a replayed schedule no longer matches what
+// the program does.
+type ScheduleMismatchError struct {
+	Step   int64
+	Reason string
+}
+
+func (e *ScheduleMismatchError) Error() string {
+	return fmt.Sprintf("sim: replay diverged at step %d: %s (was the code changed since the schedule was recorded?)", e.Step, e.Reason)
+}
+
+// NondeterminismError says that the same seed gave two different runs.
+type NondeterminismError struct {
+	Seed   uint64
+	Hashes [2]uint64
+	Step   int64 // first decision that differed, 0 if the decisions agree
+}
+
+func (e *NondeterminismError) Error() string {
+	return fmt.Sprintf("sim: seed %d is not deterministic: trace hashes %016x and %016x, first different decision at step %d (map iteration, wall time, a goroutine the simulator does not manage?)",
+		e.Seed, e.Hashes[0], e.Hashes[1], e.Step)
+}
+
+// ForeignGoroutineError is the panic of Options.Debug when a goroutine the
+// simulator does not manage calls into it.
+type ForeignGoroutineError struct {
+	Goroutine uint64
+	Running   string
+}
+
+func (e *ForeignGoroutineError) Error() string {
+	return fmt.Sprintf("sim: goroutine %d called the simulated runtime while task %q holds the baton; only simulated tasks may call it (use Runtime.Go, not the go statement)", e.Goroutine, e.Running)
+}
+
+// curGoid reads the calling goroutine's id from its stack header. It is slow
+// and used only in debug mode.
+func curGoid() uint64 {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	b := bytes.TrimPrefix(buf[:n], []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
+}

@@ -1,0 +1,514 @@
+package sim_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lostUpdate is two tasks incrementing a counter with a read, a yield and a
+// write: the classic lost update.
+func lostUpdate(rt task.Runtime) error {
+	counter := 0
+	g := task.NewGroup(rt, "incrementers")
+	for _, name := range []string{"inc-a", "inc-b"} {
+		g.Go(name, func() {
+			v := counter
+			rt.Yield("between-read-and-write")
+			counter = v + 1
+		})
+	}
+	g.Wait()
+	if counter != 2 {
+		return fmt.Errorf("lost update: counter is %d after two increments", counter)
+	}
+	return nil
+}
+
+func TestLostUpdateIsFoundAndReplays(t *testing.T) {
+	for _, st := range []sim.Strategy{sim.Random(), sim.PCT(2)} {
+		t.Run(st.String(), func(t *testing.T) {
+			var failed *sim.Result
+			for seed := uint64(0); seed < 100 && failed == nil; seed++ {
+				res := sim.Run(sim.Options{Seed: seed, Strategy: st}, lostUpdate)
+				if res.Err != nil {
+					failed = &res
+				}
+			}
+			require.NotNil(t, failed, "%s found no lost update in 100 seeds", st)
+			require.ErrorContains(t, failed.Err, "lost update")
+
+			text := failed.Schedule.String()
+			parsed, err := sim.ParseSchedule(text)
+			require.NoError(t, err)
+			again := sim.Run(sim.Options{Strategy: sim.Replay(parsed)}, lostUpdate)
+			require.Error(t, again.Err)
+			assert.Equal(t, failed.Err.Error(), again.Err.Error())
+			assert.Equal(t, failed.TraceHash, again.TraceHash, "replay must give the same trace hash")
+			assert.Equal(t, failed.Steps, again.Steps)
+			assert.Equal(t, text, again.Schedule.String())
+		})
+	}
+}
+
+func TestMutexPreventsLostUpdate(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+			mu := rt.NewMutex("counter")
+			counter := 0
+			g := task.NewGroup(rt, "incrementers")
+			for i := 0; i < 3; i++ {
+				g.Go("inc", func() {
+					mu.Lock()
+					v := counter
+					rt.Yield("between-read-and-write")
+					counter = v + 1
+					mu.Unlock()
+				})
+			}
+			g.Wait()
+			if counter != 3 {
+				return fmt.Errorf("counter %d", counter)
+			}
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+	}
+}
+
+func lockOrderInversion(rt task.Runtime) error {
+	a, b := rt.NewMutex("A"), rt.NewMutex("B")
+	g := task.NewGroup(rt, "lockers")
+	g.Go("takes-a-then-b", func() {
+		a.Lock()
+		rt.Yield("holding-a")
+		b.Lock()
+		b.Unlock()
+		a.Unlock()
+	})
+	g.Go("takes-b-then-a", func() {
+		b.Lock()
+		rt.Yield("holding-b")
+		a.Lock()
+		a.Unlock()
+		b.Unlock()
+	})
+	g.Wait()
+	return nil
+}
+
+func TestLockOrderInversionIsReportedAsDeadlock(t *testing.T) {
+	var dl *sim.DeadlockError
+	for seed := uint64(0); seed < 100 && dl == nil; seed++ {
+		res := sim.Run(sim.Options{Seed: seed}, lockOrderInversion)
+		if res.Err != nil {
+			require.ErrorAs(t, res.Err, &dl, "seed %d", seed)
+		}
+	}
+	require.NotNil(t, dl, "no deadlock in 100 seeds")
+	byName := map[string]sim.BlockedTask{}
+	for _, b := range dl.Blocked {
+		byName[b.Name] = b
+	}
+	ab, ba := byName["takes-a-then-b"], byName["takes-b-then-a"]
+	assert.Equal(t, "B.lock", ab.Point)
+	assert.Equal(t, "takes-b-then-a", ab.Holder)
+	assert.Equal(t, "A.lock", ba.Point)
+	assert.Equal(t, "takes-a-then-b", ba.Holder)
+	assert.Equal(t, "lockers.wait", byName["main"].Point)
+	msg := dl.Error()
+	for _, want := range []string{`"takes-a-then-b" waits at "B.lock" (held by task`, `"takes-b-then-a" waits at "A.lock"`, `"main" waits at "lockers.wait"`} {
+		assert.Contains(t, msg, want)
+	}
+	goleak.VerifyNone(t)
+}
+
+func TestSleepAdvancesVirtualTimeExactly(t *testing.T) {
+	var start, end time.Time
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		start = rt.Now()
+		for i := 0; i < 1000; i++ {
+			rt.Sleep(10 * time.Millisecond)
+		}
+		end = rt.Now()
+		return nil
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, 10*time.Second, res.Elapsed)
+	assert.Equal(t, sim.Epoch, start)
+	assert.Equal(t, 10*time.Second, end.Sub(start))
+}
+
+// busy is a program with queues, timers, mutexes and several tasks: enough
+// decisions for a hash to mean something.
+func busy(rt task.Runtime) error {
+	in := task.NewQueue[int](rt, task.QueueName("in"))
+	out := task.NewQueue[int](rt, task.QueueName("out"))
+	g := task.NewGroup(rt, "workers")
+	for w := 0; w < 3; w++ {
+		g.Go("worker-"+strconv.Itoa(w), func() {
+			for v, ok := in.Get(); ok; v, ok = in.Get() {
+				rt.Sleep(time.Duration(v%3) * time.Millisecond)
+				out.Put(v * v)
+			}
+		})
+	}
+	fired := 0
+	rt.AfterFunc(5*time.Millisecond, func() { fired++ })
+	for i := 0; i < 20; i++ {
+		in.Put(i)
+		rt.Yield("producer")
+	}
+	in.Close()
+	g.Wait()
+	out.Close()
+	sum := 0
+	for v, ok := out.Get(); ok; v, ok = out.Get() {
+		sum += v
+	}
+	if sum != 2470 {
+		return fmt.Errorf("sum of squares %d, want 2470", sum)
+	}
+	return nil
+}
+
+func TestSameSeedSameTraceHash(t *testing.T) {
+	for _, st := range []sim.Strategy{sim.Random(), sim.PCT(3), sim.Chaos(), sim.Starve("worker")} {
+		want := sim.Run(sim.Options{Seed: 42, Strategy: st}, busy)
+		require.NoError(t, want.Err, st.String())
+		for _, procs := range []int{1, 8} {
+			prev := runtime.GOMAXPROCS(procs)
+			for i := 0; i < 100; i++ {
+				got := sim.Run(sim.Options{Seed: 42, Strategy: st}, busy)
+				if got.TraceHash != want.TraceHash {
+					runtime.GOMAXPROCS(prev)
+					t.Fatalf("%s GOMAXPROCS=%d run %d: hash %016x, want %016x", st, procs, i, got.TraceHash, want.TraceHash)
+				}
+			}
+			runtime.GOMAXPROCS(prev)
+		}
+	}
+}
+
+// TestTraceHashGolden pins the hash of fixed seeds, so that a machine, a Go
+// version or a build flag that changes a run is caught. Regenerate with
+// -rewrite after a deliberate change to the simulator.
+func TestTraceHashGolden(t *testing.T) {
+	var b strings.Builder
+	for _, st := range []sim.Strategy{sim.Random(), sim.PCT(3), sim.Chaos(), sim.Starve("worker")} {
+		for _, seed := range []uint64{1, 42, 1 << 40} {
+			res := sim.Run(sim.Options{Seed: seed, Strategy: st}, busy)
+			require.NoError(t, res.Err)
+			fmt.Fprintf(&b, "%-14s seed=%-14d steps=%-5d elapsed=%-8v hash=%016x\n", st, seed, res.Steps, res.Elapsed, res.TraceHash)
+		}
+	}
+	golden(t, "hashes.golden", b.String())
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *rewrite {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run with -rewrite to create %s", path)
+	assert.Equal(t, string(want), got, "%s differs; if the change is deliberate, run go test -rewrite", path)
+}
+
+func TestDeterminismSelfCheck(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 7, Strategy: sim.Chaos(), CheckDeterminism: true}, busy)
+	require.NoError(t, res.Err)
+
+	calls := 0 // state that leaks between runs: a nondeterministic program
+	res = sim.Run(sim.Options{Seed: 7, CheckDeterminism: true}, func(rt task.Runtime) error {
+		calls++
+		if calls%2 == 0 {
+			rt.Go("only-every-other-run", func() {})
+		}
+		rt.Yield("a")
+		return nil
+	})
+	var nd *sim.NondeterminismError
+	require.ErrorAs(t, res.Err, &nd)
+	assert.NotEqual(t, nd.Hashes[0], nd.Hashes[1])
+	assert.Contains(t, nd.Error(), "seed 7 is not deterministic")
+}
+
+func TestStarveWithholdsTheNamedTaskWhileTheClockMovesOn(t *testing.T) {
+	// x is always runnable and nothing else ever sleeps: without starvation
+	// virtual time would never move.
+	program := func(gaps *[]time.Duration) func(rt task.Runtime) error {
+		return func(rt task.Runtime) error {
+			g := task.NewGroup(rt, "g")
+			g.Go("x", func() {
+				last := rt.Now()
+				for i := 0; i < 200; i++ {
+					rt.Yield("x.work")
+					now := rt.Now()
+					if d := now.Sub(last); d > 0 {
+						*gaps = append(*gaps, d)
+					}
+					last = now
+				}
+			})
+			g.Wait()
+			return nil
+		}
+	}
+	var gaps []time.Duration
+	res := sim.Run(sim.Options{Seed: 3}, program(&gaps))
+	require.NoError(t, res.Err)
+	assert.Zero(t, res.Elapsed, "under Random nothing withholds x, so no time passes")
+	assert.Empty(t, gaps)
+
+	for seed := uint64(0); seed < 20; seed++ {
+		gaps = gaps[:0]
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Starve("x")}, program(&gaps))
+		require.NoError(t, res.Err)
+		require.NotEmpty(t, gaps, "seed %d: x was never withheld", seed)
+		assert.Positive(t, res.Elapsed)
+		for _, g := range gaps {
+			// A gap is one window or several back to back; every window is
+			// 50µs·2^k, so a gap is a whole number of 50µs.
+			assert.Zero(t, g%sim.StarveWindows[0], "seed %d: x was withheld for %v, not a sum of windows", seed, g)
+		}
+	}
+}
+
+func TestChaosStarvesRandomVictimsIncludingMain(t *testing.T) {
+	starved := map[string]int{}
+	for seed := uint64(0); seed < 30; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+			g := task.NewGroup(rt, "g")
+			work := func(name string) {
+				last := rt.Now()
+				for i := 0; i < 100; i++ {
+					rt.Yield(name + ".work")
+					if rt.Now().Sub(last) > 0 {
+						starved[name]++
+					}
+					last = rt.Now()
+				}
+			}
+			g.Go("w1", func() { work("w1") })
+			g.Go("w2", func() { work("w2") })
+			work("main")
+			g.Wait()
+			return nil
+		})
+		require.NoError(t, res.Err)
+	}
+	for _, name := range []string{"main", "w1", "w2"} {
+		assert.Positive(t, starved[name], "chaos never starved %s in 30 seeds", name)
+	}
+}
+
+func TestPCTIsNotHeldForeverByAYieldLoop(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.PCT(3), StepsMax: 10_000}, func(rt task.Runtime) error {
+			done := false
+			g := task.NewGroup(rt, "g")
+			g.Go("spinner", func() {
+				for !done {
+					rt.Yield("spin")
+				}
+			})
+			g.Go("setter", func() { done = true })
+			g.Wait()
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+		assert.Less(t, res.Steps, int64(100), "seed %d", seed)
+	}
+}
+
+func TestStepLimitIsReportedApartFromFailures(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1, StepsMax: 500}, func(rt task.Runtime) error {
+		for {
+			rt.Yield("forever")
+		}
+	})
+	var sl *sim.StepLimitError
+	require.ErrorAs(t, res.Err, &sl)
+	assert.True(t, res.StepLimited())
+	assert.Equal(t, int64(500), res.Steps)
+	assert.Contains(t, res.Err.Error(), "step limit of 500")
+
+	res = sim.Run(sim.Options{Seed: 1}, lostUpdateAlwaysFails)
+	require.Error(t, res.Err)
+	assert.False(t, res.StepLimited(), "a property failure is not a step-limit hit")
+	goleak.VerifyNone(t)
+}
+
+func lostUpdateAlwaysFails(rt task.Runtime) error { return errors.New("property violated") }
+
+func TestTaskPanicIsAnErrorAndNoGoroutineOutlivesRun(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		q := task.NewQueue[int](rt, task.QueueName("never"))
+		rt.Go("waiter", func() { q.Get() }) // parked when the run ends
+		rt.Go("bomb", func() { panic("boom") })
+		rt.Sleep(time.Second)
+		return nil
+	})
+	var pe *sim.PanicError
+	require.ErrorAs(t, res.Err, &pe)
+	assert.Equal(t, "bomb", pe.Task)
+	assert.Equal(t, "boom", pe.Value)
+	assert.Contains(t, string(pe.Stack), "sim_test")
+	goleak.VerifyNone(t)
+}
+
+func TestRepanicRaisesTheSameValueInTheCaller(t *testing.T) {
+	type marker struct{ n int }
+	defer goleak.VerifyNone(t)
+	got := func() (r any) {
+		defer func() { r = recover() }()
+		sim.Run(sim.Options{Seed: 1, Repanic: true}, func(rt task.Runtime) error {
+			rt.Go("parked", func() { rt.Sleep(time.Hour) })
+			rt.Go("bomb", func() { panic(marker{7}) })
+			rt.Sleep(time.Minute)
+			return nil
+		})
+		return nil
+	}()
+	assert.Equal(t, marker{7}, got)
+}
+
+func TestGoexitInATaskDoesNotEndTheCaller(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		rt.Go("quitter", func() {
+			defer rt.Yield("deferred-in-quitter") // deferred calls may call in
+			runtime.Goexit()
+		})
+		rt.Go("parked", func() { rt.Sleep(time.Hour) })
+		rt.Sleep(time.Minute)
+		return nil
+	})
+	var pe *sim.PanicError
+	require.ErrorAs(t, res.Err, &pe)
+	assert.True(t, pe.Goexit)
+	assert.Equal(t, "quitter", pe.Task)
+	goleak.VerifyNone(t)
+}
+
+func TestUnwindRunsDeferredCallsOfParkedTasks(t *testing.T) {
+	unwound := 0
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		mu := rt.NewMutex("m")
+		cond := rt.NewCond(mu)
+		for i := 0; i < 3; i++ {
+			rt.Go("waiter", func() {
+				mu.Lock()
+				defer mu.Unlock()
+				defer func() {
+					unwound++
+					rt.Go("started-while-unwinding", func() { unwound += 100 })
+				}()
+				cond.Wait("forever")
+			})
+		}
+		rt.Sleep(time.Millisecond)
+		return nil
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, 3, unwound, "every parked task unwound; tasks started while unwinding never run")
+	goleak.VerifyNone(t)
+}
+
+func TestDebugCatchesAForeignGoroutine(t *testing.T) {
+	caught := make(chan any, 1)
+	res := sim.Run(sim.Options{Seed: 1, Debug: true}, func(rt task.Runtime) error {
+		done := make(chan struct{})
+		go func() { // deliberately foreign
+			defer close(done)
+			defer func() { caught <- recover() }()
+			rt.Yield("from-a-foreign-goroutine")
+		}()
+		<-done
+		return nil
+	})
+	require.NoError(t, res.Err)
+	var fg *sim.ForeignGoroutineError
+	got := <-caught
+	require.IsType(t, fg, got)
+	assert.Contains(t, got.(error).Error(), `while task "main" holds the baton`)
+}
+
+func TestTimersFireInDeadlineThenCreationOrderAsTasks(t *testing.T) {
+	var order []string
+	res := sim.Run(sim.Options{Seed: 5}, func(rt task.Runtime) error {
+		mu := rt.NewMutex("order")
+		add := func(s string) func() {
+			return func() { mu.Lock(); order = append(order, s); mu.Unlock() }
+		}
+		rt.AfterFunc(2*time.Millisecond, add("c"))
+		rt.AfterFunc(time.Millisecond, add("a"))
+		rt.AfterFunc(time.Millisecond, add("b"))
+		stopped := rt.AfterFunc(time.Millisecond, add("stopped"))
+		if !stopped.Stop() {
+			return errors.New("Stop of a pending timer reported false")
+		}
+		if stopped.Stop() {
+			return errors.New("second Stop reported true")
+		}
+		rt.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"a", "b", "c"}, order)
+	assert.Equal(t, []string{"main", "timer", "timer", "timer"}, res.Schedule.Tasks)
+}
+
+func TestQueueUnderSimIsFIFOAndCloseWakesGetters(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+			q := task.NewQueue[int](rt, task.QueueName("q"))
+			g := task.NewGroup(rt, "g")
+			var got []int
+			g.Go("consumer", func() {
+				for v, ok := q.Get(); ok; v, ok = q.Get() {
+					got = append(got, v)
+				}
+			})
+			g.Go("idle-getter", func() {
+				rt.Sleep(time.Millisecond)
+				q.Get()
+			})
+			for i := 0; i < 50; i++ {
+				q.Put(i)
+			}
+			q.Close()
+			g.Wait()
+			if q.Put(99) {
+				return errors.New("Put after Close was accepted")
+			}
+			for i, v := range got {
+				if v <= i-1 || (i > 0 && v <= got[i-1]) {
+					return fmt.Errorf("out of order: %v", got)
+				}
+			}
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+	}
+}

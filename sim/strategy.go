@@ -1,0 +1,310 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Strategy is a policy for choosing which task runs at each scheduling
+// point. A Strategy value is a description and may be shared between runs
+// and goroutines; NewPolicy makes the state of one run.
+type Strategy interface {
+	// String names the strategy as ParseStrategy reads it ("pct:3").
+	String() string
+	// NewPolicy returns the state of one run, drawing from c.
+	NewPolicy(c Chooser) Policy
+}
+
+// Policy makes the decisions of one run.
+type Policy interface {
+	// Pick decides what happens at a scheduling point.
+	Pick(v *View) Decision
+}
+
+// Finisher is implemented by policies that have something to say when the
+// run ends (Replay: decisions left over).
+type Finisher interface {
+	Finish(steps int64) error
+}
+
+// View is what a Policy sees at a scheduling point. It is reused between
+// calls; keep nothing from it but task IDs and names.
+type View struct {
+	// Now is the virtual time since Epoch.
+	Now time.Duration
+	// Step is the number of this decision, from 1.
+	Step int64
+	// At is the task at the scheduling point.
+	At *Task
+	// CanContinue reports whether At may go on, in which case it is
+	// Candidates[0]; it is false when At blocked or exited.
+	CanContinue bool
+	// Candidates are the tasks that may run, At first when it may go on,
+	// then the others by ID.
+	Candidates []*Task
+	// Live is every task that has not ended, by ID, whatever its state.
+	Live []*Task
+	// Chooser is the run's recorded source of decisions.
+	Chooser Chooser
+
+	s *sched
+}
+
+// Tracing reports whether the run keeps a trace, so that a policy formats
+// notes only when someone will read them.
+func (v *View) Tracing() bool { return v.s != nil && v.s.trace != nil }
+
+// Note records a strategy event ("withhold output-handler for 2ms") in the
+// trace.
+func (v *View) Note(msg string) {
+	if v.Tracing() {
+		v.s.event(Event{Kind: EvStrategy, Task: -1, Text: msg})
+	}
+}
+
+// Decision is what a Policy decided.
+type Decision struct {
+	// Index is the candidate to run.
+	Index int
+	// Until is the virtual time to wait for, when the policy withholds every
+	// candidate.
+	Until time.Duration
+	// Err ends the run with this error.
+	Err  error
+	wait bool
+}
+
+// Pick runs Candidates[i].
+func Pick(i int) Decision { return Decision{Index: i} }
+
+// WaitUntil withholds every candidate: the clock moves on to t, or to the
+// next timer if that comes first. t must be after now.
+func WaitUntil(t time.Duration) Decision { return Decision{Until: t, wait: true} }
+
+// Fail ends the run with err.
+func Fail(err error) Decision { return Decision{Err: err} }
+
+// Random picks uniformly among the runnable tasks at every point.
+func Random() Strategy { return randomStrategy{} }
+
+type randomStrategy struct{}
+
+func (randomStrategy) String() string           { return "random" }
+func (randomStrategy) NewPolicy(Chooser) Policy { return randomPolicy{} }
+func (randomPolicy) Pick(v *View) Decision      { return Pick(v.Chooser.Intn(len(v.Candidates))) }
+
+type randomPolicy struct{}
+
+// DefaultPCTSteps is PCT's estimate of a run's length when none is given.
+const DefaultPCTSteps = 1000
+
+// PCT is probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010)
+// with the default step estimate.
+func PCT(depth int) Strategy { return PCTSteps(depth, DefaultPCTSteps) }
+
+// PCTSteps is PCT for bugs of the given depth in runs of about k steps:
+// every task gets a random priority when first seen, the highest-priority
+// runnable task runs, and at depth−1 random steps the running task drops
+// below every initial priority. A bug of depth d is found with probability
+// at least 1/(n·k^(d−1)) for n tasks. A task that yields without blocking
+// drops below every task, so a busy loop cannot hold the run forever.
+func PCTSteps(depth int, k int64) Strategy {
+	if depth < 1 {
+		depth = 1
+	}
+	if k < 1 {
+		k = 1
+	}
+	return pctStrategy{depth: depth, k: k}
+}
+
+type pctStrategy struct {
+	depth int
+	k     int64
+}
+
+func (p pctStrategy) String() string {
+	if p.k == DefaultPCTSteps {
+		return "pct:" + strconv.Itoa(p.depth)
+	}
+	return fmt.Sprintf("pct:%d:%d", p.depth, p.k)
+}
+
+func (p pctStrategy) NewPolicy(c Chooser) Policy {
+	pol := &pctPolicy{depth: p.depth}
+	for i := 1; i < p.depth; i++ {
+		pol.changes = append(pol.changes, int64(c.Intn(int(min(p.k, 1<<30))))+1)
+	}
+	sort.Slice(pol.changes, func(i, j int) bool { return pol.changes[i] < pol.changes[j] })
+	return pol
+}
+
+type pctPolicy struct {
+	depth    int
+	changes  []int64 // steps at which the running task drops, ascending
+	changed  int     // change points passed
+	prio     []int64 // by task ID; 0 = not seen yet
+	low      int64   // next priority for a task that yields: below all others
+	assigned []bool
+}
+
+func (p *pctPolicy) priority(t *Task, c Chooser) int64 {
+	for len(p.prio) <= t.id {
+		p.prio = append(p.prio, 0)
+		p.assigned = append(p.assigned, false)
+	}
+	if !p.assigned[t.id] {
+		p.assigned[t.id] = true
+		p.prio[t.id] = int64(p.depth) + int64(c.Intn(1<<30))
+	}
+	return p.prio[t.id]
+}
+
+func (p *pctPolicy) Pick(v *View) Decision {
+	if at := v.At; at != nil {
+		p.priority(at, v.Chooser)
+		if at.kind == PointYield {
+			p.low--
+			p.prio[at.id] = p.low
+		}
+		for p.changed < len(p.changes) && v.Step >= p.changes[p.changed] {
+			p.changed++
+			p.prio[at.id] = int64(p.changed) // 1..depth-1: below every initial priority
+			if v.Tracing() {
+				v.Note(fmt.Sprintf("pct: change point %d lowers task %d %q", p.changed, at.id, at.name))
+			}
+		}
+	}
+	best, bestPrio := 0, int64(0)
+	for i, t := range v.Candidates {
+		if pr := p.priority(t, v.Chooser); i == 0 || pr > bestPrio {
+			best, bestPrio = i, pr
+		}
+	}
+	return Pick(best)
+}
+
+// StarveWindows are the lengths of virtual time a starved task is withheld
+// for: log-spaced from 50µs to about 205ms, so both a short hiccup and a
+// descheduled thread are drawn.
+var StarveWindows = func() []time.Duration {
+	var ws []time.Duration
+	for w := 50 * time.Microsecond; w <= 210*time.Millisecond; w *= 2 {
+		ws = append(ws, w)
+	}
+	return ws
+}()
+
+// Chaos is rr's chaos mode: at random moments a random victim — any task,
+// the first one included — is withheld for a window of virtual time drawn
+// from StarveWindows, while the others run in random order. When every
+// runnable task is withheld the clock moves on: starvation is time passing
+// while a thread could run but does not.
+func Chaos() Strategy { return starveStrategy{name: "chaos", startOdds: 16} }
+
+// Starve is Chaos with victims limited to tasks whose name starts with
+// prefix ("output-handler", "client"), starved again soon after each window.
+func Starve(prefix string) Strategy {
+	return starveStrategy{name: "starve:" + prefix, prefix: prefix, only: true, startOdds: 2}
+}
+
+type starveStrategy struct {
+	name      string
+	prefix    string
+	only      bool // victims must match prefix
+	startOdds int  // a window starts at a step with probability 1/startOdds
+}
+
+func (s starveStrategy) String() string           { return s.name }
+func (s starveStrategy) NewPolicy(Chooser) Policy { return &starvePolicy{st: s} }
+
+type starvePolicy struct {
+	st     starveStrategy
+	victim *Task
+	until  time.Duration
+	match  []*Task
+}
+
+func (p *starvePolicy) Pick(v *View) Decision {
+	c := v.Chooser
+	if p.victim != nil && (v.Now >= p.until || p.victim.state == stateDone) {
+		p.victim = nil
+	}
+	if p.victim == nil && c.Intn(p.st.startOdds) == p.st.startOdds-1 {
+		p.match = p.match[:0]
+		for _, t := range v.Live {
+			if !p.st.only || strings.HasPrefix(t.name, p.st.prefix) {
+				p.match = append(p.match, t)
+			}
+		}
+		if len(p.match) > 0 {
+			p.victim = p.match[c.Intn(len(p.match))]
+			w := StarveWindows[c.Intn(len(StarveWindows))]
+			p.until = v.Now + w
+			if v.Tracing() {
+				v.Note(fmt.Sprintf("%s: withhold task %d %q for %v", p.st.name, p.victim.id, p.victim.name, w))
+			}
+		}
+	}
+	n := len(v.Candidates)
+	vi := -1
+	if p.victim != nil {
+		for i, t := range v.Candidates {
+			if t == p.victim {
+				vi = i
+				break
+			}
+		}
+	}
+	if vi < 0 {
+		return Pick(c.Intn(n))
+	}
+	if n == 1 {
+		return WaitUntil(p.until)
+	}
+	i := c.Intn(n - 1)
+	if i >= vi {
+		i++
+	}
+	return Pick(i)
+}
+
+// ParseStrategy reads a strategy as simrun's -strategy flag takes it:
+// "random", "pct:D", "pct:D:K", "chaos" or "starve:PREFIX". Replay needs a
+// schedule and is built with Replay.
+func ParseStrategy(s string) (Strategy, error) {
+	name, arg, hasArg := strings.Cut(s, ":")
+	switch name {
+	case "random", "chaos":
+		if hasArg {
+			return nil, fmt.Errorf("sim: strategy %q takes no argument, got %q", name, s)
+		}
+		if name == "random" {
+			return Random(), nil
+		}
+		return Chaos(), nil
+	case "pct":
+		ds, ks, hasK := strings.Cut(arg, ":")
+		d, err := strconv.Atoi(ds)
+		if !hasArg || err != nil || d < 1 {
+			return nil, fmt.Errorf("sim: strategy %q: want pct:D with a depth D ≥ 1, as in pct:3", s)
+		}
+		if !hasK {
+			return PCT(d), nil
+		}
+		k, err := strconv.ParseInt(ks, 10, 64)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("sim: strategy %q: want pct:D:K with a step estimate K ≥ 1", s)
+		}
+		return PCTSteps(d, k), nil
+	case "starve":
+		if arg == "" {
+			return nil, fmt.Errorf("sim: strategy %q: want starve:PREFIX naming the tasks to starve, as in starve:output-handler", s)
+		}
+		return Starve(arg), nil
+	}
+	return nil, fmt.Errorf("sim: unknown strategy %q: want random, pct:D, pct:D:K, chaos, starve:PREFIX or replay:FILE", s)
+}

@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"iter"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// calm never preempts: the task at a point goes on while it can, so the
+// baton moves only when a task blocks or exits.
+type calm struct{}
+
+func (calm) String() string           { return "calm" }
+func (calm) NewPolicy(Chooser) Policy { return calm{} }
+func (calm) Pick(*View) Decision      { return Pick(0) }
+
+// pingPong passes n items from main to an echo task and back through two
+// queues: two task switches per item.
+func pingPong(n int) func(rt task.Runtime) error {
+	return func(rt task.Runtime) error {
+		there := task.NewQueue[int](rt, task.QueueName("there"), task.QueueCapacity(4))
+		back := task.NewQueue[int](rt, task.QueueName("back"), task.QueueCapacity(4))
+		rt.Go("echo", func() {
+			for v, ok := there.Get(); ok; v, ok = there.Get() {
+				back.Put(v)
+			}
+			back.Close()
+		})
+		for i := 0; i < n; i++ {
+			there.Put(i)
+			back.Get()
+		}
+		there.Close()
+		back.Get()
+		return nil
+	}
+}
+
+func TestSwitchersMakeTheSameRuns(t *testing.T) {
+	programs := map[string]func(rt task.Runtime) error{
+		"ping-pong": pingPong(50),
+		"sleepers": func(rt task.Runtime) error {
+			g := task.NewGroup(rt, "g")
+			for i := 0; i < 4; i++ {
+				g.Go("sleeper", func() { rt.Sleep(time.Duration(i) * time.Millisecond); rt.Yield("after") })
+			}
+			g.Wait()
+			return nil
+		},
+		"panic": func(rt task.Runtime) error {
+			rt.Go("parked", func() { rt.Sleep(time.Hour) })
+			rt.Go("bomb", func() { panic("boom") })
+			rt.Sleep(time.Minute)
+			return nil
+		},
+		"goexit": func(rt task.Runtime) error {
+			rt.Go("quitter", func() { runtime.Goexit() })
+			rt.Sleep(time.Minute)
+			return nil
+		},
+	}
+	for name, p := range programs {
+		for seed := uint64(0); seed < 10; seed++ {
+			a := Run(Options{Seed: seed, Strategy: Chaos(), switcher: SwitchPull}, p)
+			b := Run(Options{Seed: seed, Strategy: Chaos(), switcher: SwitchChan}, p)
+			assert.Equal(t, a.TraceHash, b.TraceHash, "%s seed %d", name, seed)
+			assert.Equal(t, a.Err == nil, b.Err == nil, "%s seed %d", name, seed)
+		}
+	}
+}
+
+func TestPingPongSwitchesTwicePerItem(t *testing.T) {
+	res := Run(Options{Strategy: calm{}}, pingPong(100))
+	require.NoError(t, res.Err)
+	assert.InDelta(t, 200, res.Switches, 4)
+}
+
+// BenchmarkSwitch is a two-task ping-pong through a Queue under a strategy
+// that never preempts; ns/switch is the cost of one baton pass with the
+// queue operations around it.
+func BenchmarkSwitch(b *testing.B) {
+	for _, sw := range []Switcher{SwitchPull, SwitchChan} {
+		b.Run(sw.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			const items = 10_000 // per run: long enough that setup is noise
+			var switches int64
+			for done := 0; done < b.N; done += items {
+				res := Run(Options{Strategy: calm{}, switcher: sw}, pingPong(min(items, b.N-done)))
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				switches += res.Switches
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(switches), "ns/switch")
+		})
+	}
+}
+
+// alternate switches at every decision: the cost of a decision and a baton
+// pass with nothing else around it.
+type alternate struct{}
+
+func (alternate) String() string           { return "alternate" }
+func (alternate) NewPolicy(Chooser) Policy { return alternate{} }
+func (alternate) Pick(v *View) Decision {
+	if len(v.Candidates) > 1 {
+		return Pick(1)
+	}
+	return Pick(0)
+}
+
+// BenchmarkYieldSwitch is two tasks that only yield, under a strategy that
+// hands the baton over at every yield.
+func BenchmarkYieldSwitch(b *testing.B) {
+	for _, sw := range []Switcher{SwitchPull, SwitchChan} {
+		b.Run(sw.String(), func(b *testing.B) {
+			const yields = 10_000
+			var switches int64
+			for done := 0; done < b.N; done += 2 * yields {
+				n := min(yields, (b.N-done+1)/2)
+				res := Run(Options{Strategy: alternate{}, switcher: sw}, func(rt task.Runtime) error {
+					rt.Go("other", func() {
+						for i := 0; i < n; i++ {
+							rt.Yield("other")
+						}
+					})
+					for i := 0; i < n; i++ {
+						rt.Yield("main")
+					}
+					return nil
+				})
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				switches += res.Switches
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(switches), "ns/switch")
+		})
+	}
+}
+
+// BenchmarkRawSwitch is the floor under BenchmarkSwitch: a bare handoff
+// between two goroutines, with nothing of the simulator around it.
+func BenchmarkRawSwitch(b *testing.B) {
+	b.Run("pull", func(b *testing.B) {
+		next, stop := iter.Pull(func(yield func(int) bool) {
+			for i := 0; yield(i); i++ {
+			}
+		})
+		defer stop()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			next()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/switch")
+	})
+	b.Run("chan", func(b *testing.B) {
+		ping, pong := make(chan int), make(chan int)
+		go func() {
+			for v := range ping {
+				pong <- v
+			}
+			close(pong)
+		}()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			ping <- i
+			<-pong
+		}
+		b.StopTimer()
+		close(ping)
+		<-pong
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/switch")
+	})
+}
+
+// twoTasks200 is a 2-task run of about 200 decisions.
+func twoTasks200(rt task.Runtime) error {
+	g := task.NewGroup(rt, "g")
+	g.Go("worker", func() {
+		for i := 0; i < 95; i++ {
+			rt.Yield("worker")
+		}
+	})
+	for i := 0; i < 95; i++ {
+		rt.Yield("main")
+	}
+	g.Wait()
+	return nil
+}
+
+// BenchmarkRun200 measures whole runs of a 2-task, ~200-step program under
+// Random: setup, decisions, switches and teardown.
+func BenchmarkRun200(b *testing.B) {
+	for _, sw := range []Switcher{SwitchPull, SwitchChan} {
+		b.Run(sw.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			var steps int64
+			for i := 0; i < b.N; i++ {
+				res := Run(Options{Seed: uint64(i), switcher: sw}, twoTasks200)
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				steps += res.Steps
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+			b.ReportMetric(float64(steps)/float64(b.N), "steps/run")
+		})
+	}
+}

@@ -1,0 +1,37 @@
+// Package task is the seam between concurrent code and the thing that runs it.
+//
+// Code written against Runtime — starting tasks with Go, blocking on a Mutex,
+// a Cond or a Queue, sleeping, yielding — runs unchanged on real goroutines
+// (Real) and under the deterministic simulator (package sim), which runs one
+// task at a time and decides at every scheduling point who runs next.
+//
+// The current task is implicit: a Runtime acts on whichever task calls it, so
+// no task handle is threaded through the code.
+//
+// The caller's duties:
+//
+//  1. Never use the go statement, select, time's global clock, runtime.Gosched
+//     or sync.Mutex/sync.Cond between tasks; use Runtime.Go, Queue, Mutex, Cond,
+//     Runtime.Sleep and the Runtime's clock instead.
+//  2. Name every scheduling point after what happens there
+//     ("frontend.abort.after-state-removed"): names appear in traces and in
+//     shrunk schedules.
+//  3. Build shared data structures once on Mutex and Cond, as Queue and Group
+//     are, so one implementation serves both worlds.
+//  4. Call a Runtime only from the tasks it started; a foreign goroutine must
+//     not call into a simulated Runtime.
+//
+// Usage:
+//
+//	rt := task.Real()
+//	q := task.NewQueue[int](rt, task.QueueName("jobs"))
+//	g := task.NewGroup(rt, "workers")
+//	g.Go("worker", func() {
+//		for v, ok := q.Get(); ok; v, ok = q.Get() {
+//			fmt.Println(v)
+//		}
+//	})
+//	q.Put(1)
+//	q.Close()
+//	g.Wait()
+package task

@@ -1,0 +1,124 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/llmdst/llmdst/clock"
+)
+
+// Runtime runs tasks and provides the blocking primitives they share.
+type Runtime interface {
+	clock.Clock
+	// Go starts fn as a new task. The name appears in traces ("engine-core",
+	// "client-1"); several tasks may share one.
+	Go(name string, fn func())
+	// Yield is a point where another task may run first. It is a no-op on the
+	// real runtime.
+	Yield(point string)
+	// Sleep parks the calling task for d on the runtime's clock. A d ≤ 0 is a
+	// plain Yield.
+	Sleep(d time.Duration)
+	// NewMutex returns an unlocked mutex. Lock is a scheduling point named
+	// name+".lock".
+	NewMutex(name string) Mutex
+	// NewCond returns a condition variable bound to m, which must come from
+	// the same runtime.
+	NewCond(m Mutex) Cond
+}
+
+// Mutex is a mutual-exclusion lock between tasks.
+type Mutex interface {
+	Lock()
+	Unlock()
+}
+
+// Cond is a condition variable between tasks.
+type Cond interface {
+	// Wait unlocks the cond's mutex, parks the task at point until Signal or
+	// Broadcast wakes it, and locks the mutex again before returning.
+	Wait(point string)
+	// Signal wakes the task that has waited longest, if any.
+	Signal()
+	// Broadcast wakes every waiting task.
+	Broadcast()
+}
+
+// ContextWatcher is implemented by runtimes on which a context's cancellation
+// may run a callback on a goroutine of its own. The simulator does not
+// implement it: under simulation, cancellation is a simulated task calling in.
+type ContextWatcher interface {
+	// AfterContext runs f once ctx is done, as context.AfterFunc does.
+	AfterContext(ctx context.Context, f func()) (stop func() bool)
+}
+
+// AfterContext arranges for f to run when ctx is done, if rt supports it. It
+// reports false when rt cannot watch contexts; callers then poll ctx.Err at
+// their own scheduling points.
+func AfterContext(rt Runtime, ctx context.Context, f func()) (stop func() bool, ok bool) {
+	w, ok := rt.(ContextWatcher)
+	if !ok {
+		return func() bool { return false }, false
+	}
+	return w.AfterContext(ctx, f), true
+}
+
+// Real returns the runtime of real goroutines and the wall clock. Yield is a
+// no-op; Mutex and Cond are package sync's.
+func Real() Runtime { return realRuntime{} }
+
+// IsReal reports whether rt is the real runtime.
+func IsReal(rt Runtime) bool {
+	_, ok := rt.(realRuntime)
+	return ok
+}
+
+type realRuntime struct{}
+
+var (
+	_ Runtime        = realRuntime{}
+	_ ContextWatcher = realRuntime{}
+	_ Mutex          = (*realMutex)(nil)
+	_ Cond           = (*realCond)(nil)
+)
+
+func (realRuntime) Now() time.Time { return time.Now() }
+
+func (realRuntime) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
+
+func (realRuntime) Go(_ string, fn func()) { go fn() }
+
+func (realRuntime) Yield(string) {}
+
+func (realRuntime) Sleep(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (realRuntime) NewMutex(string) Mutex { return &realMutex{} }
+
+func (realRuntime) NewCond(m Mutex) Cond {
+	rm, ok := m.(*realMutex)
+	if !ok {
+		panic(fmt.Sprintf("task: NewCond needs a Mutex from the same runtime, got %T", m))
+	}
+	return &realCond{c: sync.Cond{L: &rm.mu}}
+}
+
+func (realRuntime) AfterContext(ctx context.Context, f func()) func() bool {
+	return context.AfterFunc(ctx, f)
+}
+
+type realMutex struct{ mu sync.Mutex }
+
+func (m *realMutex) Lock()   { m.mu.Lock() }
+func (m *realMutex) Unlock() { m.mu.Unlock() }
+
+type realCond struct{ c sync.Cond }
+
+func (c *realCond) Wait(string) { c.c.Wait() }
+func (c *realCond) Signal()     { c.c.Signal() }
+func (c *realCond) Broadcast()  { c.c.Broadcast() }
