@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 	"unsafe"
@@ -33,6 +35,7 @@ type sched struct {
 	view  View
 
 	pointCache [64]pointHash
+	watches    []*ctxWatch // contexts to poll at every decision
 
 	now      time.Duration // virtual time since Epoch
 	timers   timerHeap
@@ -53,10 +56,11 @@ type sched struct {
 }
 
 var (
-	_ task.Runtime = (*sched)(nil)
-	_ task.Mutex   = (*simMutex)(nil)
-	_ task.Cond    = (*simCond)(nil)
-	_ clock.Timer  = (*simTimer)(nil)
+	_ task.Runtime        = (*sched)(nil)
+	_ task.ContextWatcher = (*sched)(nil)
+	_ task.Mutex          = (*simMutex)(nil)
+	_ task.Cond           = (*simCond)(nil)
+	_ clock.Timer         = (*simTimer)(nil)
 )
 
 func newSched(opts *Options, c Chooser) *sched {
@@ -242,6 +246,9 @@ func (s *sched) decide(cur, at *Task) *Task {
 	for {
 		if s.ended {
 			return nil
+		}
+		if len(s.watches) > 0 {
+			s.pollContexts()
 		}
 		cands := s.slots[1:]
 		if cur != nil {
@@ -557,3 +564,46 @@ const (
 	hkWake
 	hkNote
 )
+
+// ctxWatch is a callback waiting for a context to be done.
+type ctxWatch struct {
+	ctx  context.Context
+	f    func()
+	done bool // fired or stopped
+}
+
+// AfterContext implements task.ContextWatcher by polling: at every decision
+// the simulator checks the contexts it watches and starts a task named
+// "context" running f for each one that is done. A context cancelled by a
+// simulated task is therefore seen at the next decision, deterministically;
+// one cancelled by wall time (a deadline) is not deterministic and should
+// not be used under the simulator.
+func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
+	s.enter()
+	if ctx.Done() == nil || s.ended {
+		return func() bool { return false }
+	}
+	w := &ctxWatch{ctx: ctx, f: f}
+	s.watches = append(s.watches, w)
+	return func() bool {
+		if w.done {
+			return false
+		}
+		w.done = true
+		s.watches = slices.DeleteFunc(s.watches, func(x *ctxWatch) bool { return x == w })
+		return true
+	}
+}
+
+func (s *sched) pollContexts() {
+	for i := 0; i < len(s.watches); {
+		w := s.watches[i]
+		if w.ctx.Err() == nil {
+			i++
+			continue
+		}
+		w.done = true
+		s.watches = slices.Delete(s.watches, i, i+1)
+		s.spawn("context", w.f)
+	}
+}

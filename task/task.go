@@ -46,16 +46,19 @@ type Cond interface {
 	Broadcast()
 }
 
-// ContextWatcher is implemented by runtimes on which a context's cancellation
-// may run a callback on a goroutine of its own. The simulator does not
-// implement it: under simulation, cancellation is a simulated task calling in.
+// ContextWatcher is implemented by runtimes that can run a callback when a
+// context is done: the real runtime with context.AfterFunc, the simulator by
+// polling the context at every decision and running the callback as a
+// simulated task, so that a cancellation from a simulated task stays
+// deterministic.
 type ContextWatcher interface {
-	// AfterContext runs f once ctx is done, as context.AfterFunc does.
+	// AfterContext runs f once ctx is done, as context.AfterFunc does; stop
+	// reports whether it prevented f from running.
 	AfterContext(ctx context.Context, f func()) (stop func() bool)
 }
 
 // AfterContext arranges for f to run when ctx is done, if rt supports it. It
-// reports false when rt cannot watch contexts; callers then poll ctx.Err at
+// reports false when rt cannot watch contexts; callers then check ctx.Err at
 // their own scheduling points.
 func AfterContext(rt Runtime, ctx context.Context, f func()) (stop func() bool, ok bool) {
 	w, ok := rt.(ContextWatcher)

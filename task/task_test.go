@@ -151,18 +151,41 @@ func TestRealRuntime(t *testing.T) {
 		func() { rt.NewCond(&fakeMutex{}) })
 }
 
-func TestAfterContextIsUnavailableUnderSim(t *testing.T) {
-	res := sim.Run(sim.Options{}, func(rt task.Runtime) error {
-		if task.IsReal(rt) {
-			return fmt.Errorf("the simulator claims to be the real runtime")
-		}
-		_, ok := task.AfterContext(rt, context.Background(), func() {})
-		if ok {
-			return fmt.Errorf("the simulator must not run context callbacks on foreign goroutines")
-		}
-		return nil
-	})
-	require.NoError(t, res.Err)
+func TestAfterContextUnderSimRunsAsATask(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+			if task.IsReal(rt) {
+				return fmt.Errorf("the simulator claims to be the real runtime")
+			}
+			mu := rt.NewMutex("m")
+			c := rt.NewCond(mu)
+			woken := false
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, ok := task.AfterContext(rt, ctx, func() {
+				mu.Lock()
+				woken = true
+				c.Broadcast()
+				mu.Unlock()
+			})
+			if !ok {
+				return fmt.Errorf("the simulator does not watch contexts")
+			}
+			stopped, _ := task.AfterContext(rt, ctx, func() { panic("a stopped watch fired") })
+			if !stopped() {
+				return fmt.Errorf("stop of a pending watch reported false")
+			}
+			rt.Go("canceller", func() { rt.Sleep(time.Millisecond); cancel() })
+			mu.Lock()
+			for !woken {
+				c.Wait("wait-for-cancel")
+			}
+			mu.Unlock()
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+		assert.Contains(t, res.Schedule.Tasks, "context")
+	}
 }
 
 type fakeMutex struct{}

@@ -1,0 +1,90 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults behave like a small real engine, so that real-runtime tests are
+// not racy by accident.
+const (
+	DefaultMaxNumSeqs          = 256
+	DefaultMaxNumBatchedTokens = 8192
+	DefaultBlockSize           = 16
+	DefaultMaxModelLen         = 131072
+	DefaultNumBlocks           = 2 * DefaultMaxModelLen / DefaultBlockSize
+	DefaultStepTime            = time.Millisecond
+)
+
+// Config bounds the core. A zero field takes its default.
+type Config struct {
+	// MaxNumSeqs is the most requests running at once; 0 means 256.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one step; 0 means 8192.
+	MaxNumBatchedTokens int
+	// BlockSize is the number of tokens in a KV block; 0 means 16.
+	BlockSize int
+	// NumBlocks is the number of KV blocks in the cache; 0 means enough for
+	// two sequences of the model length (16384 blocks of 16 tokens).
+	NumBlocks int
+	// MaxModelLen is the longest sequence, prompt and output, in tokens;
+	// 0 means 131072.
+	MaxModelLen int
+	// StepTime is how long executing the model takes per step, on the
+	// runtime's clock; 0 means 1ms and a negative value means none.
+	StepTime time.Duration
+	// Model samples tokens; nil means ToyModel{}.
+	Model Model
+	// EOSTokenID is the end-of-sequence token; the toy vocabulary's is 0.
+	EOSTokenID int
+	// Observer, if set, receives the core's events on the engine-core task.
+	Observer func(Event)
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxNumSeqs == 0 {
+		c.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if c.MaxNumBatchedTokens == 0 {
+		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.MaxModelLen == 0 {
+		c.MaxModelLen = DefaultMaxModelLen
+	}
+	if c.NumBlocks == 0 && c.BlockSize > 0 {
+		c.NumBlocks = c.BlocksFor(2 * c.MaxModelLen)
+	}
+	if c.StepTime == 0 {
+		c.StepTime = DefaultStepTime
+	} else if c.StepTime < 0 {
+		c.StepTime = 0
+	}
+	if c.Model == nil {
+		c.Model = ToyModel{}
+	}
+	return c
+}
+
+// Validate reports the first field that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxNumSeqs < 1:
+		return fmt.Errorf("core: MaxNumSeqs must be ≥ 1, got %d", c.MaxNumSeqs)
+	case c.MaxNumBatchedTokens < 1:
+		return fmt.Errorf("core: MaxNumBatchedTokens must be ≥ 1, got %d", c.MaxNumBatchedTokens)
+	case c.BlockSize < 1:
+		return fmt.Errorf("core: BlockSize must be ≥ 1, got %d", c.BlockSize)
+	case c.NumBlocks < 1:
+		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
+	case c.MaxModelLen < 2:
+		return fmt.Errorf("core: MaxModelLen must be ≥ 2, got %d", c.MaxModelLen)
+	}
+	return nil
+}
+
+// BlocksFor returns the KV blocks that n tokens occupy.
+func (c Config) BlocksFor(n int) int { return (n + c.BlockSize - 1) / c.BlockSize }

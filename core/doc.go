@@ -1,0 +1,33 @@
+// Package core is the engine core of vLLM's v1 serving engine, modelled in
+// Go: a continuous-batching Scheduler with chunked prefill, paged KV blocks
+// and preemption by recompute, stop checks, a deterministic Model and a toy
+// Tokenizer, and the busy loop that feeds them from queues (EngineCore).
+//
+// The Scheduler, the KV accounting and the stop checks are plain methods on
+// plain structs with no concurrency; EngineCore is the one task ("engine-core")
+// that drives them: block when idle, drain ADD and ABORT, step, push outputs.
+// Everything concurrent goes through package task, so the same code runs on
+// goroutines and under the simulator.
+//
+// The caller's duties (package engine does all of this):
+//
+//  1. Build an EngineCore with NewEngineCore and start its Run as a task
+//     named "engine-core".
+//  2. Put an InputAdd for every request and an InputAbort for every abort on
+//     its input queue, and mirror every abort onto its aborts queue, as
+//     vLLM's input thread does, so that an abort during a step wins.
+//  3. Take Outputs from its output queue until the queue closes; an Outputs
+//     with Dead set means the core failed and will do nothing more.
+//  4. Put an InputShutdown to stop it: the core aborts every request it holds,
+//     emitting an abort frame for each, and closes the output queue.
+//
+// Usage:
+//
+//	s := core.NewScheduler(core.Config{}.WithDefaults())
+//	s.AddRequest(&core.Request{InternalID: "r-1", Prompt: []int{5, 6}, Params: core.SamplingParams{MaxTokens: 2}})
+//	for s.HasRequests() {
+//		so := s.Schedule()
+//		frames := s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+//		_ = frames
+//	}
+package core

@@ -1,0 +1,257 @@
+package core
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// InputKind is the kind of a request to the core.
+type InputKind uint8
+
+const (
+	// InputAdd admits Req.
+	InputAdd InputKind = iota + 1
+	// InputAbort finishes the requests named by IDs, emitting nothing:
+	// a client-initiated abort has no output from the core.
+	InputAbort
+	// InputShutdown aborts everything, with an abort frame for each
+	// request, and stops the core.
+	InputShutdown
+)
+
+// Input is a request to the core, vLLM's EngineCoreRequestType and payload.
+type Input struct {
+	Kind InputKind
+	Req  *Request
+	IDs  []string // internal ids, for InputAbort
+}
+
+// Outputs is one batch from the core: the frames of a step, with the
+// scheduler's counts. Dead is set, alone, when the core failed.
+type Outputs struct {
+	Frames []Frame
+	Stats  SchedulerStats
+	Step   int64
+	Dead   error
+}
+
+// Hooks let a fault-injection layer reach into the busy loop at named
+// places; every field may be nil.
+type Hooks struct {
+	// BeforeAbort runs before the core processes an abort.
+	BeforeAbort func(ids []string)
+	// MidStep runs after the model executed, before aborts are processed.
+	MidStep func()
+	// BeforeModel runs before the model executes; a panic there kills the
+	// engine as a model failure would.
+	BeforeModel func()
+	// BeforeOutput runs before a batch goes on the output queue.
+	BeforeOutput func()
+}
+
+// EngineCore is the busy loop of vLLM's EngineCoreProc around a Scheduler,
+// as one task.
+type EngineCore struct {
+	rt     task.Runtime
+	cfg    Config
+	sched  *Scheduler
+	in     *task.Queue[Input]
+	aborts *task.Queue[[]string]
+	out    *task.Queue[*Outputs]
+	hooks  Hooks
+
+	step int64
+	// held and inputsDone are read by other tasks (WaitIdle) without the
+	// core's help, so they are atomic.
+	held       atomic.Int64
+	inputsDone atomic.Uint64
+	batches    atomic.Uint64
+	progress   func() // called when the core is about to block for input
+}
+
+// NewEngineCore returns a core reading in and aborts and writing out. cfg
+// must have its defaults set. progress, if set, runs every time the core has
+// nothing to do and is about to block for input (vLLM's idle callbacks),
+// and when it stops.
+func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *task.Queue[[]string], out *task.Queue[*Outputs], hooks Hooks, progress func()) *EngineCore {
+	return &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, hooks: hooks, progress: progress}
+}
+
+// Batches returns the number of Outputs the core has put on its output
+// queue.
+func (c *EngineCore) Batches() uint64 { return c.batches.Load() }
+
+// Held returns the number of requests the core holds.
+func (c *EngineCore) Held() int { return int(c.held.Load()) }
+
+// InputsDone returns the number of inputs the core has processed.
+func (c *EngineCore) InputsDone() uint64 { return c.inputsDone.Load() }
+
+// Run is the busy loop. It returns after InputShutdown, or when the model
+// panics, in which case it first puts an Outputs with Dead set. It closes
+// the output queue on its way out.
+func (c *EngineCore) Run() {
+	defer func() {
+		c.out.Close()
+		if c.progress != nil {
+			c.progress()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("engine core: %v", r)
+			c.emit(Event{Kind: EventDead, Err: err})
+			c.batches.Add(1)
+			c.out.Put(&Outputs{Dead: err, Step: c.step})
+		}
+	}()
+	for {
+		if !c.sched.HasRequests() {
+			if c.progress != nil {
+				c.progress()
+			}
+			in, ok := c.in.Get()
+			if !ok || !c.handle(in) {
+				return
+			}
+		}
+		for {
+			in, ok := c.in.TryGet()
+			if !ok {
+				break
+			}
+			if !c.handle(in) {
+				return
+			}
+		}
+		c.runStep()
+	}
+}
+
+// handle processes one input; it reports false on shutdown.
+func (c *EngineCore) handle(in Input) bool {
+	defer c.inputsDone.Add(1)
+	switch in.Kind {
+	case InputAdd:
+		r := in.Req
+		if err := c.sched.AddRequest(r); err != nil {
+			c.emit(Event{Kind: EventCoreReject, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Err: err})
+			c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
+			return true
+		}
+		c.held.Store(int64(c.sched.NumRequests()))
+		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
+	case InputAbort:
+		c.abort(in.IDs)
+	case InputShutdown:
+		var frames []Frame
+		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
+			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
+		}
+		c.held.Store(0)
+		c.put(frames)
+		return false
+	}
+	return true
+}
+
+func (c *EngineCore) abort(ids []string) {
+	if c.hooks.BeforeAbort != nil {
+		c.hooks.BeforeAbort(ids)
+	}
+	for _, id := range ids {
+		var inc uint64
+		var ext string
+		if r, ok := c.sched.Get(id); ok {
+			inc, ext = r.Incarnation, r.ExternalID
+			c.sched.FinishRequests([]string{id}, StatusFinishedAborted)
+		}
+		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc})
+	}
+	c.held.Store(int64(c.sched.NumRequests()))
+}
+
+// runStep is vLLM's step: schedule, execute the model, process the aborts
+// that arrived meanwhile, update, and put the frames on the output queue.
+func (c *EngineCore) runStep() {
+	so := c.sched.Schedule()
+	for _, r := range so.Preempted {
+		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
+	}
+	if len(so.Scheduled) == 0 {
+		c.rejectUnschedulable()
+		return
+	}
+	c.step++
+	c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
+	if c.hooks.BeforeModel != nil {
+		c.hooks.BeforeModel()
+	}
+	if c.cfg.StepTime > 0 {
+		c.rt.Sleep(c.cfg.StepTime)
+	} else {
+		c.rt.Yield("engine-core.execute-model")
+	}
+	sampled := c.sched.Sample(so, c.cfg.Model)
+	if c.hooks.MidStep != nil {
+		c.hooks.MidStep()
+	}
+	c.processAborts()
+	frames := c.sched.UpdateFromOutput(so, sampled)
+	c.held.Store(int64(c.sched.NumRequests()))
+	c.put(frames)
+}
+
+// processAborts drains the aborts queue, so that an abort that arrived while
+// the model ran wins over the step's tokens.
+func (c *EngineCore) processAborts() {
+	var ids []string
+	for {
+		batch, ok := c.aborts.TryGet()
+		if !ok {
+			break
+		}
+		ids = append(ids, batch...)
+	}
+	if len(ids) > 0 {
+		c.abort(ids)
+	}
+}
+
+// rejectUnschedulable ends the head of the waiting queue when nothing could
+// be scheduled although nothing runs: it needs more KV blocks than the whole
+// cache has, and would otherwise wait forever.
+func (c *EngineCore) rejectUnschedulable() {
+	st := c.sched.Stats()
+	if st.Running > 0 || st.Waiting == 0 {
+		return
+	}
+	r := c.sched.waiting[0]
+	c.sched.finish(r, StatusFinishedError)
+	c.held.Store(int64(c.sched.NumRequests()))
+	c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
+}
+
+func (c *EngineCore) put(frames []Frame) {
+	if len(frames) == 0 {
+		return
+	}
+	for i := range frames {
+		f := &frames[i]
+		c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
+	}
+	if c.hooks.BeforeOutput != nil {
+		c.hooks.BeforeOutput()
+	}
+	c.batches.Add(1)
+	c.out.Put(&Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step})
+}
+
+func (c *EngineCore) emit(e Event) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer(e)
+	}
+}

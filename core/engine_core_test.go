@@ -1,0 +1,110 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// drive runs an EngineCore under the simulator, feeds it inputs and
+// returns every batch it emitted until it closed its output queue.
+func drive(t *testing.T, cfg core.Config, hooks core.Hooks, feed func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string])) []*core.Outputs {
+	t.Helper()
+	var got []*core.Outputs
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		in := task.NewQueue[core.Input](rt)
+		aborts := task.NewQueue[[]string](rt)
+		out := task.NewQueue[*core.Outputs](rt)
+		c := core.NewEngineCore(rt, cfg.WithDefaults(), in, aborts, out, hooks, nil)
+		g := task.NewGroup(rt, "g")
+		g.Go("engine-core", c.Run)
+		feed(rt, in, aborts)
+		for o, ok := out.Get(); ok; o, ok = out.Get() {
+			got = append(got, o)
+		}
+		g.Wait()
+		return nil
+	})
+	require.NoError(t, res.Err)
+	return got
+}
+
+func frames(outs []*core.Outputs) []core.Frame {
+	var fs []core.Frame
+	for _, o := range outs {
+		fs = append(fs, o.Frames...)
+	}
+	return fs
+}
+
+func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
+	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "short", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 2}, Incarnation: 1}})
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 1000}, Incarnation: 2}})
+		rt.Go("stopper", func() {
+			rt.Sleep(2 * time.Second) // 1000 steps of 1ms, and then some
+			in.Put(core.Input{Kind: core.InputShutdown})
+		})
+	})
+	fs := frames(outs)
+	require.NotEmpty(t, fs)
+	last := fs[len(fs)-1]
+	assert.Equal(t, "long", last.InternalID)
+	assert.Equal(t, core.FinishLength, last.Reason)
+	assert.Len(t, fs, 2+1000)
+}
+
+func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
+	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+		in.Put(core.Input{Kind: core.InputShutdown})
+	})
+	fs := frames(outs)
+	require.NotEmpty(t, fs)
+	last := fs[len(fs)-1]
+	assert.True(t, last.Finished)
+	assert.Equal(t, core.FinishAbort, last.Reason, "shutdown sends an explicit abort frame")
+}
+
+func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
+	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string]) {
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+		aborts.Put([]string{"a"})
+		in.Put(core.Input{Kind: core.InputAbort, IDs: []string{"a"}})
+		in.Put(core.Input{Kind: core.InputShutdown})
+	})
+	for _, f := range frames(outs) {
+		assert.False(t, f.Finished, "a client abort has no output from the core")
+	}
+}
+
+func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
+	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 2}})
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 3}})
+		in.Put(core.Input{Kind: core.InputShutdown})
+	})
+	reasons := map[uint64]core.FinishReason{}
+	for _, f := range frames(outs) {
+		if f.Finished {
+			reasons[f.Incarnation] = f.Reason
+		}
+	}
+	assert.Equal(t, core.FinishError, reasons[1], "a request larger than the whole cache ends with an error, not a hang")
+	assert.Equal(t, core.FinishError, reasons[3], "an ADD of a live internal id is refused")
+}
+
+func TestEngineCoreModelPanicIsDeath(t *testing.T) {
+	outs := drive(t, core.Config{}, core.Hooks{BeforeModel: func() { panic("boom") }}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
+	})
+	require.NotEmpty(t, outs)
+	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: boom")
+}

@@ -1,0 +1,105 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventAdd: the frontend accepted a request and registered it.
+	EventAdd EventKind = iota + 1
+	// EventAbort: the frontend removed a live incarnation (Abort, Cancel,
+	// Close) and put its final abort output into its collector.
+	EventAbort
+	// EventCoreAdd: the core admitted the request.
+	EventCoreAdd
+	// EventCoreReject: the core refused an ADD whose internal id it holds.
+	EventCoreReject
+	// EventCoreAbort: the core processed an abort of InternalID;
+	// Incarnation is the one it finished, 0 when it held none.
+	EventCoreAbort
+	// EventStep: the core executed a step over Held scheduled requests.
+	EventStep
+	// EventPreempt: the core preempted a request to free KV blocks.
+	EventPreempt
+	// EventFrameEmitted: the core emitted a frame of Tokens for
+	// Incarnation, the first at output position Position.
+	EventFrameEmitted
+	// EventFrameDelivered: the output processor put the frame's tokens into
+	// the collector of incarnation Collector.
+	EventFrameDelivered
+	// EventFrameDropped: the output processor found no request for the
+	// frame's internal id ("ignore output for already-aborted request").
+	EventFrameDropped
+	// EventFinish: the output processor finished the request; its final
+	// output is in its collector.
+	EventFinish
+	// EventOutput: the caller took an output from Next.
+	EventOutput
+	// EventIdle: WaitIdle returned; Held is what the core held then.
+	EventIdle
+	// EventDead: the engine died; every request gets ErrEngineDead.
+	EventDead
+)
+
+var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
+	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && k > 0 {
+		return eventKindNames[k]
+	}
+	return "event(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one thing the engine did, published to an observer in the task
+// where it happened. Frames carry the incarnation that produced them, so a
+// stale token is detected by provenance.
+type Event struct {
+	Kind        EventKind
+	RequestID   string // external id
+	InternalID  string
+	Incarnation uint64 // the incarnation the event concerns; for frames, the producer
+	Collector   uint64 // EventFrameDelivered: the incarnation that received the frame
+	Frame       uint64 // frame number, from 1, unique in an engine
+	Tokens      []int  // a frame's new tokens, or the tokens of an output
+	Position    int    // output position of Tokens[0]
+	Text        string // EventOutput: the output's text
+	Finished    bool
+	Reason      FinishReason
+	Step        int64 // core step number
+	Held        int   // EventStep: requests scheduled; EventIdle: requests the core held
+	Err         error // EventDead: the cause
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case EventFrameEmitted, EventFrameDropped:
+		return fmt.Sprintf("%s frame %d of %s (incarnation %d) tokens %v at %d%s", e.Kind, e.Frame, e.InternalID, e.Incarnation, e.Tokens, e.Position, finished(e))
+	case EventFrameDelivered:
+		s := fmt.Sprintf("%s frame %d of %s (incarnation %d) tokens %v at %d → collector of incarnation %d", e.Kind, e.Frame, e.InternalID, e.Incarnation, e.Tokens, e.Position, e.Collector)
+		if e.Collector != e.Incarnation {
+			s += " [STALE: another incarnation's token]"
+		}
+		return s
+	case EventStep:
+		return fmt.Sprintf("%s %d: %d scheduled", e.Kind, e.Step, e.Held)
+	case EventIdle:
+		return fmt.Sprintf("%s: the core holds %d request(s)", e.Kind, e.Held)
+	case EventOutput:
+		return fmt.Sprintf("%s %s (incarnation %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Tokens, finished(e))
+	case EventDead:
+		return fmt.Sprintf("%s: %v", e.Kind, e.Err)
+	}
+	return fmt.Sprintf("%s %s (%s, incarnation %d)%s", e.Kind, e.RequestID, e.InternalID, e.Incarnation, finished(e))
+}
+
+func finished(e Event) string {
+	if e.Finished || e.Reason != FinishNone {
+		return " finished " + string(e.Reason)
+	}
+	return ""
+}

@@ -1,0 +1,71 @@
+package core
+
+// Model samples the next token of a sequence. It must be deterministic: the
+// same prompt and position give the same token, on any machine.
+type Model interface {
+	// Prepare returns the model's summary of a prompt, computed once per
+	// request.
+	Prepare(prompt []int) uint64
+	// TokenAt returns the token at output position i (from 0) of a request
+	// whose prompt Prepare summarised.
+	TokenAt(key uint64, i int) int
+}
+
+// ToyModel is the deterministic model of llmdst. With h the 64-bit FNV-1a
+// hash of the prompt's token ids (each as 4 little-endian bytes) and
+// x = splitmix64(h + (i+1)·0x9E3779B97F4A7C15), the token at output
+// position i is
+//
+//	EOS (0)                       if EOSOdds > 0 and x mod EOSOdds = 0,
+//	1 + (x >> 8) mod (VocabSize−1) otherwise,
+//
+// so by default it never ends a sequence on its own and its tokens are
+// words of the toy vocabulary.
+type ToyModel struct {
+	// EOSOdds makes about one token in EOSOdds the end-of-sequence token;
+	// 0 means never.
+	EOSOdds uint64
+}
+
+var _ Model = ToyModel{}
+
+// Prepare implements Model.
+func (ToyModel) Prepare(prompt []int) uint64 {
+	h := uint64(14695981039346656037)
+	for _, t := range prompt {
+		for b := 0; b < 4; b++ {
+			h ^= uint64(uint32(t) >> (8 * b) & 0xff)
+			h *= 1099511628211
+		}
+	}
+	return h
+}
+
+// TokenAt implements Model.
+func (m ToyModel) TokenAt(key uint64, i int) int {
+	x := splitmix64(key + uint64(i+1)*0x9E3779B97F4A7C15)
+	if m.EOSOdds > 0 && x%m.EOSOdds == 0 {
+		return EOSTokenID
+	}
+	return 1 + int((x>>8)%uint64(VocabSize-1))
+}
+
+// Tokens returns the first n tokens the model generates for prompt,
+// ignoring every stop condition.
+func Tokens(m Model, prompt []int, n int) []int {
+	key := m.Prepare(prompt)
+	out := make([]int, n)
+	for i := range out {
+		out[i] = m.TokenAt(key, i)
+	}
+	return out
+}
+
+func splitmix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,90 @@
+package core
+
+import "strconv"
+
+// Status is where a request is in the core.
+type Status uint8
+
+const (
+	StatusWaiting Status = iota
+	StatusRunning
+	StatusPreempted // back in the waiting queue, its KV blocks freed
+	StatusFinishedStopped
+	StatusFinishedLength
+	StatusFinishedAborted
+	StatusFinishedError
+)
+
+var statusNames = [...]string{"waiting", "running", "preempted", "finished_stopped", "finished_length_capped", "finished_aborted", "finished_error"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Finished reports whether s is a final status.
+func (s Status) Finished() bool { return s >= StatusFinishedStopped }
+
+// FinishReason is why a request ended, as vLLM names it.
+type FinishReason string
+
+const (
+	FinishNone   FinishReason = ""
+	FinishLength FinishReason = "length"
+	FinishStop   FinishReason = "stop"
+	FinishAbort  FinishReason = "abort"
+	FinishError  FinishReason = "error"
+)
+
+// Reason maps a final status to its finish reason.
+func (s Status) Reason() FinishReason {
+	switch s {
+	case StatusFinishedStopped:
+		return FinishStop
+	case StatusFinishedLength:
+		return FinishLength
+	case StatusFinishedAborted:
+		return FinishAbort
+	case StatusFinishedError:
+		return FinishError
+	}
+	return FinishNone
+}
+
+// SamplingParams are the parts of vLLM's SamplingParams the core checks.
+type SamplingParams struct {
+	MaxTokens    int   // ≥ 1
+	MinTokens    int   // EOS and stop tokens do not stop a request below this
+	StopTokenIDs []int // a sampled token in this set stops the request
+	IgnoreEOS    bool
+}
+
+// Request is a request as the core holds it: one incarnation of a
+// caller's request id.
+type Request struct {
+	// InternalID is the key of the request in the core and the output
+	// queue: the external id plus a unique suffix, or the external id itself
+	// in legacy routing.
+	InternalID string
+	// ExternalID is the caller's request id.
+	ExternalID string
+	// Incarnation numbers the AddRequest call that made this request, for
+	// provenance only: it is carried by every frame, never used to route.
+	Incarnation uint64
+	Prompt      []int
+	Params      SamplingParams
+
+	Output      []int // sampled tokens
+	NumComputed int   // tokens whose KV is computed
+	Status      Status
+	StopReason  int // the stop token that ended it, or -1
+	Blocks      int // KV blocks held
+	Preemptions int
+
+	key uint64 // the model's summary of the prompt
+}
+
+// NumTokens is the length of the sequence: prompt and output.
+func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.Output) }

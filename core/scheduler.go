@@ -1,0 +1,308 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Scheduled is one request's share of a step.
+type Scheduled struct {
+	Req       *Request
+	NumTokens int  // tokens computed this step
+	Sample    bool // the step reaches the end of the known sequence and samples a token
+}
+
+// SchedulerOutput is what one step computes.
+type SchedulerOutput struct {
+	Scheduled   []Scheduled
+	Preempted   []*Request
+	TotalTokens int
+}
+
+// Frame is the core's output for one request in one step: the tokens it
+// sampled and, when it stopped, why. vLLM calls it an EngineCoreOutput.
+type Frame struct {
+	ID          uint64 // unique in a core, from 1
+	InternalID  string
+	ExternalID  string
+	Incarnation uint64
+	NewTokens   []int
+	Position    int // output position of NewTokens[0]
+	Finished    bool
+	Reason      FinishReason
+	StopReason  int // the stop token, or -1
+}
+
+// SchedulerStats are the counts vLLM reports with every batch of outputs.
+type SchedulerStats struct {
+	Running      int
+	Waiting      int
+	Preemptions  int64 // since the start
+	KVUsedBlocks int
+	KVNumBlocks  int
+}
+
+// Scheduler is vLLM's v1 request scheduler as a plain state machine: FCFS
+// waiting and running queues, a token budget per step with chunked prefill,
+// paged KV blocks, and preemption by recompute of the newest running request
+// when blocks run out. It has no locks and no tasks; EngineCore drives it.
+type Scheduler struct {
+	cfg      Config
+	requests map[string]*Request // by internal id; never ranged over
+	waiting  []*Request          // FCFS; preempted requests go back to the front
+	running  []*Request          // in admission order: the last is the newest
+	free     int                 // free KV blocks
+
+	preemptions int64
+	frames      uint64
+}
+
+// NewScheduler returns an empty scheduler; cfg must have its defaults set.
+func NewScheduler(cfg Config) *Scheduler {
+	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), free: cfg.NumBlocks}
+}
+
+// AddRequest queues r as waiting. It fails when r's internal id is live,
+// vLLM's "duplicate request id" assertion.
+func (s *Scheduler) AddRequest(r *Request) error {
+	if _, ok := s.requests[r.InternalID]; ok {
+		return fmt.Errorf("core: duplicate request id %q", r.InternalID)
+	}
+	r.Status = StatusWaiting
+	r.StopReason = -1
+	r.key = s.cfg.Model.Prepare(r.Prompt)
+	s.requests[r.InternalID] = r
+	s.waiting = append(s.waiting, r)
+	return nil
+}
+
+// Get returns the live request with internal id id.
+func (s *Scheduler) Get(id string) (*Request, bool) {
+	r, ok := s.requests[id]
+	return r, ok
+}
+
+// FinishRequests ends the live requests among ids with status, freeing their
+// blocks; unknown and finished ids are ignored, so aborting is idempotent. It
+// returns the requests it ended.
+func (s *Scheduler) FinishRequests(ids []string, status Status) []*Request {
+	var done []*Request
+	for _, id := range ids {
+		r, ok := s.requests[id]
+		if !ok {
+			continue
+		}
+		s.finish(r, status)
+		done = append(done, r)
+	}
+	return done
+}
+
+// FinishAll ends every live request with status, oldest first.
+func (s *Scheduler) FinishAll(status Status) []*Request {
+	all := append(append([]*Request(nil), s.running...), s.waiting...)
+	slices.SortStableFunc(all, func(a, b *Request) int { return cmpU64(a.Incarnation, b.Incarnation) })
+	for _, r := range all {
+		s.finish(r, status)
+	}
+	return all
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *Scheduler) finish(r *Request, status Status) {
+	r.Status = status
+	s.freeBlocks(r)
+	s.running = remove(s.running, r)
+	s.waiting = remove(s.waiting, r)
+	delete(s.requests, r.InternalID)
+}
+
+func remove(rs []*Request, r *Request) []*Request {
+	if i := slices.Index(rs, r); i >= 0 {
+		return slices.Delete(rs, i, i+1)
+	}
+	return rs
+}
+
+// HasRequests reports whether any request is waiting or running.
+func (s *Scheduler) HasRequests() bool { return len(s.requests) > 0 }
+
+// NumRequests returns the number of live requests.
+func (s *Scheduler) NumRequests() int { return len(s.requests) }
+
+// Stats returns the counts vLLM reports.
+func (s *Scheduler) Stats() SchedulerStats {
+	return SchedulerStats{Running: len(s.running), Waiting: len(s.waiting), Preemptions: s.preemptions,
+		KVUsedBlocks: s.cfg.NumBlocks - s.free, KVNumBlocks: s.cfg.NumBlocks}
+}
+
+func (s *Scheduler) freeBlocks(r *Request) {
+	s.free += r.Blocks
+	r.Blocks = 0
+}
+
+// grow reserves the blocks r needs to hold n computed tokens, if there are
+// enough free.
+func (s *Scheduler) grow(r *Request, n int) bool {
+	need := s.cfg.BlocksFor(n) - r.Blocks
+	if need <= 0 {
+		return true
+	}
+	if need > s.free {
+		return false
+	}
+	s.free -= need
+	r.Blocks += need
+	return true
+}
+
+// newTokens returns how many tokens r would compute this step within
+// budget: the rest of its known sequence, clipped by the budget and the
+// model length.
+func (s *Scheduler) newTokens(r *Request, budget int) int {
+	n := r.NumTokens() - r.NumComputed
+	return min(n, budget, s.cfg.MaxModelLen-r.NumComputed)
+}
+
+// Schedule decides what the next step computes: running requests first,
+// preempting the newest running request while KV blocks run out, then
+// waiting requests while there is budget and room — but none when something
+// was preempted this step.
+func (s *Scheduler) Schedule() *SchedulerOutput {
+	out := &SchedulerOutput{}
+	budget := s.cfg.MaxNumBatchedTokens
+	for i := 0; i < len(s.running) && budget > 0; {
+		r := s.running[i]
+		n := s.newTokens(r, budget)
+		if n <= 0 {
+			i++
+			continue
+		}
+		for !s.grow(r, r.NumComputed+n) {
+			victim := s.running[len(s.running)-1]
+			s.preempt(victim)
+			out.Preempted = append(out.Preempted, victim)
+			if victim == r {
+				break
+			}
+		}
+		if r.Status == StatusPreempted {
+			break // r itself was the newest; nothing after it runs either
+		}
+		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
+		out.TotalTokens += n
+		budget -= n
+		i++
+	}
+	if len(out.Preempted) == 0 {
+		for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+			r := s.waiting[0]
+			n := s.newTokens(r, budget)
+			if n <= 0 || !s.grow(r, r.NumComputed+n) {
+				break
+			}
+			s.waiting = s.waiting[1:]
+			s.running = append(s.running, r)
+			r.Status = StatusRunning
+			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
+			out.TotalTokens += n
+			budget -= n
+		}
+	}
+	return out
+}
+
+// preempt frees r's blocks and puts it at the front of the waiting queue, to
+// be computed again from its first token (recompute).
+func (s *Scheduler) preempt(r *Request) {
+	s.freeBlocks(r)
+	r.NumComputed = 0
+	r.Status = StatusPreempted
+	r.Preemptions++
+	s.preemptions++
+	s.running = remove(s.running, r)
+	s.waiting = slices.Insert(s.waiting, 0, r)
+}
+
+// Sample asks the model for the token of every scheduled request that
+// reaches the end of its known sequence this step; the others get -1.
+func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
+	tokens := make([]int, len(so.Scheduled))
+	for i, sc := range so.Scheduled {
+		tokens[i] = -1
+		if sc.Sample {
+			tokens[i] = m.TokenAt(sc.Req.key, len(sc.Req.Output))
+		}
+	}
+	return tokens
+}
+
+// UpdateFromOutput applies a step's sampled tokens: each scheduled request
+// that is still live advances, takes its token and is checked for a stop.
+// Requests finished during the step (an abort while the model ran) are
+// skipped. It returns a frame for every request with a new token or a stop.
+func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame {
+	var frames []Frame
+	for i, sc := range so.Scheduled {
+		r := sc.Req
+		if live, ok := s.requests[r.InternalID]; !ok || live != r || r.Status != StatusRunning {
+			continue
+		}
+		r.NumComputed += sc.NumTokens
+		if sampled[i] < 0 {
+			continue // a chunk of prefill: nothing sampled yet
+		}
+		r.Output = append(r.Output, sampled[i])
+		stopped := s.checkStop(r)
+		s.frames++
+		f := Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
+			NewTokens: []int{sampled[i]}, Position: len(r.Output) - 1, StopReason: r.StopReason}
+		if stopped {
+			f.Finished, f.Reason = true, r.Status.Reason()
+			s.finish(r, r.Status)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// FinalFrame is the frame that tells the frontend a request ended in the
+// core without a sampled token (shutdown, a refused ADD).
+func (s *Scheduler) FinalFrame(r *Request, reason FinishReason) Frame {
+	s.frames++
+	return Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
+		Position: len(r.Output), Finished: true, Reason: reason, StopReason: -1}
+}
+
+// checkStop is vLLM's check_stop: below MinTokens nothing stops; then EOS
+// (unless ignored), a stop token, the output length or the model length.
+func (s *Scheduler) checkStop(r *Request) bool {
+	p := r.Params
+	if len(r.Output) < p.MinTokens {
+		return false
+	}
+	last := r.Output[len(r.Output)-1]
+	if !p.IgnoreEOS && last == s.cfg.EOSTokenID {
+		r.Status = StatusFinishedStopped
+		return true
+	}
+	if slices.Contains(p.StopTokenIDs, last) {
+		r.Status = StatusFinishedStopped
+		r.StopReason = last
+		return true
+	}
+	if len(r.Output) >= p.MaxTokens || r.NumTokens() >= s.cfg.MaxModelLen {
+		r.Status = StatusFinishedLength
+		return true
+	}
+	return false
+}

@@ -1,0 +1,231 @@
+package core_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+)
+
+func newSched(cfg core.Config) *core.Scheduler {
+	return core.NewScheduler(cfg.WithDefaults())
+}
+
+func req(id string, prompt []int, p core.SamplingParams) *core.Request {
+	return &core.Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: p}
+}
+
+// run steps the scheduler until it is empty and returns each request's
+// tokens, the number of steps and the frames.
+func run(t *testing.T, s *core.Scheduler, m core.Model, stepsMax int) (map[string][]int, int, []core.Frame) {
+	t.Helper()
+	got := map[string][]int{}
+	var all []core.Frame
+	steps := 0
+	for s.HasRequests() {
+		steps++
+		require.LessOrEqual(t, steps, stepsMax, "the scheduler does not converge")
+		so := s.Schedule()
+		frames := s.UpdateFromOutput(so, s.Sample(so, m))
+		for _, f := range frames {
+			got[f.InternalID] = append(got[f.InternalID], f.NewTokens...)
+		}
+		all = append(all, frames...)
+	}
+	return got, steps, all
+}
+
+func TestSchedulerRunsRequestsToTheirLength(t *testing.T) {
+	s := newSched(core.Config{})
+	require.NoError(t, s.AddRequest(req("a", []int{1, 2, 3}, core.SamplingParams{MaxTokens: 5})))
+	require.NoError(t, s.AddRequest(req("b", []int{4}, core.SamplingParams{MaxTokens: 2})))
+	got, steps, frames := run(t, s, core.ToyModel{}, 100)
+	assert.Equal(t, core.Tokens(core.ToyModel{}, []int{1, 2, 3}, 5), got["a"])
+	assert.Equal(t, core.Tokens(core.ToyModel{}, []int{4}, 2), got["b"])
+	assert.Equal(t, 5, steps, "both run in one batch, one token a step")
+	lastA := frames[len(frames)-1]
+	assert.True(t, lastA.Finished)
+	assert.Equal(t, core.FinishLength, lastA.Reason)
+}
+
+func TestSchedulerRejectsALiveDuplicate(t *testing.T) {
+	s := newSched(core.Config{})
+	require.NoError(t, s.AddRequest(req("a", []int{1}, core.SamplingParams{MaxTokens: 5})))
+	err := s.AddRequest(req("a", []int{1}, core.SamplingParams{MaxTokens: 5}))
+	assert.ErrorContains(t, err, `duplicate request id "a"`)
+}
+
+func TestChunkedPrefillSplitsALongPromptOverSteps(t *testing.T) {
+	s := newSched(core.Config{MaxNumBatchedTokens: 8})
+	prompt := make([]int, 20)
+	for i := range prompt {
+		prompt[i] = i + 1
+	}
+	require.NoError(t, s.AddRequest(req("long", prompt, core.SamplingParams{MaxTokens: 2})))
+	var chunks []int
+	for s.HasRequests() {
+		so := s.Schedule()
+		require.Len(t, so.Scheduled, 1)
+		chunks = append(chunks, so.Scheduled[0].NumTokens)
+		assert.LessOrEqual(t, so.TotalTokens, 8)
+		s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+	}
+	assert.Equal(t, []int{8, 8, 4, 1}, chunks, "20 prompt tokens in chunks of 8, then one decode step")
+}
+
+func TestMaxNumSeqsBoundsTheRunningBatch(t *testing.T) {
+	s := newSched(core.Config{MaxNumSeqs: 2})
+	for i := 0; i < 5; i++ {
+		require.NoError(t, s.AddRequest(req(fmt.Sprint(i), []int{i + 1}, core.SamplingParams{MaxTokens: 3})))
+	}
+	so := s.Schedule()
+	assert.Len(t, so.Scheduled, 2)
+	assert.Equal(t, core.SchedulerStats{Running: 2, Waiting: 3, KVUsedBlocks: 2, KVNumBlocks: s.Stats().KVNumBlocks}, s.Stats())
+	got, _, _ := run(t, s, core.ToyModel{}, 100)
+	for i := 0; i < 5; i++ {
+		assert.Len(t, got[fmt.Sprint(i)], 3, "FCFS admits everyone eventually")
+	}
+}
+
+func TestPreemptionRecomputesTheNewestRunningRequest(t *testing.T) {
+	// Two requests of 2 prompt tokens each grow to 8 tokens: 2 blocks of 4
+	// each, but the cache has 3.
+	s := newSched(core.Config{BlockSize: 4, NumBlocks: 3})
+	require.NoError(t, s.AddRequest(req("old", []int{1, 2}, core.SamplingParams{MaxTokens: 6})))
+	require.NoError(t, s.AddRequest(req("new", []int{3, 4}, core.SamplingParams{MaxTokens: 6})))
+	var preempted []string
+	got := map[string][]int{}
+	for steps := 0; s.HasRequests(); steps++ {
+		require.Less(t, steps, 100)
+		so := s.Schedule()
+		for _, r := range so.Preempted {
+			preempted = append(preempted, r.InternalID)
+			assert.Equal(t, core.StatusPreempted, r.Status)
+			assert.Zero(t, r.NumComputed, "recompute starts over")
+			assert.Zero(t, r.Blocks)
+		}
+		for _, f := range s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{})) {
+			got[f.InternalID] = append(got[f.InternalID], f.NewTokens...)
+		}
+	}
+	require.NotEmpty(t, preempted)
+	assert.Equal(t, "new", preempted[0], "the newest running request is preempted")
+	assert.Equal(t, core.Tokens(core.ToyModel{}, []int{1, 2}, 6), got["old"])
+	assert.Equal(t, core.Tokens(core.ToyModel{}, []int{3, 4}, 6), got["new"], "recompute yields the same tokens")
+	assert.Equal(t, int64(len(preempted)), s.Stats().Preemptions)
+	assert.Equal(t, 0, s.Stats().KVUsedBlocks, "every block is freed")
+}
+
+func TestFinishRequestsIsIdempotentAndFreesBlocks(t *testing.T) {
+	s := newSched(core.Config{BlockSize: 4, NumBlocks: 10})
+	require.NoError(t, s.AddRequest(req("a", []int{1, 2, 3, 4, 5}, core.SamplingParams{MaxTokens: 100})))
+	so := s.Schedule()
+	s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+	assert.Equal(t, 2, s.Stats().KVUsedBlocks)
+	done := s.FinishRequests([]string{"a", "a", "unknown"}, core.StatusFinishedAborted)
+	require.Len(t, done, 1)
+	assert.Equal(t, core.StatusFinishedAborted, done[0].Status)
+	assert.False(t, s.HasRequests())
+	assert.Equal(t, 0, s.Stats().KVUsedBlocks)
+}
+
+func TestAbortDuringAStepWins(t *testing.T) {
+	s := newSched(core.Config{})
+	require.NoError(t, s.AddRequest(req("a", []int{1}, core.SamplingParams{MaxTokens: 10})))
+	require.NoError(t, s.AddRequest(req("b", []int{2}, core.SamplingParams{MaxTokens: 10})))
+	so := s.Schedule()
+	sampled := s.Sample(so, core.ToyModel{})
+	s.FinishRequests([]string{"a"}, core.StatusFinishedAborted) // arrives while the model runs
+	frames := s.UpdateFromOutput(so, sampled)
+	require.Len(t, frames, 1)
+	assert.Equal(t, "b", frames[0].InternalID, "an aborted request gets no token from the step it was aborted in")
+}
+
+func TestCheckStopOrder(t *testing.T) {
+	m := core.ToyModel{}
+	prompt := []int{7, 8, 9}
+	ts := core.Tokens(m, prompt, 10)
+	cases := []struct {
+		name   string
+		p      core.SamplingParams
+		tokens int
+		reason core.FinishReason
+		stop   int
+	}{
+		{"length", core.SamplingParams{MaxTokens: 4}, 4, core.FinishLength, -1},
+		{"stop token", core.SamplingParams{MaxTokens: 10, StopTokenIDs: []int{ts[2]}}, 3, core.FinishStop, ts[2]},
+		{"stop token at max tokens is a stop", core.SamplingParams{MaxTokens: 3, StopTokenIDs: []int{ts[2]}}, 3, core.FinishStop, ts[2]},
+		{"min tokens hold a stop token back", core.SamplingParams{MaxTokens: 5, MinTokens: 4, StopTokenIDs: []int{ts[2]}}, 5, core.FinishLength, -1},
+	}
+	for _, c := range cases {
+		s := newSched(core.Config{})
+		require.NoError(t, s.AddRequest(req("r", prompt, c.p)))
+		got, _, frames := run(t, s, m, 100)
+		assert.Len(t, got["r"], c.tokens, c.name)
+		f := frames[len(frames)-1]
+		assert.Equal(t, c.reason, f.Reason, c.name)
+		assert.Equal(t, c.stop, f.StopReason, c.name)
+	}
+}
+
+func TestModelLengthCapsASequence(t *testing.T) {
+	s := newSched(core.Config{MaxModelLen: 6})
+	require.NoError(t, s.AddRequest(req("r", []int{1, 2, 3, 4}, core.SamplingParams{MaxTokens: 100})))
+	got, _, frames := run(t, s, core.ToyModel{}, 100)
+	assert.Len(t, got["r"], 2, "prompt 4 + 2 reaches the model length 6")
+	assert.Equal(t, core.FinishLength, frames[len(frames)-1].Reason)
+}
+
+func TestToyModelIsTheDocumentedFunction(t *testing.T) {
+	m := core.ToyModel{}
+	key := m.Prepare([]int{1, 2})
+	a, b := m.TokenAt(key, 0), m.TokenAt(key, 0)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, m.Prepare([]int{1, 2}), m.Prepare([]int{2, 1}))
+	for i := 0; i < 1000; i++ {
+		tok := m.TokenAt(key, i)
+		require.True(t, tok >= 1 && tok < core.VocabSize, "token %d out of the vocabulary", tok)
+	}
+	// Pinned values: the model must not change silently, since golden traces
+	// and fail files depend on it.
+	assert.Equal(t, []int{240, 387, 315, 383, 41}, core.Tokens(m, core.Tokenizer{}.Encode("hello world"), 5))
+	eos := 0
+	for i := 0; i < 10000; i++ {
+		if (core.ToyModel{EOSOdds: 100}).TokenAt(key, i) == core.EOSTokenID {
+			eos++
+		}
+	}
+	assert.InDelta(t, 100, eos, 40, "about one in EOSOdds tokens is EOS")
+}
+
+func TestTokenizer(t *testing.T) {
+	tok := core.Tokenizer{}
+	ids := tok.Encode("The quick  brown fox")
+	assert.Len(t, ids, 4)
+	assert.Equal(t, " the", tok.Piece(ids[0]), "known words map to themselves, lowercased")
+	assert.Equal(t, ids, tok.Encode("the quick brown fox"))
+	assert.Equal(t, "", tok.Piece(core.EOSTokenID))
+	assert.Equal(t, "", tok.Piece(-1))
+	text := tok.Decode(core.Tokens(core.ToyModel{}, ids, 20))
+	words := strings.Fields(text)
+	assert.Len(t, words, 20, "generated text reads as words: %q", text)
+	assert.Empty(t, tok.Encode("   "))
+}
+
+func TestConfigDefaultsAndValidation(t *testing.T) {
+	c := core.Config{}.WithDefaults()
+	assert.Equal(t, 256, c.MaxNumSeqs)
+	assert.Equal(t, 8192, c.MaxNumBatchedTokens)
+	assert.Equal(t, 16, c.BlockSize)
+	assert.Equal(t, 131072, c.MaxModelLen)
+	assert.Equal(t, 16384, c.NumBlocks)
+	assert.Equal(t, core.DefaultStepTime, c.StepTime)
+	assert.Zero(t, core.Config{StepTime: -1}.WithDefaults().StepTime)
+	require.NoError(t, c.Validate())
+	c.BlockSize = -1
+	assert.ErrorContains(t, c.Validate(), "BlockSize must be ≥ 1, got -1")
+}

@@ -1,0 +1,550 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/task"
+)
+
+// DefaultOutputChunkSize is how many frames the output handler processes
+// between yields.
+const DefaultOutputChunkSize = 128
+
+// AsyncLLM is vLLM's AsyncLLM: the frontend that admits requests, routes
+// the core's frames into per-request collectors, and aborts.
+type AsyncLLM struct {
+	rt   task.Runtime
+	cfg  Config
+	ccfg core.Config
+	tok  core.Tokenizer
+	obs  func(Event)
+
+	// mu is vLLM's output_processor_mutex_: it guards the request states.
+	mu      task.Mutex
+	states  map[string]*reqState // by internal id; never ranged over unsorted
+	live    map[string]*reqState // by external id
+	nextInc uint64
+	closed  bool
+	dead    error
+	stats   Stats
+	// deferredAborts are aborts a fault hook held back until the next ADD.
+	deferredAborts [][]string
+
+	core   *core.EngineCore
+	in     *task.Queue[core.Input]
+	aborts *task.Queue[[]string]
+	out    *task.Queue[*core.Outputs]
+	tasks  *task.Group
+
+	// WaitIdle: counters read without the frontend lock, a monitor to wait on.
+	progMu         task.Mutex
+	progCond       task.Cond
+	idleWaiters    atomic.Int32
+	inputsSent     atomic.Uint64
+	batchesHandled atomic.Uint64
+	stopped        atomic.Bool // closed or dead
+}
+
+// reqState is the output processor's state of one incarnation.
+type reqState struct {
+	id          string
+	internalID  string
+	incarnation uint64
+	kind        OutputKind
+	promptLen   int
+	c           *collector
+	tokens      []int // every token delivered so far
+	detok       detokenizer
+}
+
+// Request is one incarnation of a caller's request.
+type Request struct {
+	e           *AsyncLLM
+	id          string
+	internalID  string
+	incarnation uint64
+	c           *collector
+}
+
+// New starts an engine: the core's busy loop as the task "engine-core" and
+// the output handler as "output-handler", on cfg.Runtime.
+func New(cfg Config) (*AsyncLLM, error) {
+	if cfg.Runtime == nil {
+		cfg.Runtime = task.Real()
+	}
+	if cfg.OutputChunkSize == 0 {
+		cfg.OutputChunkSize = DefaultOutputChunkSize
+	}
+	if cfg.OutputChunkSize < 0 {
+		return nil, fmt.Errorf("engine: OutputChunkSize must be ≥ 0, got %d", cfg.OutputChunkSize)
+	}
+	ccfg := cfg.coreConfig()
+	if err := ccfg.Validate(); err != nil {
+		return nil, err
+	}
+	rt := cfg.Runtime
+	e := &AsyncLLM{
+		rt: rt, cfg: cfg, ccfg: ccfg, obs: cfg.Observer,
+		mu:     rt.NewMutex("frontend"),
+		states: make(map[string]*reqState),
+		live:   make(map[string]*reqState),
+		in:     task.NewQueue[core.Input](rt, task.QueueName("core-input")),
+		aborts: task.NewQueue[[]string](rt, task.QueueName("core-aborts")),
+		out:    task.NewQueue[*core.Outputs](rt, task.QueueName("core-output")),
+		tasks:  task.NewGroup(rt, "engine-tasks"),
+		progMu: rt.NewMutex("engine-progress"),
+	}
+	e.progCond = rt.NewCond(e.progMu)
+	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, cfg.Hooks.Core, e.notify)
+	e.tasks.Go("engine-core", e.core.Run)
+	e.tasks.Go("output-handler", e.outputHandler)
+	return e, nil
+}
+
+func (e *AsyncLLM) emit(ev Event) {
+	if e.obs != nil {
+		e.obs(ev)
+	}
+}
+
+// AddRequest registers a request and sends it to the core. The prompt is
+// encoded with the toy tokenizer. It fails fast when the engine is dead or
+// closed, with ErrDuplicateRequestID when id is still live in the frontend,
+// and with ErrInvalidRequest when the request cannot run.
+func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
+	tokens := e.tok.Encode(prompt)
+	if err := e.validate(id, tokens, p); err != nil {
+		return nil, err
+	}
+	p.StopTokenIDs = slices.Clone(p.StopTokenIDs)
+	p.Stop = slices.Clone(p.Stop)
+
+	e.mu.Lock()
+	if err := e.unusableLocked(); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	if old, ok := e.live[id]; ok {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q is still live (incarnation %d); abort it or read it to its end first", ErrDuplicateRequestID, id, old.incarnation)
+	}
+	e.nextInc++
+	inc := e.nextInc
+	internal := id
+	if !e.cfg.LegacyIDRouting {
+		internal = id + "-" + strconv.FormatUint(inc|1<<32, 16)[1:]
+	}
+	st := &reqState{id: id, internalID: internal, incarnation: inc, kind: p.Output, promptLen: len(tokens),
+		c: newCollector(e.rt, p.Output), detok: newDetokenizer(p.Stop, p.Output)}
+	e.states[internal] = st
+	e.live[id] = st
+	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc})
+	deferred := e.deferredAborts
+	e.deferredAborts = nil
+	e.mu.Unlock()
+
+	e.rt.Yield("frontend.add.after-register")
+	e.send(core.Input{Kind: core.InputAdd, Req: &core.Request{
+		InternalID: internal, ExternalID: id, Incarnation: inc, Prompt: tokens,
+		Params: core.SamplingParams{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs, IgnoreEOS: p.IgnoreEOS},
+	}})
+	for _, ids := range deferred {
+		e.sendAbortNow(ids)
+	}
+	return &Request{e: e, id: id, internalID: internal, incarnation: inc, c: st.c}, nil
+}
+
+func (e *AsyncLLM) unusableLocked() error {
+	if e.dead != nil {
+		return e.dead
+	}
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// send puts an input on the core's queue, counting it for WaitIdle.
+func (e *AsyncLLM) send(in core.Input) {
+	e.inputsSent.Add(1)
+	if !e.in.Put(in) {
+		e.inputsSent.Add(^uint64(0)) // the core has stopped; nothing will process it
+	}
+}
+
+// sendAbort tells the core to abort internal ids, on both of its queues as
+// vLLM's input thread does, unless a fault hook defers it.
+func (e *AsyncLLM) sendAbort(ids []string) {
+	if h := e.cfg.Hooks.BeforeSendAbort; h != nil && h(ids) {
+		e.mu.Lock()
+		e.deferredAborts = append(e.deferredAborts, ids)
+		e.mu.Unlock()
+		return
+	}
+	e.sendAbortNow(ids)
+}
+
+func (e *AsyncLLM) sendAbortNow(ids []string) {
+	e.aborts.Put(ids)
+	e.send(core.Input{Kind: core.InputAbort, IDs: ids})
+}
+
+// Abort aborts the live requests with these external ids, in one batch:
+// their frontend state goes at once, each collector gets a final output with
+// reason abort and the tokens so far, and the core is told asynchronously.
+// Unknown and finished ids are ignored.
+func (e *AsyncLLM) Abort(ids ...string) {
+	e.mu.Lock()
+	var internal []string
+	for _, id := range ids {
+		if st, ok := e.live[id]; ok {
+			e.abortLocked(st)
+			internal = append(internal, st.internalID)
+		}
+	}
+	e.mu.Unlock()
+	if len(internal) == 0 {
+		return
+	}
+	e.rt.Yield("frontend.abort.after-state-removed")
+	e.sendAbort(internal)
+}
+
+// abortLocked removes a live incarnation and puts its final abort output.
+func (e *AsyncLLM) abortLocked(st *reqState) {
+	e.dropLocked(st)
+	e.stats.FinishedAbort++
+	e.emit(Event{Kind: core.EventAbort, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Reason: FinishAbort})
+	out, _ := e.makeOutput(st, nil, true, FinishAbort, "")
+	st.c.put(out)
+	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: FinishAbort, Tokens: st.tokens})
+}
+
+func (e *AsyncLLM) dropLocked(st *reqState) {
+	delete(e.states, st.internalID)
+	if e.live[st.id] == st {
+		delete(e.live, st.id)
+	}
+}
+
+// HasUnfinishedRequests reports whether the frontend holds any request. As
+// in vLLM it says nothing about the core: use WaitIdle for that.
+func (e *AsyncLLM) HasUnfinishedRequests() bool {
+	e.mu.Lock()
+	n := len(e.states)
+	e.mu.Unlock()
+	return n > 0
+}
+
+// WaitIdle waits until the core is quiescent: it has processed every input
+// sent before the call (every abort confirmed), holds no request, and the
+// output handler has taken every batch the core emitted. It returns early
+// with ctx's error when ctx is done, or with ErrClosed or the engine-dead
+// error.
+func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
+	target := e.inputsSent.Load()
+	e.progMu.Lock()
+	e.idleWaiters.Add(1)
+	stop, _ := task.AfterContext(e.rt, ctx, func() {
+		e.progMu.Lock()
+		e.progCond.Broadcast()
+		e.progMu.Unlock()
+	})
+	var err error
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if e.stopped.Load() {
+			e.mu.Lock()
+			err = e.unusableLocked()
+			e.mu.Unlock()
+			break
+		}
+		if e.core.InputsDone() >= target && e.core.Held() == 0 && e.core.Batches() == e.batchesHandled.Load() {
+			break
+		}
+		e.progCond.Wait("engine.wait-idle")
+	}
+	e.idleWaiters.Add(-1)
+	e.progMu.Unlock()
+	stop()
+	if err == nil {
+		e.emit(Event{Kind: core.EventIdle, Held: e.core.Held()})
+	}
+	return err
+}
+
+// notify wakes WaitIdle callers, if there are any, after progress.
+func (e *AsyncLLM) notify() {
+	if e.idleWaiters.Load() > 0 {
+		e.progMu.Lock()
+		e.progCond.Broadcast()
+		e.progMu.Unlock()
+	}
+}
+
+// Close aborts every live request, stops the core and the output handler,
+// and waits for them. It is idempotent.
+func (e *AsyncLLM) Close() error {
+	e.mu.Lock()
+	first := !e.closed
+	e.closed = true
+	if first {
+		for _, st := range e.liveSortedLocked() {
+			e.abortLocked(st)
+		}
+	}
+	e.mu.Unlock()
+	if first {
+		e.stopped.Store(true)
+		e.send(core.Input{Kind: core.InputShutdown})
+		e.in.Close()
+	}
+	e.tasks.Wait()
+	e.aborts.Close()
+	e.notify()
+	return nil
+}
+
+// liveSortedLocked returns the live requests oldest first, so that nothing
+// depends on map order.
+func (e *AsyncLLM) liveSortedLocked() []*reqState {
+	all := make([]*reqState, 0, len(e.states))
+	for _, st := range e.states {
+		all = append(all, st)
+	}
+	slices.SortFunc(all, func(a, b *reqState) int {
+		switch {
+		case a.incarnation < b.incarnation:
+			return -1
+		case a.incarnation > b.incarnation:
+			return 1
+		}
+		return 0
+	})
+	return all
+}
+
+// die ends every live request with the engine-dead error; later calls fail
+// fast with it.
+func (e *AsyncLLM) die(cause error) {
+	err := fmt.Errorf("%w: %v", ErrEngineDead, cause)
+	e.mu.Lock()
+	if e.dead == nil {
+		e.dead = err
+		for _, st := range e.liveSortedLocked() {
+			e.dropLocked(st)
+			e.stats.FinishedError++
+			st.c.fail(err)
+			e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: FinishError, Err: err, Tokens: st.tokens})
+		}
+	}
+	e.mu.Unlock()
+	e.stopped.Store(true)
+}
+
+// outputHandler is vLLM's output handler task: it takes batches from the
+// core, processes them in chunks with the frontend lock held, yielding
+// between chunks, and aborts in the core what stop strings finished.
+func (e *AsyncLLM) outputHandler() {
+	for {
+		outs, ok := e.out.Get()
+		if !ok {
+			return
+		}
+		if h := e.cfg.Hooks.BeforeProcess; h != nil {
+			h()
+		}
+		if outs.Dead != nil {
+			e.die(outs.Dead)
+		} else {
+			e.process(outs)
+		}
+		e.batchesHandled.Add(1)
+		e.notify()
+	}
+}
+
+func (e *AsyncLLM) process(outs *core.Outputs) {
+	var toAbort []string
+	frames := outs.Frames
+	chunk := e.cfg.OutputChunkSize
+	for start := 0; start < len(frames); start += chunk {
+		end := min(start+chunk, len(frames))
+		e.mu.Lock()
+		for i := start; i < end; i++ {
+			if id, abort := e.processFrameLocked(&frames[i]); abort {
+				toAbort = append(toAbort, id)
+			}
+		}
+		if end == len(frames) {
+			e.stats.RequestsRunning, e.stats.RequestsWaiting = outs.Stats.Running, outs.Stats.Waiting
+			e.stats.Preemptions = outs.Stats.Preemptions
+			e.stats.KVUsedBlocks, e.stats.KVNumBlocks = outs.Stats.KVUsedBlocks, outs.Stats.KVNumBlocks
+		}
+		e.mu.Unlock()
+		if end < len(frames) {
+			e.rt.Yield("output-handler.between-chunks")
+		}
+	}
+	if len(toAbort) > 0 {
+		e.sendAbort(toAbort)
+	}
+}
+
+// processFrameLocked routes one frame to its request. It reports the
+// internal id to abort in the core when a stop string finished a request the
+// core still runs.
+func (e *AsyncLLM) processFrameLocked(f *core.Frame) (string, bool) {
+	st, ok := e.states[f.InternalID]
+	if !ok {
+		e.stats.StaleFramesDropped++
+		e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+		return "", false
+	}
+	e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+		Collector: st.incarnation, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+	if len(st.tokens) == 0 && len(f.NewTokens) > 0 {
+		e.stats.PromptTokens += int64(st.promptLen)
+	}
+	st.tokens = append(st.tokens, f.NewTokens...)
+	e.stats.GenerationTokens += int64(len(f.NewTokens))
+
+	finished, reason := f.Finished, f.Reason
+	stopReason := ""
+	if f.StopReason >= 0 {
+		stopReason = strconv.Itoa(f.StopReason)
+	}
+	if s, hit := st.detok.update(f.NewTokens); hit {
+		finished, reason, stopReason = true, FinishStop, s
+	}
+	if out, ok := e.makeOutput(st, f.NewTokens, finished, reason, stopReason); ok {
+		st.c.put(out)
+	}
+	if !finished {
+		return "", false
+	}
+	e.dropLocked(st)
+	switch reason {
+	case FinishStop:
+		e.stats.FinishedStop++
+	case FinishLength:
+		e.stats.FinishedLength++
+	case FinishAbort:
+		e.stats.FinishedAbort++
+	default:
+		e.stats.FinishedError++
+	}
+	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: reason, Tokens: st.tokens})
+	return st.internalID, !f.Finished
+}
+
+// makeOutput builds the output of a request after new tokens, as vLLM's
+// _make_request_output: FinalOnly builds nothing until finished.
+func (e *AsyncLLM) makeOutput(st *reqState, newTokens []int, finished bool, reason FinishReason, stopReason string) (Output, bool) {
+	if !finished && st.kind == FinalOnly {
+		return Output{}, false
+	}
+	delta := st.kind == Delta
+	out := Output{RequestID: st.id, Text: st.detok.next(finished, delta), Finished: finished, PromptTokens: st.promptLen}
+	if delta {
+		out.TokenIDs = newTokens
+	} else {
+		out.TokenIDs = slices.Clone(st.tokens)
+	}
+	if finished {
+		out.FinishReason, out.StopReason = reason, stopReason
+	}
+	return out, true
+}
+
+// ID returns the caller's request id.
+func (r *Request) ID() string { return r.id }
+
+// InternalID returns the id the core knows this incarnation by.
+func (r *Request) InternalID() string { return r.internalID }
+
+// Incarnation returns the number of the AddRequest call that made r.
+func (r *Request) Incarnation() uint64 { return r.incarnation }
+
+// Next blocks until the request has an output and returns it. After the
+// Finished output it returns io.EOF; if the engine died first, the
+// engine-dead error, every time.
+func (r *Request) Next() (Output, error) {
+	out, err := r.c.next()
+	if err == nil && r.e.obs != nil {
+		r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.internalID, Incarnation: r.incarnation,
+			Tokens: out.TokenIDs, Text: out.Text, Finished: out.Finished, Reason: out.FinishReason})
+	}
+	return out, err
+}
+
+// Cancel aborts this incarnation only — the client walked away. Its
+// collector gets the final abort output, which Next still returns. It is a
+// no-op once the request ended.
+func (r *Request) Cancel() {
+	e := r.e
+	e.mu.Lock()
+	st, ok := e.states[r.internalID]
+	ok = ok && st.incarnation == r.incarnation
+	if ok {
+		e.abortLocked(st)
+	}
+	e.mu.Unlock()
+	if ok {
+		e.rt.Yield("frontend.cancel.after-state-removed")
+		e.sendAbort([]string{r.internalID})
+	}
+}
+
+// Generate adds a request and yields its outputs until it finishes. An
+// error ends the sequence: the AddRequest error, the engine-dead error, or
+// ctx's error once ctx is done, in which case the request was aborted. A
+// consumer that stops early aborts the request, as a client walking away.
+func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) iter.Seq2[Output, error] {
+	return func(yield func(Output, error) bool) {
+		r, err := e.AddRequest(id, prompt, p)
+		if err != nil {
+			yield(Output{}, err)
+			return
+		}
+		stop, _ := task.AfterContext(e.rt, ctx, r.Cancel)
+		defer stop()
+		for {
+			if err := ctx.Err(); err != nil {
+				r.Cancel()
+				yield(Output{}, err)
+				return
+			}
+			out, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(Output{}, err)
+				return
+			}
+			if out.FinishReason == FinishAbort && ctx.Err() != nil {
+				yield(Output{}, ctx.Err())
+				return
+			}
+			if !yield(out, nil) {
+				r.Cancel()
+				return
+			}
+			if out.Finished {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/task"
+)
+
+// Errors a caller can test with errors.Is.
+var (
+	// ErrDuplicateRequestID: AddRequest of an id whose request is still live
+	// in the frontend.
+	ErrDuplicateRequestID = errors.New("engine: duplicate request id")
+	// ErrEngineDead: the engine core failed; every request in flight ends
+	// with it, and every later call fails fast with it.
+	ErrEngineDead = errors.New("engine: the engine core is dead")
+	// ErrClosed: the engine was closed.
+	ErrClosed = errors.New("engine: the engine is closed")
+	// ErrInvalidRequest: AddRequest was given something it cannot run.
+	ErrInvalidRequest = errors.New("engine: invalid request")
+)
+
+// Config configures an engine. The zero value is a small real engine on the
+// real runtime.
+type Config struct {
+	// Runtime runs the engine's tasks; nil means task.Real().
+	Runtime task.Runtime
+	// LegacyIDRouting routes by the caller's request id with no internal
+	// ids: the pre-fix engine of the founding race, kept so that the harness
+	// can show that it finds the race. Never the default.
+	LegacyIDRouting bool
+
+	// MaxNumSeqs is the most requests running at once; 0 means 256.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one step; 0 means 8192.
+	MaxNumBatchedTokens int
+	// BlockSize is the number of tokens in a KV block; 0 means 16.
+	BlockSize int
+	// NumBlocks is the number of KV blocks; 0 means enough for two
+	// sequences of the model length.
+	NumBlocks int
+	// MaxModelLen is the longest sequence in tokens; 0 means 131072.
+	MaxModelLen int
+	// StepTime is the model's latency per step on the runtime's clock; 0
+	// means 1ms, a negative value means none (benchmarks).
+	StepTime time.Duration
+	// Model samples tokens; nil means core.ToyModel{}.
+	Model core.Model
+
+	// OutputChunkSize is how many frames the output handler processes
+	// before it yields; 0 means 128 (vLLM's VLLM_V1_OUTPUT_PROC_CHUNK_SIZE).
+	OutputChunkSize int
+	// Observer, if set, receives every event of the engine, in the task
+	// where it happened, sometimes with the frontend's lock held: it must
+	// not call back into the engine.
+	Observer func(Event)
+	// Hooks let a fault-injection layer reach into the engine; see Hooks.
+	Hooks Hooks
+}
+
+// Hooks are places where faults can be injected. Every field may be nil.
+type Hooks struct {
+	// Core are the engine core's hooks.
+	Core core.Hooks
+	// BeforeProcess runs in the output handler before it processes a batch.
+	BeforeProcess func()
+	// BeforeSendAbort runs before the frontend sends an abort to the core.
+	// Returning true defers the abort: it is sent after the next ADD
+	// instead, the reordering that leaks requests when ids are reused.
+	BeforeSendAbort func(ids []string) (defer_ bool)
+}
+
+func (c Config) coreConfig() core.Config {
+	return core.Config{
+		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
+		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, StepTime: c.StepTime, Model: c.Model,
+		EOSTokenID: core.EOSTokenID, Observer: c.Observer,
+	}.WithDefaults()
+}
+
+// Event is one thing the engine did; see core.Event.
+type Event = core.Event
+
+// FinishReason is why a request ended: "length", "stop", "abort" or "error".
+type FinishReason = core.FinishReason
+
+// Finish reasons.
+const (
+	FinishLength = core.FinishLength
+	FinishStop   = core.FinishStop
+	FinishAbort  = core.FinishAbort
+	FinishError  = core.FinishError
+)
+
+// OutputKind says what each output of a request carries, as vLLM's
+// RequestOutputKind.
+type OutputKind uint8
+
+const (
+	// Cumulative: every output has every token and all the text so far.
+	// vLLM's default, and the zero value.
+	Cumulative OutputKind = iota
+	// Delta: every output has only what is new since the last one.
+	Delta
+	// FinalOnly: one output, when the request finishes.
+	FinalOnly
+)
+
+func (k OutputKind) String() string {
+	switch k {
+	case Cumulative:
+		return "cumulative"
+	case Delta:
+		return "delta"
+	case FinalOnly:
+		return "final-only"
+	}
+	return "OutputKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Params are a request's sampling parameters.
+type Params struct {
+	// MaxTokens is the most tokens to generate; it must be ≥ 1.
+	MaxTokens int
+	// MinTokens is the fewest tokens before EOS or a stop token may end the
+	// request; 0 means none.
+	MinTokens int
+	// Output is what each output carries; the zero value is Cumulative.
+	Output OutputKind
+	// StopTokenIDs end the request when sampled (checked in the core).
+	StopTokenIDs []int
+	// Stop strings end the request when they appear in the text (checked in
+	// the frontend's detokenizer, which then aborts the request in the
+	// core); the text is cut before the stop string.
+	Stop []string
+	// IgnoreEOS keeps generating past the end-of-sequence token.
+	IgnoreEOS bool
+}
+
+// Output is what a request produced so far, or since its last output.
+type Output struct {
+	// RequestID is the caller's id.
+	RequestID string
+	// TokenIDs are the generated tokens: all so far, or the new ones for
+	// Delta.
+	TokenIDs []int
+	// Text is the detokenized text of TokenIDs, cut before a stop string;
+	// while a request runs with stop strings, the last few characters that
+	// could start one are held back.
+	Text string
+	// Finished is set on the last output of a request.
+	Finished bool
+	// FinishReason is why it finished, on the last output.
+	FinishReason FinishReason
+	// StopReason is the stop string or the stop token id (in decimal) that
+	// ended it, if one did.
+	StopReason string
+	// PromptTokens is the length of the prompt in tokens.
+	PromptTokens int
+}

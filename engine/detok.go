@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/llmdst/llmdst/core"
+)
+
+// detokenizer turns a request's tokens into text incrementally and finds
+// stop strings in it, as vLLM's IncrementalDetokenizer does: a stop string
+// is searched only where the new text could complete one, the text is cut
+// before it, and while the request runs the last len(longest stop)−1
+// characters are held back, since they could still become a stop string.
+type detokenizer struct {
+	tok      core.Tokenizer
+	stops    []string
+	holdback int
+	keep     bool   // keep the text: some output needs more than the newest pieces
+	text     []byte // everything decoded so far, cut before a stop string
+	emitted  int    // bytes of text handed out in Delta outputs
+	pending  string // Delta without text kept: the newest frame's text
+}
+
+func newDetokenizer(stops []string, kind OutputKind) detokenizer {
+	d := detokenizer{stops: stops}
+	for _, s := range stops {
+		d.holdback = max(d.holdback, len(s)-1)
+	}
+	d.keep = kind != Delta || len(stops) > 0
+	return d
+}
+
+// update decodes new tokens and reports the stop string they complete.
+func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
+	if !d.keep {
+		if len(tokens) == 1 {
+			d.pending = d.tok.Piece(tokens[0])
+		} else {
+			d.pending = d.tok.Decode(tokens)
+		}
+		return "", false
+	}
+	before := len(d.text)
+	for _, t := range tokens {
+		d.text = append(d.text, d.tok.Piece(t)...)
+	}
+	added := len(d.text) - before
+	if added == 0 {
+		return "", false
+	}
+	for _, s := range d.stops {
+		from := max(0, len(d.text)-added-len(s)+1)
+		if i := strings.Index(string(d.text[from:]), s); i >= 0 {
+			d.text = d.text[:from+i]
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// next returns the text of the next output: all of it, or what is new for
+// Delta, less the held-back tail unless the request finished.
+func (d *detokenizer) next(finished, delta bool) string {
+	if !d.keep {
+		t := d.pending
+		d.pending = ""
+		return t
+	}
+	end := len(d.text)
+	if !finished {
+		end = max(0, end-d.holdback)
+	}
+	if !delta {
+		return string(d.text[:end])
+	}
+	if d.emitted >= end {
+		return ""
+	}
+	t := string(d.text[d.emitted:end])
+	d.emitted = end
+	return t
+}

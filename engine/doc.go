@@ -1,0 +1,33 @@
+// Package engine is the frontend of vLLM's v1 serving engine, modelled in
+// Go: AsyncLLM with its output processor and per-request collectors, talking
+// over queues to the engine core of package core.
+//
+// Every request gets an internal id per incarnation (the caller's id plus a
+// unique suffix, as vLLM ≥ 0.14 assigns): the core, the output queue and the
+// output processor key on it, so a frame of an aborted incarnation can never
+// reach a later request that reuses the id — it is dropped and counted.
+// Config.LegacyIDRouting routes by the caller's id instead, which is the
+// engine of the founding race report, kept so that the harness can show it
+// finds that race.
+//
+// The caller's duties:
+//
+//  1. Build the engine with New from inside a task of the Runtime it runs on
+//     (task.Real() by default, or a simulated one).
+//  2. Read every request to its end: Next until the Finished output, after
+//     which Next returns io.EOF; or range over Generate; or Cancel it.
+//  3. Reuse a request id freely once its request ended or was aborted; use
+//     WaitIdle, not HasUnfinishedRequests, to know that the core is quiescent.
+//  4. Close the engine: it aborts what is left, stops every task, and may be
+//     called again.
+//
+// Usage:
+//
+//	e, err := engine.New(engine.Config{})
+//	if err != nil { ... }
+//	defer e.Close()
+//	for out, err := range e.Generate(ctx, "req-1", "hello", engine.Params{MaxTokens: 8, Output: engine.Delta}) {
+//		if err != nil { ... }
+//		fmt.Print(out.Text)
+//	}
+package engine

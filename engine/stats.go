@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+)
+
+// Stats are the engine's counters, named after vLLM's metrics.
+type Stats struct {
+	RequestsRunning    int   // vllm:num_requests_running
+	RequestsWaiting    int   // vllm:num_requests_waiting
+	PromptTokens       int64 // vllm:prompt_tokens_total
+	GenerationTokens   int64 // vllm:generation_tokens_total
+	Preemptions        int64 // vllm:num_preemptions_total
+	StaleFramesDropped int64 // llmdst:stale_frames_dropped_total: frames for a request the frontend no longer holds
+	FinishedStop       int64 // vllm:request_success_total{finished_reason="stop"}
+	FinishedLength     int64 // vllm:request_success_total{finished_reason="length"}
+	FinishedAbort      int64 // vllm:request_success_total{finished_reason="abort"}
+	FinishedError      int64 // vllm:request_success_total{finished_reason="error"}
+	KVUsedBlocks       int
+	KVNumBlocks        int
+}
+
+// Stats returns a snapshot of the counters. Running, waiting, preemptions
+// and KV usage are as of the last batch the output handler took.
+func (e *AsyncLLM) Stats() Stats {
+	e.mu.Lock()
+	s := e.stats
+	e.mu.Unlock()
+	return s
+}
+
+// Metric is one named value.
+type Metric struct {
+	Name  string
+	Value float64
+}
+
+// KVCacheUsage is the share of KV blocks in use, from 0 to 1
+// (vllm:kv_cache_usage_perc).
+func (s Stats) KVCacheUsage() float64 {
+	if s.KVNumBlocks == 0 {
+		return 0
+	}
+	return float64(s.KVUsedBlocks) / float64(s.KVNumBlocks)
+}
+
+// Metrics returns the counters under vLLM's metric names, in a fixed order.
+func (s Stats) Metrics() []Metric {
+	return []Metric{
+		{"vllm:num_requests_running", float64(s.RequestsRunning)},
+		{"vllm:num_requests_waiting", float64(s.RequestsWaiting)},
+		{"vllm:prompt_tokens_total", float64(s.PromptTokens)},
+		{"vllm:generation_tokens_total", float64(s.GenerationTokens)},
+		{"vllm:num_preemptions_total", float64(s.Preemptions)},
+		{"vllm:kv_cache_usage_perc", s.KVCacheUsage()},
+		{`vllm:request_success_total{finished_reason="stop"}`, float64(s.FinishedStop)},
+		{`vllm:request_success_total{finished_reason="length"}`, float64(s.FinishedLength)},
+		{`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort)},
+		{`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError)},
+		{"llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped)},
+	}
+}
+
+// WritePrometheus writes the metrics in the Prometheus text format.
+func (s Stats) WritePrometheus(w io.Writer) error {
+	for _, m := range s.Metrics() {
+		if _, err := fmt.Fprintf(w, "%s %g\n", m.Name, m.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+)
+
+// validate checks a request before anything is registered; every error
+// wraps ErrInvalidRequest and says what was wrong and what was expected.
+func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	switch {
+	case id == "":
+		return bad("the request id must not be empty")
+	case p.MaxTokens < 1:
+		return bad("MaxTokens must be ≥ 1, got %d", p.MaxTokens)
+	case p.MinTokens < 0:
+		return bad("MinTokens must be ≥ 0, got %d", p.MinTokens)
+	case p.MinTokens > p.MaxTokens:
+		return bad("MinTokens (%d) must not exceed MaxTokens (%d)", p.MinTokens, p.MaxTokens)
+	case p.Output > FinalOnly:
+		return bad("unknown output kind %d: want Cumulative, Delta or FinalOnly", p.Output)
+	case len(prompt) == 0:
+		return bad("the prompt must not be empty")
+	case len(prompt) >= e.ccfg.MaxModelLen:
+		return bad("the prompt is %d tokens, which leaves no room in the model length of %d", len(prompt), e.ccfg.MaxModelLen)
+	}
+	for _, t := range p.StopTokenIDs {
+		if t < 0 {
+			return bad("stop token ids must be ≥ 0, got %d", t)
+		}
+	}
+	if slices.Contains(p.Stop, "") {
+		return bad("stop strings must not be empty")
+	}
+	total := min(len(prompt)+p.MaxTokens, e.ccfg.MaxModelLen)
+	if need := e.ccfg.BlocksFor(total); need > e.ccfg.NumBlocks {
+		return bad("the request needs %d KV blocks of %d tokens for %d tokens (prompt and MaxTokens), but the cache has only %d",
+			need, e.ccfg.BlockSize, total, e.ccfg.NumBlocks)
+	}
+	return nil
+}
