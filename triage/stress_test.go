@@ -1,0 +1,340 @@
+package triage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The signatures of the fixture's failure modes.
+const (
+	checkSig = "engine_test.cpp:<n>: CHECK( Drain(engine, reused) == <n> ) with expansion: <n> == <n>"
+	tokSig   = "tokenizer: cannot open <tmp>"
+	panicSig = "panic: runtime error: index out of range [<n>] with length <n>"
+)
+
+// fixtureModel is the failure signature testdata/flaky gives copy i of a
+// variant run with args, "" for a pass: the reference the runner's
+// results are checked against.
+func fixtureModel(i int, args ...string) string {
+	switch {
+	case i%5 == 0:
+		return checkSig
+	case i%8 == 3 && !slices.Contains(args, "-fixed-tok"):
+		return tokSig
+	case i%4 == 1 && slices.Contains(args, "-new-bug"):
+		return panicSig
+	}
+	return ""
+}
+
+// records reads what the fixture's copies wrote under FLAKY_RECORD, by
+// file name ("A-2-7"), each as its key=value lines.
+func records(t *testing.T, dir string) map[string]map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		kv := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			kv[k] = v
+		}
+		out[e.Name()] = kv
+	}
+	return out
+}
+
+func TestStressSeparatesTwoFailureModes(t *testing.T) {
+	bin := flakyBin(t)
+	cfg := StressConfig{Parallel: 8, Rounds: 5, Cmd: []string{bin}, Env: []string{"FLAKY_PARALLEL=8"}}
+	var calls []int
+	rep, err := Stress(t.Context(), cfg, func(done, total int) {
+		assert.Equal(t, 40, total)
+		calls = append(calls, done)
+	})
+	require.NoError(t, err)
+	for i, d := range calls {
+		require.Equal(t, i+1, d, "progress counts every copy once, in order")
+	}
+	require.Len(t, calls, 40)
+
+	require.Len(t, rep.Variants, 1)
+	v := rep.Variants[0]
+	assert.Equal(t, Rate{K: 12, N: 40}, v.Total)
+	require.Len(t, rep.Copies, 40)
+	for _, c := range rep.Copies {
+		want := fixtureModel(c.Index(8))
+		assert.Equal(t, want != "", c.Failed, "round %d copy %d", c.Round, c.Copy)
+		assert.Equal(t, want, c.Signature, "round %d copy %d", c.Round, c.Copy)
+		if !c.Failed {
+			assert.Nil(t, c.Output, "passing copies keep no output")
+		}
+	}
+	for r, got := range v.Rounds {
+		k := 0
+		for c := range 8 {
+			if fixtureModel(r*8+c) != "" {
+				k++
+			}
+		}
+		assert.Equal(t, Rate{K: k, N: 8}, got, "round %d", r+1)
+	}
+
+	require.Len(t, v.Modes, 2, "exactly two modes: %v", v.Modes)
+	check, tok := v.Modes[0], v.Modes[1]
+	assert.Equal(t, checkSig, check.Signature)
+	assert.Equal(t, 8, check.Count)
+	assert.Equal(t, 0, check.First)
+	assert.Equal(t, "FLAKY_PARALLEL=8 LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 "+shellQuote(bin), check.Example)
+	assert.Equal(t, tokSig, tok.Signature)
+	assert.Equal(t, 4, tok.Count)
+	assert.Equal(t, 3, tok.First, "round 1 copy 4")
+	for _, m := range []struct {
+		mode Mode
+		p    float64
+	}{{check, 1.0 / 5}, {tok, 1.0 / 8 * 4 / 5}} {
+		lo, hi := m.mode.Rate(40).CI95()
+		assert.True(t, lo <= m.p && m.p <= hi, "%s: known rate %v outside [%v, %v]", m.mode.Signature, m.p, lo, hi)
+	}
+
+	again, err := Stress(t.Context(), cfg, nil)
+	require.NoError(t, err)
+	assert.Equal(t, v.Modes, again.Variants[0].Modes, "the same run gives the same modes, counts and examples")
+
+	if sh, err := exec.LookPath("sh"); err == nil {
+		for _, m := range v.Modes {
+			out, err := exec.Command(sh, "-c", m.Example).CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%s reproduces a failure", m.Example)
+			assert.Equal(t, m.Signature, Signature(out, exit.ExitCode()), "%s reproduces its mode", m.Example)
+		}
+	}
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	for _, want := range []string{
+		"variant", "round 1", "round 5", "total",
+		"A: " + ShellJoin([]string{bin}),
+		"12/40 (30.0% [18.1%, 45.4%])",
+		"8/40 = 20.0% [10.5%, 34.8%]  first at round 1 copy 1",
+		"4/40 = 10.0% [4.0%, 23.1%]  first at round 1 copy 4",
+		"    " + checkSig + "\n",
+		"    reproduce: " + check.Example + "\n",
+		"stress: 8 copies at once; 5 round(s) per variant; load 0 (no extra CPU load); shared TMPDIR; no timeout;",
+	} {
+		assert.Contains(t, table.String(), want)
+	}
+	assert.NotContains(t, table.String(), "A vs B")
+
+	raw, err := json.Marshal(rep.Summary())
+	require.NoError(t, err)
+	var s Summary
+	require.NoError(t, json.Unmarshal(raw, &s))
+	assert.Equal(t, 8, s.Parallel)
+	assert.Equal(t, 5, s.Rounds)
+	require.Len(t, s.Variants, 1)
+	assert.Equal(t, 12, s.Variants[0].Failed)
+	assert.Equal(t, 40, s.Variants[0].Runs)
+	assert.InDelta(t, 0.3, s.Variants[0].Rate, 1e-12)
+	require.NotNil(t, s.Variants[0].FirstFailureSeconds)
+	assert.Greater(t, s.Variants[0].ExecsPerSec, 0.0)
+	require.Len(t, s.Variants[0].Modes, 2)
+	assert.Equal(t, ModeSummary{
+		Signature: tokSig, Count: 4, Rate: 0.1, CI95: ci95(Rate{4, 40}),
+		First: CopyRef{Round: 1, Copy: 4}, Reproduce: tok.Example,
+	}, s.Variants[0].Modes[1])
+	assert.Nil(t, s.P)
+	for _, key := range []string{`"first_failure_seconds":`, `"execs_per_sec":`, `"ci95":[`, `"load":0`, `"parallel":8`, `"reproduce":`} {
+		assert.Contains(t, string(raw), key)
+	}
+}
+
+func TestStressGivesEveryCopyItsOwnTmpdir(t *testing.T) {
+	bin := flakyBin(t)
+	rec := t.TempDir()
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 4, Rounds: 2, PrivateTmp: true, Cmd: []string{bin},
+		Env: []string{"FLAKY_PARALLEL=4", "FLAKY_RECORD=" + rec, "FLAKY_CHECK_TMP=1"},
+	}, nil)
+	require.NoError(t, err)
+	for _, c := range rep.Copies {
+		assert.Equal(t, fixtureModel(c.Index(4)), c.Signature, "no copy saw another's TMPDIR")
+	}
+	got := records(t, rec)
+	require.Len(t, got, 8)
+	seen := map[string]bool{}
+	parent := ""
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		dir := got[name]["tmpdir"]
+		require.NotEmpty(t, dir, name)
+		assert.False(t, seen[dir], "%s shares TMPDIR %s", name, dir)
+		seen[dir] = true
+		assert.NotEqual(t, filepath.Clean(os.TempDir()), filepath.Clean(dir))
+		if parent == "" {
+			parent = filepath.Dir(dir)
+		}
+		assert.Equal(t, parent, filepath.Dir(dir), "one parent for all copies")
+		assert.NoDirExists(t, dir, "removed when its copy ended")
+	}
+	assert.NoDirExists(t, parent, "the parent is removed at the end")
+	assert.Contains(t, rep.Conditions(), "private TMPDIR per copy")
+	assert.Contains(t, rep.Variants[0].Modes[0].Example, `TMPDIR="$(mktemp -d)"`)
+
+	// The contrast: copies sharing one TMPDIR see each other's files.
+	shared := t.TempDir()
+	rep, err = Stress(t.Context(), StressConfig{
+		Parallel: 4, Rounds: 2, Cmd: []string{bin},
+		Env: []string{"FLAKY_PARALLEL=4", "FLAKY_CHECK_TMP=1", "TMPDIR=" + shared},
+	}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Rate{K: 4, N: 4}, rep.Variants[0].Rounds[1], "in round 2 every copy finds round 1's marker")
+	assert.Equal(t, "error: TMPDIR <tmp> is shared with another copy", rep.Variants[0].Modes[0].Signature)
+}
+
+func TestStressAlternatesVariants(t *testing.T) {
+	bin := flakyBin(t)
+	rec := t.TempDir()
+	bArgs := []string{"-new-bug", "-fixed-tok"}
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 8, Rounds: 5, Cmd: []string{bin}, VsCmd: append([]string{bin}, bArgs...),
+		Env: []string{"FLAKY_PARALLEL=8", "FLAKY_RECORD=" + rec},
+	}, nil)
+	require.NoError(t, err)
+
+	require.Len(t, rep.Copies, 80)
+	for i, c := range rep.Copies {
+		block := i / 8
+		assert.Equal(t, string("AB"[block%2]), c.Variant, "copy %d runs in round order A1 B1 A2 B2 …", i)
+		assert.Equal(t, block/2+1, c.Round, "copy %d", i)
+		assert.Equal(t, i%8+1, c.Copy, "copy %d", i)
+		var args []string
+		if c.Variant == "B" {
+			args = bArgs
+		}
+		assert.Equal(t, fixtureModel(c.Index(8), args...), c.Signature, "%s round %d copy %d", c.Variant, c.Round, c.Copy)
+	}
+	got := records(t, rec)
+	require.Len(t, got, 80)
+	for r := 1; r <= 5; r++ {
+		for c := 1; c <= 8; c++ {
+			assert.Equal(t, "", got[fmt.Sprintf("A-%d-%d", r, c)]["args"])
+			assert.Equal(t, "-new-bug -fixed-tok", got[fmt.Sprintf("B-%d-%d", r, c)]["args"])
+		}
+	}
+
+	a, b := rep.Variants[0], rep.Variants[1]
+	assert.Equal(t, Rate{12, 40}, a.Total)
+	assert.Equal(t, Rate{16, 40}, b.Total)
+	require.Len(t, b.Modes, 2)
+	assert.Equal(t, panicSig, b.Modes[1].Signature)
+	assert.Equal(t, 8, b.Modes[1].Count)
+	assert.Equal(t, 1, b.Modes[1].First, "round 1 copy 2")
+	assert.Contains(t, b.Modes[1].Example, "LLMDST_STRESS_VARIANT=B LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=2 "+ShellJoin(append([]string{bin}, bArgs...)))
+
+	verdicts := map[string]string{}
+	for _, c := range rep.Comparisons {
+		verdicts[c.Signature] = c.Verdict
+	}
+	assert.Equal(t, map[string]string{
+		checkSig: "no significant change (p=1)",
+		panicSig: "new in B (p=0.0053)",
+		tokSig:   "gone in B, not significant (p=0.12)",
+	}, verdicts)
+	assert.Equal(t, "no significant change (p=0.48)", rep.Verdict)
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), "A vs B, by failure mode")
+	assert.Contains(t, table.String(), "new in B (p=0.0053)")
+	assert.Contains(t, table.String(), "B: "+ShellJoin(append([]string{bin}, bArgs...)))
+	assert.Contains(t, table.String(), "A and B alternating")
+	s := rep.Summary()
+	require.NotNil(t, s.P)
+	assert.Len(t, s.Comparisons, 3)
+}
+
+func TestStressValidatesItsConfig(t *testing.T) {
+	cmd := []string{"true"}
+	for _, tc := range []struct {
+		cfg  StressConfig
+		want string
+	}{
+		{StressConfig{Parallel: 1, Rounds: 1}, "stress: no command given: want -- CMD ARGS"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: []string{""}}, "stress: no command given: want -- CMD ARGS"},
+		{StressConfig{Rounds: 1, Cmd: cmd}, "stress: -p must be ≥ 1 and ≤ 1024, got 0"},
+		{StressConfig{Parallel: 2000, Rounds: 1, Cmd: cmd}, "stress: -p must be ≥ 1 and ≤ 1024, got 2000"},
+		{StressConfig{Parallel: 1, Cmd: cmd}, "stress: Rounds must be ≥ 1 and ≤ 1000000, got 0"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, VsCmd: []string{}}, "stress: VsCmd is set but empty: want the argv of variant B, or nil for one variant"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Load: -1}, "stress: Load must be ≥ 0 and ≤ 1024, got -1"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Timeout: -1}, "stress: Timeout must be ≥ 0 (0 means none), got -1ns"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, OutputMax: -1}, "stress: OutputMax must be ≥ 0 bytes (0 means 65536), got -1"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"FOO"}}, `stress: Env entry "FOO" is not KEY=VALUE`},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"LLMDST_STRESS_ROUND=2"}}, "stress: Env sets LLMDST_STRESS_ROUND, which the runner sets for every copy; remove it"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, PrivateTmp: true, Env: []string{"TMPDIR=/x"}}, "stress: Env sets TMPDIR, which PrivateTmp sets for every copy; drop one of them"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Dir: "/does/not/exist"}, `stress: Dir "/does/not/exist" is not a directory: want an existing working directory or ""`},
+	} {
+		rep, err := Stress(t.Context(), tc.cfg, nil)
+		assert.EqualError(t, err, tc.want)
+		assert.Nil(t, rep)
+	}
+}
+
+func TestStressReportsACommandThatCannotStart(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-test")
+	rep, err := Stress(t.Context(), StressConfig{Parallel: 2, Rounds: 3, Cmd: []string{missing}}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stress: cannot start variant A ("+missing+"):")
+	require.NotNil(t, rep)
+	assert.Empty(t, rep.Copies)
+}
+
+func TestStressRunsInDir(t *testing.T) {
+	bin := flakyBin(t)
+	dir := filepath.Dir(bin)
+	rep, err := Stress(t.Context(), StressConfig{Parallel: 1, Rounds: 1, Cmd: []string{"./" + filepath.Base(bin)}, Dir: dir}, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Copies, 1)
+	assert.Equal(t, "cd "+shellQuote(dir)+" && LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 ./flaky", rep.Copies[0].Reproduce)
+}
+
+func TestStressInterruptedBeforeItBegins(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rep, err := Stress(ctx, StressConfig{Parallel: 1, Rounds: 1, Cmd: []string{flakyBin(t)}}, nil)
+	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+	require.NotNil(t, rep)
+	assert.Empty(t, rep.Copies)
+}
+
+func TestTailBufferKeepsWholeLinesOfTheTail(t *testing.T) {
+	tb := &tailBuffer{max: 16}
+	fmt.Fprint(tb, "short\n")
+	assert.Equal(t, "short\n", string(tb.Bytes()), "nothing dropped: from the start")
+	for i := range 10 {
+		fmt.Fprintf(tb, "line %d\n", i)
+	}
+	assert.Equal(t, "line 8\nline 9\n", string(tb.Bytes()))
+	tb.Write([]byte(strings.Repeat("x", 40) + "\nend\n"))
+	assert.Equal(t, "end\n", string(tb.Bytes()))
+	assert.LessOrEqual(t, len(tb.buf), 2*tb.max, "memory stays bounded")
+}
+
+func TestShellJoin(t *testing.T) {
+	assert.Equal(t, `./t -run 'Test(A|B)$' 'it'\''s' ''`, ShellJoin([]string{"./t", "-run", "Test(A|B)$", "it's", ""}))
+}
