@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet bench
+.PHONY: all test test-plain lint fmt-check vet bench sim simrun
 
 all: test
 
@@ -23,6 +23,15 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+## simrun: build the CLI into bin/
+simrun:
+	$(GO) build -o bin/simrun ./cmd/simrun
+
+## sim: the founding story end to end: the race found and replayed on the
+## legacy engine, absent from the fixed engine over large sweeps
+sim: simrun
+	./scripts/sim-story.sh
 
 ## bench: every benchmark, 6 counts, in a form benchstat compares
 bench:

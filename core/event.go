@@ -72,7 +72,9 @@ type Event struct {
 	Reason      FinishReason
 	Step        int64 // core step number
 	Held        int   // EventStep: requests scheduled; EventIdle: requests the core held
-	Err         error // EventDead: the cause
+	Err         error // EventDead, EventCoreReject, EventFinish with an error: the cause
+	Prompt      []int // EventAdd: the prompt's tokens
+	Params      any   // EventAdd: the frontend's request parameters (engine.Params)
 }
 
 func (e Event) String() string {

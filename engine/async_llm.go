@@ -146,7 +146,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 		c: newCollector(e.rt, p.Output), detok: newDetokenizer(p.Stop, p.Output)}
 	e.states[internal] = st
 	e.live[id] = st
-	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc})
+	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Prompt: tokens, Params: p})
 	deferred := e.deferredAborts
 	e.deferredAborts = nil
 	e.mu.Unlock()

@@ -161,7 +161,7 @@ func (s *sched) finish(t *Task) {
 				t.state = stateDone
 				return
 			}
-			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack()})
+			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack(), site: panicSite(r)})
 			s.exitTask(t)
 			s.next = nil
 			return
@@ -181,7 +181,7 @@ func (s *sched) finish(t *Task) {
 	defer func() {
 		// The strategy's chooser may panic (rapid ends a draw that way).
 		if r := recover(); r != nil {
-			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack()})
+			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack(), site: panicSite(r)})
 			s.next = nil
 		}
 	}()
@@ -271,7 +271,10 @@ func (s *sched) decide(cur, at *Task) *Task {
 		v := &s.view
 		v.Now, v.Step, v.Candidates, v.Live = s.now, s.steps, cands, s.live
 		v.At, v.CanContinue = at, cur != nil
-		d := s.policy.Pick(v)
+		d, ok := s.pick(v)
+		if !ok {
+			return nil
+		}
 		if d.Err != nil {
 			s.fail(d.Err)
 			return nil
@@ -308,6 +311,20 @@ func (s *sched) decide(cur, at *Task) *Task {
 		}
 		return t
 	}
+}
+
+// pick asks the policy, containing a panic of its chooser (rapid ends an
+// exhausted draw by panicking): the panic must not unwind through the
+// simulated program's code, which would go on in a broken state. It ends
+// the run instead, and Run raises it again in its caller if asked to.
+func (s *sched) pick(v *View) (d Decision, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.fail(&PanicError{TaskID: -1, Task: "strategy " + s.opts.strategy().String(), Value: r, Stack: debug.Stack(), site: panicSite(r)})
+			ok = false
+		}
+	}()
+	return s.policy.Pick(v), true
 }
 
 // advance moves the clock to target, or to the next timer when target < 0,

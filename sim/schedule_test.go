@@ -96,19 +96,20 @@ func TestReplayFailsWhenTheCodeNoLongerMatches(t *testing.T) {
 }
 
 func TestParseStrategy(t *testing.T) {
-	for _, s := range []string{"random", "pct:2", "pct:3:500", "chaos", "starve:output-handler"} {
+	for _, s := range []string{"random", "pct:2", "pct:3:500", "chaos", "chaos:51.2ms", "starve:output-handler", "starve:main:800µs"} {
 		st, err := sim.ParseStrategy(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, s, st.String())
 	}
 	for s, want := range map[string]string{
-		"bogus":     `unknown strategy "bogus"`,
-		"pct":       "want pct:D with a depth D ≥ 1",
-		"pct:0":     "want pct:D with a depth D ≥ 1",
-		"pct:2:x":   "step estimate K ≥ 1",
-		"starve:":   "want starve:PREFIX",
-		"random:3":  "takes no argument",
-		"chaos:1ms": "takes no argument",
+		"bogus":        `unknown strategy "bogus"`,
+		"pct":          "want pct:D with a depth D ≥ 1",
+		"pct:0":        "want pct:D with a depth D ≥ 1",
+		"pct:2:x":      "step estimate K ≥ 1",
+		"starve:":      "want starve:PREFIX",
+		"random:3":     "takes no argument",
+		"chaos:soon":   "the longest window must be a duration ≥ 50µs",
+		"starve:x:1µs": "the longest window must be a duration ≥ 50µs",
 	} {
 		_, err := sim.ParseStrategy(s)
 		assert.ErrorContains(t, err, want, s)

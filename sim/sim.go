@@ -138,7 +138,7 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	if errors.As(s.err, &pe) && !pe.Goexit {
 		rp, _ := c.(Repanicker)
 		if opts.Repanic || (rp != nil && rp.Repanic()) {
-			panic(pe.Value)
+			repanic(pe.Value, pe.site)
 		}
 	}
 	return res
@@ -164,6 +164,8 @@ type PanicError struct {
 	Value  any
 	Stack  []byte
 	Goexit bool
+
+	site uint64 // where it began, for Repanic
 }
 
 func (e *PanicError) Error() string {

@@ -290,7 +290,7 @@ func TestStarveWithholdsTheNamedTaskWhileTheClockMovesOn(t *testing.T) {
 		for _, g := range gaps {
 			// A gap is one window or several back to back; every window is
 			// 50µs·2^k, so a gap is a whole number of 50µs.
-			assert.Zero(t, g%sim.StarveWindows[0], "seed %d: x was withheld for %v, not a sum of windows", seed, g)
+			assert.Zero(t, g%sim.StarveWindowMin, "seed %d: x was withheld for %v, not a sum of windows", seed, g)
 		}
 	}
 }
@@ -511,4 +511,53 @@ func TestQueueUnderSimIsFIFOAndCloseWakesGetters(t *testing.T) {
 		})
 		require.NoError(t, res.Err, "seed %d", seed)
 	}
+}
+
+// raiser returns where a re-raised panic came from: the function of the
+// frame that called panic.
+func raiser(f func()) (fn string) {
+	defer func() {
+		recover()
+		pcs := make([]uintptr, 16)
+		n := runtime.Callers(3, pcs) // skip Callers, this func, gopanic
+		frames := runtime.CallersFrames(pcs[:n])
+		for {
+			fr, more := frames.Next()
+			if !strings.HasPrefix(fr.Function, "runtime.") {
+				fn = fmt.Sprintf("%s:%d", fr.Function, fr.Line)
+				return
+			}
+			if !more {
+				return
+			}
+		}
+	}()
+	f()
+	return ""
+}
+
+// TestRepanicKeepsDifferentPanicsApart: rapid tells failures apart by the
+// traceback of the panic it recovers, so panics that began in different
+// places must be raised again from different places, and the same panic
+// from the same place.
+func TestRepanicKeepsDifferentPanicsApart(t *testing.T) {
+	run := func(which int) func() {
+		return func() {
+			sim.Run(sim.Options{Repanic: true}, func(rt task.Runtime) error {
+				rt.Go("t", func() {
+					if which == 0 {
+						panic("from here")
+					}
+					panic(fmt.Errorf("from there"))
+				})
+				rt.Sleep(time.Second)
+				return nil
+			})
+		}
+	}
+	a1, a2, b := raiser(run(0)), raiser(run(0)), raiser(run(1))
+	require.NotEmpty(t, a1)
+	assert.Equal(t, a1, a2, "the same panic is raised again from the same site")
+	assert.NotEqual(t, a1, b, "different panics are raised again from different sites")
+	goleak.VerifyNone(t)
 }

@@ -187,28 +187,47 @@ func (p *pctPolicy) Pick(v *View) Decision {
 	return Pick(best)
 }
 
-// StarveWindows are the lengths of virtual time a starved task is withheld
-// for: log-spaced from 50µs to about 205ms, so both a short hiccup and a
+// StarveWindowMin is the shortest window a starved task is withheld for.
+const StarveWindowMin = 50 * time.Microsecond
+
+// DefaultStarveWindowMax is the longest window Chaos and Starve draw by
+// default: long enough for an engine to run many steps ahead of a starved
+// thread, short enough that a run stays a few hundred decisions long.
+const DefaultStarveWindowMax = 3200 * time.Microsecond
+
+// StarveWindows returns the windows Chaos and Starve draw from: log-spaced,
+// StarveWindowMin·2^k up to max, so that both a short hiccup and a
 // descheduled thread are drawn.
-var StarveWindows = func() []time.Duration {
+func StarveWindows(max time.Duration) []time.Duration {
 	var ws []time.Duration
-	for w := 50 * time.Microsecond; w <= 210*time.Millisecond; w *= 2 {
+	for w := StarveWindowMin; w <= max; w *= 2 {
 		ws = append(ws, w)
 	}
+	if len(ws) == 0 {
+		ws = append(ws, StarveWindowMin)
+	}
 	return ws
-}()
+}
 
 // Chaos is rr's chaos mode: at random moments a random victim — any task,
 // the first one included — is withheld for a window of virtual time drawn
-// from StarveWindows, while the others run in random order. When every
-// runnable task is withheld the clock moves on: starvation is time passing
-// while a thread could run but does not.
-func Chaos() Strategy { return starveStrategy{name: "chaos", startOdds: 16} }
+// from StarveWindows(DefaultStarveWindowMax), while the others run in
+// random order. When every runnable task is withheld the clock moves on:
+// starvation is time passing while a thread could run but does not.
+func Chaos() Strategy { return ChaosUpTo(DefaultStarveWindowMax) }
+
+// ChaosUpTo is Chaos with windows up to max.
+func ChaosUpTo(max time.Duration) Strategy {
+	return starveStrategy{name: "chaos", startOdds: 16, windows: StarveWindows(max), max: max}
+}
 
 // Starve is Chaos with victims limited to tasks whose name starts with
 // prefix ("output-handler", "client"), starved again soon after each window.
-func Starve(prefix string) Strategy {
-	return starveStrategy{name: "starve:" + prefix, prefix: prefix, only: true, startOdds: 2}
+func Starve(prefix string) Strategy { return StarveUpTo(prefix, DefaultStarveWindowMax) }
+
+// StarveUpTo is Starve with windows up to max.
+func StarveUpTo(prefix string, max time.Duration) Strategy {
+	return starveStrategy{name: "starve:" + prefix, prefix: prefix, only: true, startOdds: 2, windows: StarveWindows(max), max: max}
 }
 
 type starveStrategy struct {
@@ -216,9 +235,16 @@ type starveStrategy struct {
 	prefix    string
 	only      bool // victims must match prefix
 	startOdds int  // a window starts at a step with probability 1/startOdds
+	windows   []time.Duration
+	max       time.Duration
 }
 
-func (s starveStrategy) String() string           { return s.name }
+func (s starveStrategy) String() string {
+	if s.max == DefaultStarveWindowMax {
+		return s.name
+	}
+	return s.name + ":" + s.max.String()
+}
 func (s starveStrategy) NewPolicy(Chooser) Policy { return &starvePolicy{st: s} }
 
 type starvePolicy struct {
@@ -242,7 +268,7 @@ func (p *starvePolicy) Pick(v *View) Decision {
 		}
 		if len(p.match) > 0 {
 			p.victim = p.match[c.Intn(len(p.match))]
-			w := StarveWindows[c.Intn(len(StarveWindows))]
+			w := p.st.windows[c.Intn(len(p.st.windows))]
 			p.until = v.Now + w
 			if v.Tracing() {
 				v.Note(fmt.Sprintf("%s: withhold task %d %q for %v", p.st.name, p.victim.id, p.victim.name, w))
@@ -273,19 +299,26 @@ func (p *starvePolicy) Pick(v *View) Decision {
 }
 
 // ParseStrategy reads a strategy as simrun's -strategy flag takes it:
-// "random", "pct:D", "pct:D:K", "chaos" or "starve:PREFIX". Replay needs a
-// schedule and is built with Replay.
+// "random", "pct:D", "pct:D:K", "chaos", "chaos:MAX", "starve:PREFIX" or
+// "starve:PREFIX:MAX", MAX being the longest starvation window ("51.2ms").
+// Replay needs a schedule and is built with Replay.
 func ParseStrategy(s string) (Strategy, error) {
 	name, arg, hasArg := strings.Cut(s, ":")
 	switch name {
-	case "random", "chaos":
+	case "random":
 		if hasArg {
 			return nil, fmt.Errorf("sim: strategy %q takes no argument, got %q", name, s)
 		}
-		if name == "random" {
-			return Random(), nil
+		return Random(), nil
+	case "chaos":
+		if !hasArg {
+			return Chaos(), nil
 		}
-		return Chaos(), nil
+		max, err := parseWindow(s, arg)
+		if err != nil {
+			return nil, err
+		}
+		return ChaosUpTo(max), nil
 	case "pct":
 		ds, ks, hasK := strings.Cut(arg, ":")
 		d, err := strconv.Atoi(ds)
@@ -301,10 +334,26 @@ func ParseStrategy(s string) (Strategy, error) {
 		}
 		return PCTSteps(d, k), nil
 	case "starve":
-		if arg == "" {
+		prefix, ws, hasW := strings.Cut(arg, ":")
+		if prefix == "" {
 			return nil, fmt.Errorf("sim: strategy %q: want starve:PREFIX naming the tasks to starve, as in starve:output-handler", s)
 		}
-		return Starve(arg), nil
+		if !hasW {
+			return Starve(prefix), nil
+		}
+		max, err := parseWindow(s, ws)
+		if err != nil {
+			return nil, err
+		}
+		return StarveUpTo(prefix, max), nil
 	}
-	return nil, fmt.Errorf("sim: unknown strategy %q: want random, pct:D, pct:D:K, chaos, starve:PREFIX or replay:FILE", s)
+	return nil, fmt.Errorf("sim: unknown strategy %q: want random, pct:D, pct:D:K, chaos, chaos:MAX, starve:PREFIX, starve:PREFIX:MAX or replay:FILE", s)
+}
+
+func parseWindow(s, arg string) (time.Duration, error) {
+	max, err := time.ParseDuration(arg)
+	if err != nil || max < StarveWindowMin {
+		return 0, fmt.Errorf("sim: strategy %q: the longest window must be a duration ≥ %v, as in 12.8ms, got %q", s, StarveWindowMin, arg)
+	}
+	return max, nil
 }

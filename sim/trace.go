@@ -299,3 +299,27 @@ func (tr *Trace) WritePerfetto(w io.Writer) error {
 	bw.WriteString("]}\n")
 	return bw.Flush()
 }
+
+// Where returns the running task of the simulated run rt belongs to and the
+// scheduling point it last passed, so that a checker can say where a
+// violation was detected. ok is false on any other runtime.
+func Where(rt task.Runtime) (taskName, point string, ok bool) {
+	s, isSim := rt.(*sched)
+	if !isSim || s.cur == nil {
+		return "", "", false
+	}
+	return s.cur.name, s.cur.point, true
+}
+
+// NoteHash folds an application event into the trace hash of the simulated
+// run rt belongs to without recording it: the cheap form of Note for runs
+// that keep no trace. It does nothing on any other runtime.
+func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
+	s, ok := rt.(*sched)
+	if !ok || s.cur == nil {
+		return
+	}
+	s.hash.word(hkNote)
+	s.hash.str(kind)
+	s.hash.word(fingerprint)
+}

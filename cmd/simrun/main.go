@@ -1,0 +1,101 @@
+// Command simrun runs llmdst's scenarios under the deterministic simulator
+// and triages flaky tests: run one seed, sweep many, replay a recorded
+// failure, shrink it, compare two builds, stress real processes.
+//
+// Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
+// bad usage or bad input.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+// errFailed means the command ran and found a failure: exit code 1.
+var errFailed = errors.New("failures found")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "simrun: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := c.run(args[1:], stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errFailed):
+		return 1
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "simrun %s: %v\n", c.name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "simrun %s: %v\n", c.name, err)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: simrun COMMAND [flags]")
+	fmt.Fprintln(w)
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "simrun COMMAND -h shows a command's flags.")
+	fmt.Fprintln(w, "Exit codes: 0 all passed, 1 failures found, 2 bad usage or bad input.")
+}
+
+// parseFlags parses a subcommand's flags; it turns errors and stray
+// arguments into usage errors.
+func parseFlags(fs interface {
+	Parse([]string) error
+	Args() []string
+}, args []string, positional int) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if strings.Contains(err.Error(), "help requested") {
+			return nil, errHelp
+		}
+		return nil, &usageError{err.Error()}
+	}
+	rest := fs.Args()
+	if len(rest) > positional {
+		return nil, usagef("unexpected argument %q", rest[positional])
+	}
+	return rest, nil
+}
+
+// errHelp is -h: the flag package printed the help; exit 0.
+var errHelp = errors.New("help")

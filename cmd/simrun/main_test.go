@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// simrun runs the command in-process and returns its exit code and output.
+func simrun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestList(t *testing.T) {
+	code, out, _ := simrun(t, "list")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "abort-reuse")
+	assert.Contains(t, out, "starve:output-handler")
+	assert.Contains(t, out, "swarm")
+}
+
+func TestRunFailingSeedPrintsItsReplayAndReplayReproducesIt(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "FAIL after")
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	assert.Contains(t, out, "replay: simrun replay "+file)
+	hash := between(out, "trace hash ", "\n")
+
+	code, out, _ = simrun(t, "replay", file)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "trace hash "+hash+" (the same as recorded)")
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+}
+
+func TestRunJSONAndTraceFiles(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "trace.json")
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "3", "-json", "-trace", tr)
+	require.Equal(t, 0, code, out)
+	var j map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	for _, k := range []string{"seed", "failed", "steps", "trace_hash"} {
+		assert.Contains(t, j, k)
+	}
+	assert.Equal(t, false, j["failed"])
+	data, err := os.ReadFile(tr)
+	require.NoError(t, err)
+	var pf struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(data, &pf))
+	assert.NotEmpty(t, pf.TraceEvents)
+
+	for _, ext := range []string{".jsonl", ".txt"} {
+		code, _, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "3", "-trace", filepath.Join(dir, "t"+ext))
+		require.Equal(t, 0, code)
+		info, err := os.Stat(filepath.Join(dir, "t"+ext))
+		require.NoError(t, err)
+		assert.Positive(t, info.Size())
+	}
+}
+
+func TestRunStory(t *testing.T) {
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-story", "-out", t.TempDir())
+	require.Equal(t, 1, code)
+	assert.Contains(t, out, "STALE: a previous incarnation's token")
+}
+
+func TestSweepLegacyFailsAndFixedPasses(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-200", "-legacy", "-out", dir, "-quiet")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "failures: ")
+	assert.Contains(t, out, "first failing seed: ")
+	assert.Contains(t, out, "replay: simrun replay "+dir)
+
+	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-200", "-j", "2", "-json", "-out", dir)
+	require.Equal(t, 0, code, out)
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, uint64(200), r.Seeds)
+	assert.Zero(t, r.Failures)
+	assert.Nil(t, r.FirstFailure)
+	assert.Empty(t, r.FailingSeeds)
+	assert.Positive(t, r.SeedsPerSec)
+	assert.Equal(t, [2]float64{0, r.CI95[1]}, r.CI95)
+	assert.Positive(t, r.Determinism)
+}
+
+func TestSweepJSONFieldsOnFailure(t *testing.T) {
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-100", "-legacy", "-json", "-out", t.TempDir())
+	require.Equal(t, 1, code)
+	var j map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	for _, k := range []string{"scenario", "strategy", "seeds", "failures", "rate", "ci95", "first_failure", "failing_seeds", "seeds_per_sec", "modes"} {
+		assert.Contains(t, j, k)
+	}
+	assert.Greater(t, j["failures"].(float64), 10.0)
+}
+
+func TestSweepResultDoesNotDependOnWorkers(t *testing.T) {
+	var results []sweepResult
+	for _, j := range []string{"1", "2", "3"} {
+		code, out, _ := simrun(t, "sweep", "-scenario", "swarm", "-seeds", "1-150", "-legacy", "-j", j, "-json", "-out", t.TempDir())
+		require.Equal(t, 1, code)
+		var r sweepResult
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		results = append(results, r)
+	}
+	for _, r := range results[1:] {
+		assert.Equal(t, results[0].FailingSeeds, r.FailingSeeds)
+		assert.Equal(t, len(results[0].Modes), len(r.Modes))
+	}
+}
+
+func TestSweepShardsCoverTheRange(t *testing.T) {
+	total := 0
+	for _, shard := range []string{"1/3", "2/3", "3/3"} {
+		code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-100", "-shard", shard, "-json", "-out", t.TempDir())
+		require.Equal(t, 0, code)
+		var r sweepResult
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		assert.Equal(t, shard, r.Shard)
+		total += int(r.Seeds)
+	}
+	assert.Equal(t, 100, total)
+}
+
+func TestSweepJUnit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "report.xml")
+	code, _, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-30", "-legacy", "-junit", file, "-out", t.TempDir(), "-quiet")
+	require.Equal(t, 1, code)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var doc struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+				Out string `xml:"system-out"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(data, &doc))
+	require.Len(t, doc.Suites, 1)
+	s := doc.Suites[0]
+	assert.Equal(t, len(s.Cases), s.Tests)
+	assert.Positive(t, s.Failures)
+	var replays int
+	for _, c := range s.Cases {
+		if strings.Contains(c.Out, "simrun run -scenario abort-reuse -seed") {
+			replays++
+		}
+	}
+	assert.Equal(t, s.Failures-1, replays, "every failing seed's case carries its replay command")
+}
+
+func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
+	truncated := filepath.Join(t.TempDir(), "t.schedule")
+	require.NoError(t, os.WriteFile(truncated, []byte("llmdst-schedule v1\nsteps 3\n0 1\n"), 0o644))
+	foreign := filepath.Join(t.TempDir(), "f.schedule")
+	require.NoError(t, os.WriteFile(foreign, []byte("llmdst-schedule v9\nsteps 0\nend\n"), 0o644))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run"}, "-scenario is required"},
+		{[]string{"run", "-scenario", "nope"}, `unknown scenario "nope"`},
+		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "nope"}, `unknown strategy "nope"`},
+		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "pct:0"}, "want pct:D with a depth D ≥ 1"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", ""}, "-seeds is empty"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", "9-3"}, "is empty: its end 3 is below its start 9"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", "x"}, `"x" is not a seed or a range`},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "4/3"}, "shard 4 is out of range"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "1of3"}, "want I/N"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
+		{[]string{"replay"}, "want one schedule file"},
+		{[]string{"replay", "/no/such/file"}, "cannot read the schedule"},
+		{[]string{"replay", truncated}, "truncated"},
+		{[]string{"replay", foreign}, `version "v9" is not supported`},
+		{[]string{"run", "-scenario", "abort-reuse", "stray"}, `unexpected argument "stray"`},
+	}
+	for _, c := range cases {
+		code, _, errOut := simrun(t, c.args...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+}
+
+func TestReplayOfAScheduleThatNoLongerMatches(t *testing.T) {
+	dir := t.TempDir()
+	code, _, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code)
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	// Pretend the code changed: the schedule now belongs to the other scenario.
+	other := strings.Replace(string(data), `meta "scenario" "abort-reuse"`, `meta "scenario" "swarm"`, 1)
+	require.NoError(t, os.WriteFile(file, []byte(other), 0o644))
+	code, _, errOut := simrun(t, "replay", file)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "no longer matches the code")
+}
+
+func between(s, a, b string) string {
+	_, rest, _ := strings.Cut(s, a)
+	v, _, _ := strings.Cut(rest, b)
+	return v
+}

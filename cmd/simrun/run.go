@@ -1,0 +1,274 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+)
+
+func init() {
+	register(&command{name: "list", summary: "list the scenarios and their default strategies", run: cmdList})
+	register(&command{name: "run", summary: "run one seed of a scenario", run: cmdRun})
+	register(&command{name: "replay", summary: "replay a recorded schedule file exactly", run: cmdReplay})
+}
+
+func cmdList(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if _, err := parseFlags(fs, args, 0); err != nil {
+		return helpOK(err)
+	}
+	for _, s := range scenario.All() {
+		fmt.Fprintf(stdout, "%-14s default strategy %-24s %s\n", s.Name, s.DefaultStrategy, s.Summary)
+	}
+	return nil
+}
+
+func helpOK(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// outputFlags are the flags that say where a run's artifacts go.
+type outputFlags struct {
+	trace    string
+	story    bool
+	json     bool
+	schedule string
+	out      string
+}
+
+func (f *outputFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.trace, "trace", "", "write the run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
+	fs.BoolVar(&f.story, "story", false, "print the run as a story: starvation, engine events, the failure")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
+	fs.StringVar(&f.schedule, "schedule-out", "", "write the run's schedule to `FILE` (by default a failing run's goes to -out)")
+	fs.StringVar(&f.out, "out", "out", "directory for schedule files of failing runs")
+}
+
+type runJSON struct {
+	Scenario  string `json:"scenario"`
+	Seed      uint64 `json:"seed"`
+	Strategy  string `json:"strategy"`
+	Engine    string `json:"engine"`
+	Failed    bool   `json:"failed"`
+	Error     string `json:"error,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Steps     int64  `json:"steps"`
+	ElapsedNS int64  `json:"elapsed_ns"`
+	TraceHash string `json:"trace_hash"`
+	Schedule  string `json:"schedule,omitempty"`
+	Replay    string `json:"replay,omitempty"`
+	Replayed  *bool  `json:"same_hash_as_recorded,omitempty"`
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf specFlags
+	var of outputFlags
+	sf.register(fs)
+	of.register(fs)
+	seed := fs.Uint64("seed", 1, "the seed")
+	if _, err := parseFlags(fs, args, 0); err != nil {
+		return helpOK(err)
+	}
+	sp, err := sf.spec()
+	if err != nil {
+		return err
+	}
+	o := sp.run(*seed, sim.Options{Trace: of.trace != "" || of.story})
+	return report(sp, &o, &of, nil, stdout)
+}
+
+func cmdReplay(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun replay [flags] FILE.schedule")
+		fs.PrintDefaults()
+	}
+	var of outputFlags
+	of.register(fs)
+	rest, err := parseFlags(fs, args, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	if len(rest) != 1 {
+		return usagef("want one schedule file: simrun replay FILE.schedule")
+	}
+	sch, err := readSchedule(rest[0])
+	if err != nil {
+		return err
+	}
+	sp, seed, err := specFromSchedule(sch)
+	if err != nil {
+		return usagef("%s: %v", rest[0], err)
+	}
+	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.trace != "" || of.story})
+	o.strategy, _ = sch.Get("strategy")
+	var mm *sim.ScheduleMismatchError
+	if errors.As(o.res.Err, &mm) {
+		return usagef("%s no longer matches the code: %v", rest[0], mm)
+	}
+	recorded, _ := sch.Get("trace-hash")
+	same := recorded == fmt.Sprintf("%016x", o.res.TraceHash)
+	of.schedule = "-" // never rewrite the file being replayed
+	return report(sp, &o, &of, &same, stdout)
+}
+
+// report prints a run, writes its artifacts, and returns errFailed when it
+// failed.
+func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io.Writer) error {
+	schedFile := ""
+	switch {
+	case of.schedule == "-":
+	case of.schedule != "":
+		schedFile = of.schedule
+	case o.failed():
+		schedFile = filepath.Join(of.out, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), o.seed))
+	}
+	if schedFile != "" {
+		if err := writeSchedule(schedFile, sp, o); err != nil {
+			return err
+		}
+	}
+	if of.trace != "" && o.res.Trace != nil {
+		if err := writeTrace(of.trace, o.res.Trace); err != nil {
+			return err
+		}
+	}
+	if of.json {
+		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: o.failed(),
+			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile, Replayed: replayedSame}
+		if o.failed() {
+			j.Error, j.Signature = o.err.Error(), signature(o.err)
+			if schedFile != "" {
+				j.Replay = replayCommand(schedFile)
+			}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s engine: ", sp.scenario.Name, o.seed, o.strategy, sp.engineName())
+		if o.failed() {
+			fmt.Fprintf(stdout, "FAIL after %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
+			fmt.Fprintf(stdout, "  %s\n", indent(o.err.Error(), "  "))
+		} else {
+			fmt.Fprintf(stdout, "ok, %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
+		}
+		fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
+		if replayedSame != nil {
+			if *replayedSame {
+				fmt.Fprint(stdout, " (the same as recorded)")
+			} else {
+				fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
+			}
+		}
+		fmt.Fprintln(stdout)
+		if of.trace != "" {
+			fmt.Fprintf(stdout, "  trace: %s\n", of.trace)
+		}
+		if o.failed() && schedFile != "" {
+			fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(schedFile))
+		}
+		if of.story && o.res.Trace != nil {
+			fmt.Fprintln(stdout)
+			if err := scenario.WriteStory(stdout, o.res.Trace); err != nil {
+				return err
+			}
+		}
+	}
+	if o.failed() {
+		return errFailed
+	}
+	return nil
+}
+
+func indent(s, prefix string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+func writeSchedule(file string, sp *spec, o *outcome) error {
+	sch := o.res.Schedule
+	if sch == nil || (sch.Len() == 0 && o.res.Steps > 0) {
+		// The run kept no record (a sweep's fast pass): run the seed again,
+		// recording; it is deterministic.
+		again := sp.run(o.seed, sim.Options{Strategy: strategyByName(sp, o.strategy)})
+		sch = again.res.Schedule
+	}
+	sch.Meta = sp.meta(o)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(sch.String()), 0o644)
+}
+
+func strategyByName(sp *spec, name string) sim.Strategy {
+	if sp.strategy != nil && sp.strategy.String() == name {
+		return sp.strategy
+	}
+	st, err := sim.ParseStrategy(name)
+	if err != nil {
+		return sp.strategyOrDefault()
+	}
+	return st
+}
+
+func readSchedule(file string) (*sim.Schedule, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usagef("cannot read the schedule: %v", err)
+	}
+	sch, err := sim.ParseSchedule(string(data))
+	if err != nil {
+		return nil, usagef("%s: %v", file, err)
+	}
+	return sch, nil
+}
+
+func writeTrace(file string, tr *sim.Trace) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".jsonl":
+		err = tr.WriteJSONL(f)
+	case ".txt", ".log":
+		err = tr.WriteText(f)
+	default:
+		err = tr.WritePerfetto(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

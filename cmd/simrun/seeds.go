@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// seedsMax bounds a sweep's seed list, so that a typo cannot ask for 10^18
+// runs.
+const seedsMax = 1 << 40
+
+// seedSet is a sweep's seeds: ranges and single seeds, in order.
+type seedSet struct {
+	spans []span
+	n     uint64
+}
+
+type span struct{ lo, hi uint64 } // inclusive
+
+// parseSeeds reads "1-1000", "7", "1,5,9-12".
+func parseSeeds(s string) (seedSet, error) {
+	var set seedSet
+	if strings.TrimSpace(s) == "" {
+		return set, usagef("-seeds is empty: want a range such as 1-1000, a seed such as 42, or a list such as 1,5,9-12")
+	}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		loS, hiS, isRange := strings.Cut(part, "-")
+		lo, err := strconv.ParseUint(loS, 10, 64)
+		if err != nil {
+			return set, usagef("-seeds: %q is not a seed or a range: want A-B with 0 ≤ A ≤ B, as in 1-1000", part)
+		}
+		hi := lo
+		if isRange {
+			if hi, err = strconv.ParseUint(hiS, 10, 64); err != nil {
+				return set, usagef("-seeds: %q is not a range: want A-B with 0 ≤ A ≤ B, as in 1-1000", part)
+			}
+		}
+		if hi < lo {
+			return set, usagef("-seeds: the range %q is empty: its end %d is below its start %d", part, hi, lo)
+		}
+		set.spans = append(set.spans, span{lo, hi})
+		set.n += hi - lo + 1
+		if set.n > seedsMax || hi-lo+1 == 0 {
+			return set, usagef("-seeds: more than %d seeds; split the sweep with -shard", uint64(seedsMax))
+		}
+	}
+	return set, nil
+}
+
+// at returns the i-th seed.
+func (s seedSet) at(i uint64) uint64 {
+	for _, sp := range s.spans {
+		if n := sp.hi - sp.lo + 1; i < n {
+			return sp.lo + i
+		} else {
+			i -= n
+		}
+	}
+	panic("simrun: seed index out of range")
+}
+
+// shard returns the I-th of n contiguous parts of the set (1-based).
+func (s seedSet) shard(i, n uint64) seedSet {
+	lo := s.n * (i - 1) / n
+	hi := s.n * i / n
+	var out seedSet
+	for k := lo; k < hi; {
+		first := s.at(k)
+		// extend while contiguous
+		j := k + 1
+		for j < hi && s.at(j) == first+(j-k) {
+			j++
+		}
+		out.spans = append(out.spans, span{first, first + (j - k) - 1})
+		out.n += j - k
+		k = j
+	}
+	return out
+}
+
+func (s seedSet) String() string {
+	var parts []string
+	for _, sp := range s.spans {
+		if sp.lo == sp.hi {
+			parts = append(parts, strconv.FormatUint(sp.lo, 10))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", sp.lo, sp.hi))
+		}
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseShard reads "I/N".
+func parseShard(s string) (i, n uint64, err error) {
+	is, ns, ok := strings.Cut(s, "/")
+	i, err1 := strconv.ParseUint(is, 10, 64)
+	n, err2 := strconv.ParseUint(ns, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n == 0 {
+		return 0, 0, usagef("-shard %q: want I/N, as in 2/8", s)
+	}
+	if i < 1 || i > n {
+		return 0, 0, usagef("-shard %q: shard %d is out of range: want 1 ≤ I ≤ %d", s, i, n)
+	}
+	return i, n, nil
+}
+
+// parseFraction reads "1%", "0.01", "1/100" or "0".
+func parseFraction(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	var f float64
+	var err error
+	switch {
+	case strings.HasSuffix(s, "%"):
+		f, err = strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		f /= 100
+	case strings.Contains(s, "/"):
+		a, b, _ := strings.Cut(s, "/")
+		var x, y float64
+		x, err = strconv.ParseFloat(a, 64)
+		if err == nil {
+			y, err = strconv.ParseFloat(b, 64)
+		}
+		if err == nil && y != 0 {
+			f = x / y
+		} else if err == nil {
+			err = fmt.Errorf("division by zero")
+		}
+	default:
+		f, err = strconv.ParseFloat(s, 64)
+	}
+	if err != nil || f < 0 || f > 1 {
+		return 0, usagef("-check-determinism %q: want a share of seeds between 0 and 1, as in 1%% or 0.01", s)
+	}
+	return f, nil
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+)
+
+// spec is everything that decides a run but the seed: enough to run it
+// again, and what a schedule file's meta carries.
+type spec struct {
+	scenario *scenario.Scenario
+	strategy sim.Strategy // nil: the scenario's default
+	legacy   bool
+	stepsMax int64
+}
+
+// specFlags registers the flags every subcommand that runs scenarios has.
+type specFlags struct {
+	scenario string
+	strategy string
+	legacy   bool
+	stepsMax int64
+}
+
+func (f *specFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.scenario, "scenario", "", "the scenario to run (see simrun list)")
+	fs.StringVar(&f.strategy, "strategy", "", "random, pct:D, pct:D:K, chaos[:MAX], starve:PREFIX[:MAX] or replay:FILE; default: the scenario's")
+	fs.BoolVar(&f.legacy, "legacy", false, "run the legacy engine (LegacyIDRouting): the pre-fix engine of the founding race")
+	fs.Int64Var(&f.stepsMax, "steps-max", 0, "scheduling decisions allowed per run; 0 means the simulator's default")
+}
+
+// usageError is bad input: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func (f *specFlags) spec() (*spec, error) {
+	if f.scenario == "" {
+		return nil, usagef("-scenario is required: want one of %s", strings.Join(scenario.Names(), ", "))
+	}
+	sc, err := scenario.Lookup(f.scenario)
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax}
+	if f.stepsMax < 0 {
+		return nil, usagef("-steps-max must be ≥ 0, got %d", f.stepsMax)
+	}
+	if f.strategy != "" {
+		st, err := parseStrategy(f.strategy)
+		if err != nil {
+			return nil, err
+		}
+		s.strategy = st
+	}
+	return s, nil
+}
+
+// parseStrategy adds replay:FILE to sim.ParseStrategy.
+func parseStrategy(name string) (sim.Strategy, error) {
+	if file, ok := strings.CutPrefix(name, "replay:"); ok {
+		sch, err := readSchedule(file)
+		if err != nil {
+			return nil, err
+		}
+		return sim.Replay(sch), nil
+	}
+	st, err := sim.ParseStrategy(name)
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	return st, nil
+}
+
+func (s *spec) strategyOrDefault() sim.Strategy {
+	if s.strategy != nil {
+		return s.strategy
+	}
+	st, err := sim.ParseStrategy(s.scenario.DefaultStrategy)
+	if err != nil {
+		panic("simrun: scenario " + s.scenario.Name + " has a bad default strategy") // checked at registration
+	}
+	return st
+}
+
+func (s *spec) engineName() string {
+	if s.legacy {
+		return "legacy"
+	}
+	return "fixed"
+}
+
+// outcome is one run's result as simrun reports it.
+type outcome struct {
+	seed     uint64
+	res      sim.Result
+	err      error // the run's error joined with the checker's
+	checker  *props.Checker
+	strategy string
+}
+
+func (o *outcome) failed() bool { return o.err != nil }
+
+// run runs one seed.
+func (s *spec) run(seed uint64, opts sim.Options) outcome {
+	prog, out := s.scenario.Program(scenario.Options{Legacy: s.legacy, Seed: seed})
+	opts.Seed = seed
+	if opts.Strategy == nil {
+		opts.Strategy = s.strategyOrDefault()
+	}
+	if opts.StepsMax == 0 {
+		opts.StepsMax = s.stepsMax
+	}
+	res := sim.Run(opts, prog)
+	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: opts.Strategy.String()}
+}
+
+// meta is what a schedule file carries about its run.
+func (s *spec) meta(o *outcome) []sim.Meta {
+	m := []sim.Meta{
+		{Key: "scenario", Value: s.scenario.Name},
+		{Key: "seed", Value: strconv.FormatUint(o.seed, 10)},
+		{Key: "strategy", Value: o.strategy},
+		{Key: "engine", Value: s.engineName()},
+		{Key: "trace-hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)},
+		{Key: "steps", Value: strconv.FormatInt(o.res.Steps, 10)},
+	}
+	if s.stepsMax != 0 {
+		m = append(m, sim.Meta{Key: "steps-max", Value: strconv.FormatInt(s.stepsMax, 10)})
+	}
+	if o.err != nil {
+		m = append(m, sim.Meta{Key: "error", Value: firstLine(o.err.Error())})
+	}
+	return m
+}
+
+// specFromSchedule rebuilds the spec of a recorded run.
+func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
+	get := func(k string) (string, error) {
+		v, ok := sch.Get(k)
+		if !ok {
+			return "", fmt.Errorf("the schedule has no %q meta: it was not written by simrun, or is damaged", k)
+		}
+		return v, nil
+	}
+	name, err := get("scenario")
+	if err != nil {
+		return nil, 0, err
+	}
+	sc, err := scenario.Lookup(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	seedStr, err := get("seed")
+	if err != nil {
+		return nil, 0, err
+	}
+	seed, err := strconv.ParseUint(seedStr, 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the schedule's seed %q is not a number", seedStr)
+	}
+	eng, err := get("engine")
+	if err != nil {
+		return nil, 0, err
+	}
+	if eng != "legacy" && eng != "fixed" {
+		return nil, 0, fmt.Errorf("the schedule's engine %q is neither legacy nor fixed", eng)
+	}
+	s := &spec{scenario: sc, legacy: eng == "legacy"}
+	if v, ok := sch.Get("steps-max"); ok {
+		if s.stepsMax, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, 0, fmt.Errorf("the schedule's steps-max %q is not a number", v)
+		}
+	}
+	return s, seed, nil
+}
+
+// replayCommand is the one command that replays a failure.
+func replayCommand(file string) string { return "simrun replay " + shellQuote(file) }
+
+// runCommand is the command that runs the same seed again.
+func (s *spec) runCommand(seed uint64, strategy string) string {
+	cmd := fmt.Sprintf("simrun run -scenario %s -seed %d -strategy %s", s.scenario.Name, seed, shellQuote(strategy))
+	if s.legacy {
+		cmd += " -legacy"
+	}
+	if s.stepsMax != 0 {
+		cmd += fmt.Sprintf(" -steps-max %d", s.stepsMax)
+	}
+	return cmd
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,µ", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// signature names a failure mode: the violated property and where it was
+// detected, or the kind of run failure. Numbers that differ between runs of
+// the same mode (steps, times, incarnations, frames, tokens) are left out.
+func signature(err error) string {
+	if err == nil {
+		return ""
+	}
+	var v *props.Violation
+	if errors.As(err, &v) {
+		if v.Task != "" {
+			return fmt.Sprintf("%s (in %s after %s)", v.Property, v.Task, v.Point)
+		}
+		return v.Property
+	}
+	var dl *sim.DeadlockError
+	if errors.As(err, &dl) {
+		var b strings.Builder
+		b.WriteString("deadlock:")
+		for _, t := range dl.Blocked {
+			fmt.Fprintf(&b, " %s@%s", t.Name, t.Point)
+		}
+		return b.String()
+	}
+	var sl *sim.StepLimitError
+	if errors.As(err, &sl) {
+		return "step limit"
+	}
+	var pe *sim.PanicError
+	if errors.As(err, &pe) {
+		if pe.Goexit {
+			return "goexit in " + pe.Task
+		}
+		return fmt.Sprintf("panic in %s: %v", pe.Task, firstLine(fmt.Sprint(pe.Value)))
+	}
+	var mm *sim.ScheduleMismatchError
+	if errors.As(err, &mm) {
+		return "replay diverged"
+	}
+	var nd *sim.NondeterminismError
+	if errors.As(err, &nd) {
+		return "nondeterministic"
+	}
+	return maskDigits(firstLine(err.Error()))
+}
+
+// maskDigits replaces runs of digits with N, so that one check failing with
+// different numbers is one mode.
+func maskDigits(s string) string {
+	var b strings.Builder
+	inNum := false
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			if !inNum {
+				b.WriteByte('N')
+			}
+			inNum = true
+			continue
+		}
+		inNum = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}

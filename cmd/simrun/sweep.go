@@ -1,0 +1,377 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/triage"
+)
+
+func init() {
+	register(&command{name: "sweep", summary: "run a scenario over many seeds and report the failure rate", run: cmdSweep})
+}
+
+// failingSeedsMax bounds the failing seeds a summary lists.
+const failingSeedsMax = 1000
+
+// sweepResult is what a sweep found, mergeable across shards.
+type sweepResult struct {
+	Scenario      string      `json:"scenario"`
+	Strategy      string      `json:"strategy"`
+	Engine        string      `json:"engine"`
+	SeedRange     string      `json:"seed_range"`
+	Seeds         uint64      `json:"seeds"`
+	Failures      uint64      `json:"failures"`
+	Rate          float64     `json:"rate"`
+	CI95          [2]float64  `json:"ci95"`
+	FirstFailure  *uint64     `json:"first_failure"`
+	FailingSeeds  []uint64    `json:"failing_seeds"`
+	Truncated     bool        `json:"failing_seeds_truncated,omitempty"`
+	StepLimited   uint64      `json:"step_limited"`
+	SeedsPerSec   float64     `json:"seeds_per_sec"`
+	Seconds       float64     `json:"elapsed_seconds"`
+	Workers       int         `json:"workers"`
+	Steps         uint64      `json:"steps"`
+	Modes         []sweepMode `json:"modes"`
+	Determinism   uint64      `json:"determinism_checked"`
+	Nondetermined []uint64    `json:"nondeterministic_seeds,omitempty"`
+	Shard         string      `json:"shard,omitempty"`
+	Replay        string      `json:"replay,omitempty"`
+	Error         string      `json:"first_error,omitempty"`
+}
+
+type sweepMode struct {
+	Signature string     `json:"signature"`
+	Count     uint64     `json:"count"`
+	Rate      float64    `json:"rate"`
+	CI95      [2]float64 `json:"ci95"`
+	FirstSeed uint64     `json:"first_seed"`
+	Error     string     `json:"error"`
+	Replay    string     `json:"replay,omitempty"`
+}
+
+func cmdSweep(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf specFlags
+	sf.register(fs)
+	seedsFlag := fs.String("seeds", "1-1000", "seeds to run: a range A-B, a seed, or a list such as 1,5,9-12")
+	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
+	shardFlag := fs.String("shard", "", "run only shard `I/N` of the seeds (contiguous parts), for a CI matrix; add the results up with simrun merge")
+	jsonOut := fs.Bool("json", false, "print one JSON summary object instead of text")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
+	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
+	detFlag := fs.String("check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
+	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	if _, err := parseFlags(fs, args, 0); err != nil {
+		return helpOK(err)
+	}
+	sp, err := sf.spec()
+	if err != nil {
+		return err
+	}
+	seeds, err := parseSeeds(*seedsFlag)
+	if err != nil {
+		return err
+	}
+	res := &sweepResult{}
+	if *shardFlag != "" {
+		i, n, err := parseShard(*shardFlag)
+		if err != nil {
+			return err
+		}
+		seeds = seeds.shard(i, n)
+		res.Shard = *shardFlag
+		if seeds.n == 0 {
+			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, *seedsFlag)
+		}
+	}
+	if *jobs < 1 {
+		return usagef("-j must be ≥ 1, got %d", *jobs)
+	}
+	det, err := parseFraction(*detFlag)
+	if err != nil {
+		return err
+	}
+	var bar *progressbar.ProgressBar
+	if !*quiet && !*jsonOut && isTerminal(stderr) {
+		bar = progressbar.NewOptions64(int64(seeds.n), progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	sw := sweep(sp, seeds, *jobs, det, bar)
+	if bar != nil {
+		bar.Finish()
+	}
+	*res = sw.summary(sp, seeds, res.Shard)
+	// Schedule files and replay commands for the first failing seed of
+	// every mode.
+	for i := range res.Modes {
+		m := &res.Modes[i]
+		o := sp.run(m.FirstSeed, sim.Options{})
+		file := filepath.Join(*out, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), m.FirstSeed))
+		if err := writeSchedule(file, sp, &o); err != nil {
+			return err
+		}
+		m.Replay = replayCommand(file)
+		if res.FirstFailure != nil && m.FirstSeed == *res.FirstFailure {
+			res.Replay = m.Replay
+		}
+	}
+	if *junit != "" {
+		if err := writeSweepJUnit(*junit, sp, res, sw); err != nil {
+			return err
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printSweep(stdout, sp, res)
+	}
+	if res.Failures > 0 || len(res.Nondetermined) > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// sweepState is the tally of a sweep in progress.
+type sweepState struct {
+	mu        sync.Mutex
+	failing   []uint64
+	modes     map[string]*modeTally
+	nondet    []uint64
+	limited   uint64
+	checked   uint64
+	steps     atomic.Uint64
+	seeds     uint64
+	workers   int
+	elapsed   time.Duration
+	firstErrs map[uint64]error
+}
+
+type modeTally struct {
+	count     uint64
+	firstSeed uint64
+	err       error
+}
+
+// sweep runs every seed of seeds on workers goroutines. Each run is
+// single-threaded and independent, so the sweep scales with cores; the
+// tally does not depend on which worker ran which seed.
+func sweep(sp *spec, seeds seedSet, workers int, det float64, bar *progressbar.ProgressBar) *sweepState {
+	st := &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: workers}
+	every := uint64(0)
+	if det > 0 {
+		every = uint64(1/det + 0.5)
+		if every < 1 {
+			every = 1
+		}
+	}
+	strategy := sp.strategyOrDefault()
+	const chunk = 32
+	var next atomic.Uint64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := next.Add(chunk) - chunk
+				if lo >= seeds.n {
+					return
+				}
+				hi := min(lo+chunk, seeds.n)
+				for i := lo; i < hi; i++ {
+					seed := seeds.at(i)
+					check := every > 0 && seed%every == 0
+					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, CheckDeterminism: check})
+					st.steps.Add(uint64(o.res.Steps))
+					st.record(seed, &o, check)
+				}
+				if bar != nil {
+					bar.Add64(int64(hi - lo))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st.elapsed = time.Since(start)
+	sort.Slice(st.failing, func(i, j int) bool { return st.failing[i] < st.failing[j] })
+	sort.Slice(st.nondet, func(i, j int) bool { return st.nondet[i] < st.nondet[j] })
+	return st
+}
+
+func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if checked {
+		st.checked++
+	}
+	if !o.failed() {
+		return
+	}
+	sig := signature(o.err)
+	if sig == "nondeterministic" {
+		st.nondet = append(st.nondet, seed)
+	}
+	if o.res.StepLimited() {
+		st.limited++
+	}
+	st.failing = append(st.failing, seed)
+	m := st.modes[sig]
+	if m == nil {
+		m = &modeTally{firstSeed: seed, err: o.err}
+		st.modes[sig] = m
+	}
+	m.count++
+	if seed < m.firstSeed {
+		m.firstSeed, m.err = seed, o.err
+	}
+}
+
+func (st *sweepState) summary(sp *spec, seeds seedSet, shard string) sweepResult {
+	r := sweepResult{
+		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
+		SeedRange: seeds.String(), Seeds: st.seeds, Failures: uint64(len(st.failing)), StepLimited: st.limited,
+		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
+		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
+	}
+	if r.FailingSeeds == nil {
+		r.FailingSeeds = []uint64{}
+	}
+	if len(r.FailingSeeds) > failingSeedsMax {
+		r.FailingSeeds, r.Truncated = r.FailingSeeds[:failingSeedsMax], true
+	}
+	if r.Seconds > 0 {
+		r.SeedsPerSec = float64(r.Seeds) / r.Seconds
+	}
+	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}
+	r.Rate = rate.P()
+	r.CI95[0], r.CI95[1] = rate.CI95()
+	if len(st.failing) > 0 {
+		f := st.failing[0]
+		r.FirstFailure = &f
+	}
+	for _, sig := range sortedKeys(st.modes) {
+		m := st.modes[sig]
+		mr := triage.Rate{K: int(m.count), N: int(r.Seeds)}
+		sm := sweepMode{Signature: sig, Count: m.count, Rate: mr.P(), FirstSeed: m.firstSeed, Error: firstLine(m.err.Error())}
+		sm.CI95[0], sm.CI95[1] = mr.CI95()
+		r.Modes = append(r.Modes, sm)
+		if r.FirstFailure != nil && m.firstSeed == *r.FirstFailure {
+			r.Error = m.err.Error()
+		}
+	}
+	sortModes(r.Modes)
+	if r.Modes == nil {
+		r.Modes = []sweepMode{}
+	}
+	return r
+}
+
+// sortModes orders modes by count, most first, then by first seed.
+func sortModes(ms []sweepMode) {
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].Count != ms[j].Count {
+			return ms[i].Count > ms[j].Count
+		}
+		return ms[i].FirstSeed < ms[j].FirstSeed
+	})
+}
+
+func printSweep(w io.Writer, sp *spec, r *sweepResult) {
+	fmt.Fprintf(w, "sweep %s: strategy %s, %s engine, seeds %s", r.Scenario, r.Strategy, r.Engine, r.SeedRange)
+	if r.Shard != "" {
+		fmt.Fprintf(w, " (shard %s)", r.Shard)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %d seeds in %.2fs: %.0f seeds/s with %d worker(s), %.0f steps a seed\n",
+		r.Seeds, r.Seconds, r.SeedsPerSec, r.Workers, float64(r.Steps)/float64(max(r.Seeds, 1)))
+	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}
+	fmt.Fprintf(w, "  failures: %s\n", rate)
+	if r.StepLimited > 0 {
+		fmt.Fprintf(w, "  of which %d hit the step limit (a livelock or an overlong run, not a property failure)\n", r.StepLimited)
+	}
+	if r.FirstFailure != nil {
+		fmt.Fprintf(w, "  first failing seed: %d\n", *r.FirstFailure)
+		fmt.Fprintf(w, "    %s\n", indent(firstLine(r.Error), "    "))
+		fmt.Fprintf(w, "    replay: %s\n", r.Replay)
+		fmt.Fprintf(w, "    or run: %s\n", sp.runCommand(*r.FirstFailure, r.Strategy))
+	}
+	if len(r.Modes) > 0 {
+		fmt.Fprintf(w, "  failure modes (%d):\n", len(r.Modes))
+		for _, m := range r.Modes {
+			mr := triage.Rate{K: int(m.Count), N: int(r.Seeds)}
+			fmt.Fprintf(w, "    %s  %s\n      first seed %d: %s\n", mr, m.Signature, m.FirstSeed, m.Replay)
+		}
+	}
+	if r.Determinism > 0 {
+		if len(r.Nondetermined) == 0 {
+			fmt.Fprintf(w, "  determinism: %d seeds run twice, every trace hash the same\n", r.Determinism)
+		} else {
+			fmt.Fprintf(w, "  determinism: %d seeds run twice, %d gave different trace hashes: %v\n", r.Determinism, len(r.Nondetermined), r.Nondetermined)
+		}
+	}
+}
+
+func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) error {
+	var cases []triage.JUnitCase
+	for _, seed := range r.FailingSeeds {
+		name := fmt.Sprintf("seed %d", seed)
+		failure := "failed"
+		out := sp.runCommand(seed, r.Strategy)
+		for _, m := range r.Modes {
+			if m.FirstSeed == seed {
+				failure = m.Error
+				out = m.Replay + "\n" + out
+			}
+		}
+		cases = append(cases, triage.JUnitCase{Name: name, Classname: "simrun." + r.Scenario, Failure: failure, Output: "replay: " + out})
+	}
+	summary := triage.JUnitCase{Name: fmt.Sprintf("sweep %s", r.SeedRange), Classname: "simrun." + r.Scenario,
+		Time:   time.Duration(r.Seconds * float64(time.Second)),
+		Output: fmt.Sprintf("%d seeds, %d failures, strategy %s, %s engine", r.Seeds, r.Failures, r.Strategy, r.Engine)}
+	if r.Failures > 0 {
+		summary.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
+	}
+	cases = append([]triage.JUnitCase{summary}, cases...)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = triage.WriteJUnit(f, "simrun sweep "+r.Scenario, cases)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,295 @@
+package props
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+)
+
+// The properties a Checker verifies.
+const (
+	// NoStaleDelivery: a frame is delivered only to the incarnation that
+	// produced it.
+	NoStaleDelivery = "no-cross-incarnation-delivery"
+	// EndsExactlyOnce: every accepted request ends, once.
+	EndsExactlyOnce = "each-request-ends-exactly-once"
+	// DeltasConcatenate: Delta outputs concatenate, and Cumulative outputs
+	// extend one another, to the request's final tokens.
+	DeltasConcatenate = "deltas-concatenate-to-the-final-output"
+	// NothingAfterFinish: no output reaches a caller after the finished one.
+	NothingAfterFinish = "nothing-after-finish"
+	// ModelTokens: token i of a request is the model's token i for its
+	// prompt.
+	ModelTokens = "token-i-is-the-models-token-i"
+	// ReuseFinishesNormally: a reused id's new request, unless its caller
+	// aborted it, finishes with reason length or stop and the right number
+	// of tokens.
+	ReuseFinishesNormally = "reused-id-finishes-normally"
+	// WaitIdleMeansIdle: when WaitIdle returns, the core holds nothing.
+	WaitIdleMeansIdle = "wait-idle-means-the-core-holds-nothing"
+)
+
+// All lists every property, in the order of DESIGN's list.
+var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle}
+
+// Violation is a property that did not hold.
+type Violation struct {
+	Property string
+	Detail   string
+	// Event is the index of the event that showed it, from 0.
+	Event int
+	// Task and Point say where the violation was detected, when the checker
+	// runs under the simulator (see Checker.Where).
+	Task, Point string
+}
+
+func (v *Violation) Error() string {
+	where := ""
+	if v.Task != "" {
+		where = fmt.Sprintf(" (detected in task %s after %s)", v.Task, v.Point)
+	}
+	return fmt.Sprintf("property %s violated: %s%s", v.Property, v.Detail, where)
+}
+
+// incarnation is what the checker knows of one AddRequest.
+type incarnation struct {
+	id        string
+	n         uint64
+	params    engine.Params
+	key       uint64
+	reuse     bool // the id was used before
+	aborted   bool // its caller aborted or cancelled it, or Close did
+	finished  bool
+	reason    core.FinishReason
+	final     []int // tokens at the finish
+	received  []int // tokens the caller received, by Delta concatenation or the latest Cumulative
+	outputs   int
+	sawFinish bool // the caller took the finished output
+}
+
+// Checker verifies the properties over one engine's events. It is not safe
+// for concurrent use: under the simulator events arrive one at a time; on
+// the real runtime wrap Observe in a lock.
+type Checker struct {
+	model  core.Model
+	incs   map[uint64]*incarnation
+	order  []uint64        // incarnations in order of addition
+	usedID map[string]bool // external ids seen
+	events int
+	first  *Violation
+	all    []*Violation
+	// Where, if set, says where the running code is; a Violation records
+	// it. Under the simulator set it to a closure over sim.Where.
+	Where func() (task, point string)
+}
+
+// NewChecker returns a checker for an engine running model.
+func NewChecker(model core.Model) *Checker {
+	if model == nil {
+		model = core.ToyModel{}
+	}
+	return &Checker{model: model, incs: make(map[uint64]*incarnation), usedID: make(map[string]bool)}
+}
+
+// violationsMax bounds what a checker keeps: the first is what matters.
+const violationsMax = 64
+
+func (c *Checker) fail(prop, format string, args ...any) {
+	if len(c.all) >= violationsMax {
+		return
+	}
+	v := &Violation{Property: prop, Detail: fmt.Sprintf(format, args...), Event: c.events}
+	if c.Where != nil {
+		v.Task, v.Point = c.Where()
+	}
+	c.all = append(c.all, v)
+	if c.first == nil {
+		c.first = v
+	}
+}
+
+// SetModel sets the model the engine runs, for the token checks; call it
+// before the first request.
+func (c *Checker) SetModel(m core.Model) {
+	if m == nil {
+		m = core.ToyModel{}
+	}
+	c.model = m
+}
+
+// Err returns the first violation so far, or nil.
+func (c *Checker) Err() error {
+	if c.first == nil {
+		return nil
+	}
+	return c.first
+}
+
+// Violations returns every violation recorded, in order, up to 64.
+func (c *Checker) Violations() []*Violation { return c.all }
+
+// Aborted tells the checker that the caller aborted or cancelled an
+// incarnation, so that it is not expected to finish normally.
+func (c *Checker) Aborted(inc uint64) {
+	if in := c.incs[inc]; in != nil {
+		in.aborted = true
+	}
+}
+
+// Observe consumes one engine event. It is the engine's Config.Observer.
+func (c *Checker) Observe(ev core.Event) {
+	defer func() { c.events++ }()
+	switch ev.Kind {
+	case core.EventAdd:
+		p, _ := ev.Params.(engine.Params)
+		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
+		c.usedID[ev.RequestID] = true
+		c.incs[ev.Incarnation] = in
+		c.order = append(c.order, ev.Incarnation)
+	case core.EventAbort:
+		c.Aborted(ev.Incarnation)
+	case core.EventFrameEmitted:
+		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, "frame %d emitted by the core", ev.Frame)
+	case core.EventFrameDelivered:
+		if ev.Collector != ev.Incarnation {
+			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d, tokens %v at position %d) was delivered to incarnation %d of %q",
+				ev.Frame, ev.InternalID, ev.Incarnation, ev.Tokens, ev.Position, ev.Collector, ev.RequestID)
+		}
+		if in := c.incs[ev.Collector]; in != nil && in.finished {
+			c.fail(NothingAfterFinish, "frame %d was delivered to incarnation %d of %q after it finished", ev.Frame, ev.Collector, ev.RequestID)
+		}
+	case core.EventFinish:
+		in := c.incs[ev.Incarnation]
+		if in == nil {
+			c.fail(EndsExactlyOnce, "incarnation %d of %q finished but was never added", ev.Incarnation, ev.RequestID)
+			return
+		}
+		if in.finished {
+			c.fail(EndsExactlyOnce, "incarnation %d of %q finished twice: %s, then %s", in.n, in.id, in.reason, ev.Reason)
+			return
+		}
+		in.finished, in.reason, in.final = true, ev.Reason, slices.Clone(ev.Tokens)
+		c.checkModel(in.n, in.final, 0, "the final tokens of %q", in.id)
+		c.checkReuse(in)
+	case core.EventOutput:
+		c.output(ev)
+	case core.EventIdle:
+		if ev.Held != 0 {
+			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held %d request(s)", ev.Held)
+		}
+	}
+}
+
+// checkModel verifies tokens against the model's tokens for incarnation
+// inc's prompt, from output position pos.
+func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what string, args ...any) {
+	in := c.incs[inc]
+	if in == nil {
+		return
+	}
+	for i, tok := range tokens {
+		if want := c.model.TokenAt(in.key, pos+i); tok != want {
+			c.fail(ModelTokens, what+": token %d is %d, but the model's token %d for incarnation %d of %q is %d",
+				append(args, pos+i, tok, pos+i, inc, in.id, want)...)
+			return
+		}
+	}
+}
+
+func (c *Checker) checkReuse(in *incarnation) {
+	if !in.reuse || in.aborted {
+		return
+	}
+	switch in.reason {
+	case core.FinishLength:
+		// Fewer than MaxTokens is normal when the model length capped it;
+		// more can only be someone else's tokens.
+		if len(in.final) > in.params.MaxTokens {
+			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) finished with %d tokens, more than its MaxTokens %d", in.id, in.n, len(in.final), in.params.MaxTokens)
+		}
+	case core.FinishStop:
+	default:
+		c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) ended with reason %q without being aborted", in.id, in.n, in.reason)
+	}
+}
+
+func (c *Checker) output(ev core.Event) {
+	in := c.incs[ev.Incarnation]
+	if in == nil {
+		return
+	}
+	if in.sawFinish {
+		c.fail(NothingAfterFinish, "%q (incarnation %d) returned an output after its finished one", in.id, in.n)
+		return
+	}
+	in.outputs++
+	switch in.params.Output {
+	case engine.Delta:
+		c.checkModel(in.n, ev.Tokens, len(in.received), "a Delta output of %q", in.id)
+		in.received = append(in.received, ev.Tokens...)
+	default:
+		if len(ev.Tokens) < len(in.received) || !slices.Equal(ev.Tokens[:len(in.received)], in.received) {
+			c.fail(DeltasConcatenate, "a %s output of %q (incarnation %d) has tokens %v, which do not extend the previous %v",
+				in.params.Output, in.id, in.n, ev.Tokens, in.received)
+		}
+		c.checkModel(in.n, ev.Tokens, 0, "a %s output of %q", in.params.Output, in.id)
+		in.received = slices.Clone(ev.Tokens)
+	}
+	if !ev.Finished {
+		if in.params.Output == engine.FinalOnly {
+			c.fail(DeltasConcatenate, "a FinalOnly request %q (incarnation %d) returned an unfinished output", in.id, in.n)
+		}
+		return
+	}
+	in.sawFinish = true
+	if in.finished && !slices.Equal(in.received, in.final) {
+		c.fail(DeltasConcatenate, "the outputs of %q (incarnation %d, %s) add up to %d tokens %v, but it finished with %d tokens %v",
+			in.id, in.n, in.params.Output, len(in.received), clip(in.received), len(in.final), clip(in.final))
+	}
+}
+
+func clip(ts []int) string {
+	if len(ts) <= 8 {
+		return fmt.Sprint(ts)
+	}
+	return strings.TrimSuffix(fmt.Sprint(ts[:8]), "]") + " …]"
+}
+
+// Finish runs the end-of-run checks — every accepted request ended — and
+// returns the first violation of the run, or nil. Call it after the engine
+// is closed.
+func (c *Checker) Finish() error {
+	for _, n := range c.order {
+		if in := c.incs[n]; !in.finished {
+			c.fail(EndsExactlyOnce, "%q (incarnation %d) was accepted but never ended", in.id, in.n)
+		}
+	}
+	return c.Err()
+}
+
+// Summary counts what the checker saw, for reports.
+type Summary struct {
+	Requests, Reused, Aborted, Finished int
+}
+
+// Summary returns the counts.
+func (c *Checker) Summary() Summary {
+	var s Summary
+	for _, n := range c.order {
+		in := c.incs[n]
+		s.Requests++
+		if in.reuse {
+			s.Reused++
+		}
+		if in.aborted {
+			s.Aborted++
+		}
+		if in.finished {
+			s.Finished++
+		}
+	}
+	return s
+}

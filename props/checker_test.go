@@ -1,0 +1,119 @@
+package props_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
+)
+
+// The checker is tested on event streams made by hand: each property is
+// violated once, and the checker must name it.
+
+var prompt = core.Tokenizer{}.Encode("hello")
+
+func tokens(n int) []int { return core.Tokens(core.ToyModel{}, prompt, n) }
+
+func add(inc uint64, id string, p engine.Params) core.Event {
+	return core.Event{Kind: core.EventAdd, RequestID: id, InternalID: id, Incarnation: inc, Prompt: prompt, Params: p}
+}
+
+func delivered(frame, producer, collector uint64, pos int) core.Event {
+	return core.Event{Kind: core.EventFrameDelivered, RequestID: "a", Frame: frame, Incarnation: producer, Collector: collector,
+		Tokens: tokens(pos + 1)[pos:], Position: pos}
+}
+
+func finish(inc uint64, reason core.FinishReason, toks []int) core.Event {
+	return core.Event{Kind: core.EventFinish, RequestID: "a", Incarnation: inc, Finished: true, Reason: reason, Tokens: toks}
+}
+
+func output(inc uint64, toks []int, finished bool, reason core.FinishReason) core.Event {
+	return core.Event{Kind: core.EventOutput, RequestID: "a", Incarnation: inc, Tokens: toks, Finished: finished, Reason: reason}
+}
+
+func check(events ...core.Event) error {
+	c := props.NewChecker(core.ToyModel{})
+	for _, ev := range events {
+		c.Observe(ev)
+	}
+	return c.Finish()
+}
+
+func requireViolation(t *testing.T, err error, property string) *props.Violation {
+	t.Helper()
+	var v *props.Violation
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, property, v.Property, v.Error())
+	return v
+}
+
+func TestACleanRunPasses(t *testing.T) {
+	p := engine.Params{MaxTokens: 2, Output: engine.Delta}
+	require.NoError(t, check(
+		add(1, "a", p),
+		delivered(1, 1, 1, 0), output(1, tokens(1), false, ""),
+		delivered(2, 1, 1, 1), finish(1, core.FinishLength, tokens(2)), output(1, tokens(2)[1:], true, core.FinishLength),
+		core.Event{Kind: core.EventIdle},
+	))
+}
+
+func TestStaleDeliveryIsCaughtByProvenance(t *testing.T) {
+	p := engine.Params{MaxTokens: 3, Output: engine.Delta}
+	v := requireViolation(t, check(add(1, "a", p), add(2, "a", p), delivered(7, 1, 2, 4)), props.NoStaleDelivery)
+	assert.Contains(t, v.Detail, "frame 7")
+	assert.Contains(t, v.Detail, "delivered to incarnation 2")
+}
+
+func TestAnAcceptedRequestThatNeverEndsIsCaught(t *testing.T) {
+	v := requireViolation(t, check(add(1, "a", engine.Params{MaxTokens: 3})), props.EndsExactlyOnce)
+	assert.Contains(t, v.Detail, "accepted but never ended")
+	requireViolation(t, check(add(1, "a", engine.Params{MaxTokens: 1}), finish(1, core.FinishLength, tokens(1)), finish(1, core.FinishAbort, tokens(1))), props.EndsExactlyOnce)
+}
+
+func TestDeltasMustAddUpToTheFinalTokens(t *testing.T) {
+	p := engine.Params{MaxTokens: 3, Output: engine.Delta}
+	requireViolation(t, check(add(1, "a", p), finish(1, core.FinishLength, tokens(3)),
+		output(1, tokens(1), false, ""), output(1, tokens(3)[2:], true, core.FinishLength)), props.ModelTokens)
+	c := engine.Params{MaxTokens: 3, Output: engine.Cumulative}
+	requireViolation(t, check(add(1, "a", c), output(1, tokens(2), false, ""), output(1, tokens(1), false, "")), props.DeltasConcatenate)
+	f := engine.Params{MaxTokens: 3, Output: engine.FinalOnly}
+	requireViolation(t, check(add(1, "a", f), output(1, tokens(1), false, "")), props.DeltasConcatenate)
+}
+
+func TestNothingAfterFinish(t *testing.T) {
+	p := engine.Params{MaxTokens: 1, Output: engine.Delta}
+	requireViolation(t, check(add(1, "a", p), finish(1, core.FinishLength, tokens(1)),
+		output(1, tokens(1), true, core.FinishLength), output(1, nil, false, "")), props.NothingAfterFinish)
+}
+
+func TestTokensMustBeTheModels(t *testing.T) {
+	p := engine.Params{MaxTokens: 2, Output: engine.Delta}
+	bad := core.Event{Kind: core.EventFrameEmitted, RequestID: "a", Incarnation: 1, Frame: 1, Tokens: []int{tokens(1)[0] + 1}}
+	v := requireViolation(t, check(add(1, "a", p), bad), props.ModelTokens)
+	assert.Contains(t, v.Detail, "frame 1 emitted by the core")
+}
+
+func TestAReusedIDMustFinishNormally(t *testing.T) {
+	p := engine.Params{MaxTokens: 3, Output: engine.Delta}
+	first := []core.Event{add(1, "a", p), {Kind: core.EventAbort, RequestID: "a", Incarnation: 1}, finish(1, core.FinishAbort, nil)}
+	v := requireViolation(t, check(append(first, add(2, "a", p), finish(2, core.FinishError, nil))...), props.ReuseFinishesNormally)
+	assert.Contains(t, v.Detail, `reason "error" without being aborted`)
+	// Aborted by its caller, a reused request may end with reason abort.
+	require.NoError(t, check(append(first, add(2, "a", p), core.Event{Kind: core.EventAbort, Incarnation: 2}, finish(2, core.FinishAbort, nil))...))
+}
+
+func TestWaitIdleMustMeanIdle(t *testing.T) {
+	requireViolation(t, check(core.Event{Kind: core.EventIdle, Held: 2}), props.WaitIdleMeansIdle)
+}
+
+func TestViolationSaysWhere(t *testing.T) {
+	c := props.NewChecker(nil)
+	c.Where = func() (string, string) { return "output-handler", "frontend.lock" }
+	c.Observe(core.Event{Kind: core.EventIdle, Held: 1})
+	assert.EqualError(t, c.Err(), "property wait-idle-means-the-core-holds-nothing violated: WaitIdle returned while the core held 1 request(s) (detected in task output-handler after frontend.lock)")
+	assert.Len(t, c.Violations(), 1)
+}

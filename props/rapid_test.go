@@ -1,0 +1,304 @@
+package props_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// handle is the model's view of one AddRequest.
+type handle struct {
+	r        *engine.Request
+	id       string
+	prompt   string
+	params   engine.Params
+	aborted  bool // this client aborted or cancelled it
+	received []int
+	closed   bool // its final output was read
+}
+
+// engineModel is the sequential model the engine is checked against. It
+// knows what a caller can know: what it added, read and aborted. Where the
+// engine's progress decides the outcome (did a request finish before the
+// abort took effect?) the model accepts every outcome a correct engine may
+// give, and nothing else.
+type engineModel struct {
+	t       *rapid.T
+	rt      task.Runtime
+	e       *engine.AsyncLLM
+	handles []*handle
+	ids     []string
+	prompts []string
+}
+
+func (m *engineModel) open(id string) []*handle {
+	var hs []*handle
+	for _, h := range m.handles {
+		if h.id == id && !h.closed && !h.aborted {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+func (m *engineModel) add(t *rapid.T) {
+	id := rapid.SampledFrom(m.ids).Draw(t, "id")
+	prompt := rapid.SampledFrom(m.prompts).Draw(t, "prompt")
+	p := engine.Params{MaxTokens: rapid.IntRange(1, 6).Draw(t, "max"), Output: engine.OutputKind(rapid.IntRange(0, 2).Draw(t, "kind"))}
+	r, err := m.e.AddRequest(id, prompt, p)
+	if errors.Is(err, engine.ErrDuplicateRequestID) {
+		// Allowed only while an earlier incarnation of id may still be live.
+		if len(m.open(id)) == 0 {
+			t.Fatalf("AddRequest(%q) refused as a duplicate, but every earlier incarnation was read to its end or aborted", id)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("AddRequest(%q): %v", id, err)
+	}
+	m.handles = append(m.handles, &handle{r: r, id: id, prompt: prompt, params: p})
+}
+
+func (m *engineModel) live() []*handle {
+	var hs []*handle
+	for _, h := range m.handles {
+		if !h.closed {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// read takes one output of a request and checks it against the model.
+func (m *engineModel) read(t *rapid.T) {
+	hs := m.live()
+	if len(hs) == 0 {
+		t.Skip("nothing to read")
+	}
+	h := rapid.SampledFrom(hs).Draw(t, "handle")
+	m.next(t, h)
+}
+
+func (m *engineModel) next(t *rapid.T, h *handle) {
+	out, err := h.r.Next()
+	if errors.Is(err, io.EOF) {
+		t.Fatalf("%s (incarnation %d): io.EOF before a finished output", h.id, h.r.Incarnation())
+	}
+	if err != nil {
+		t.Fatalf("%s: Next: %v", h.id, err)
+	}
+	if h.params.Output == engine.Delta {
+		h.received = append(h.received, out.TokenIDs...)
+	} else {
+		h.received = slices.Clone(out.TokenIDs)
+	}
+	want := core.Tokens(core.ToyModel{}, core.Tokenizer{}.Encode(h.prompt), h.params.MaxTokens)
+	if len(h.received) > len(want) || !slices.Equal(h.received, want[:len(h.received)]) {
+		t.Fatalf("%s (incarnation %d) received %v, not a prefix of the model's %v", h.id, h.r.Incarnation(), h.received, want)
+	}
+	if h.params.Output == engine.FinalOnly && !out.Finished {
+		t.Fatalf("%s: a FinalOnly request returned an unfinished output", h.id)
+	}
+	if !out.Finished {
+		return
+	}
+	h.closed = true
+	switch {
+	case out.FinishReason == engine.FinishLength && len(h.received) == h.params.MaxTokens:
+	case out.FinishReason == engine.FinishAbort && h.aborted:
+	default:
+		t.Fatalf("%s (incarnation %d) finished with %q and %d of %d tokens (aborted by the caller: %v)",
+			h.id, h.r.Incarnation(), out.FinishReason, len(h.received), h.params.MaxTokens, h.aborted)
+	}
+	if _, err := h.r.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("%s: Next after the finished output returned %v, want io.EOF", h.id, err)
+	}
+}
+
+func (m *engineModel) abort(t *rapid.T) {
+	targets := rapid.SliceOfNDistinct(rapid.SampledFrom(m.ids), 1, len(m.ids), rapid.ID[string]).Draw(t, "targets")
+	for _, h := range m.handles {
+		if !h.closed && slices.Contains(targets, h.id) {
+			h.aborted = true
+		}
+	}
+	m.e.Abort(targets...)
+}
+
+func (m *engineModel) cancel(t *rapid.T) {
+	hs := m.live()
+	if len(hs) == 0 {
+		t.Skip("nothing to cancel")
+	}
+	h := rapid.SampledFrom(hs).Draw(t, "handle")
+	h.aborted = true
+	h.r.Cancel()
+}
+
+func (m *engineModel) waitIdle(t *rapid.T) {
+	if err := m.e.WaitIdle(context.Background()); err != nil {
+		t.Fatalf("WaitIdle: %v", err)
+	}
+}
+
+// check is the invariant after every action: HasUnfinishedRequests is
+// false whenever every request was read to its end.
+func (m *engineModel) check(t *rapid.T) {
+	if len(m.live()) == 0 && m.e.HasUnfinishedRequests() {
+		t.Fatalf("every request was read to its end, but HasUnfinishedRequests is true")
+	}
+}
+
+// TestEngineAgainstASequentialModel is a rapid state machine: actions on
+// the engine are drawn, and so is the schedule, which runs under the
+// simulator with rapid as its chooser; every output is checked against the
+// sequential model, and the event stream against every property.
+func TestEngineAgainstASequentialModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+			c := props.NewChecker(core.ToyModel{})
+			e, err := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: 200 * 1000})
+			if err != nil {
+				return err
+			}
+			m := &engineModel{t: t, rt: rt, e: e, ids: []string{"a", "b"}, prompts: []string{"hello", "the quick brown fox"}}
+			t.Repeat(map[string]func(*rapid.T){
+				"add":      m.add,
+				"read":     m.read,
+				"abort":    m.abort,
+				"cancel":   m.cancel,
+				"waitIdle": m.waitIdle,
+				"":         m.check,
+			})
+			for _, h := range m.live() {
+				for !h.closed {
+					m.next(t, h)
+				}
+			}
+			e.Close()
+			return c.Finish()
+		})
+		if res.Err != nil {
+			t.Fatalf("%v", res.Err)
+		}
+	})
+}
+
+// runSwarm runs the swarm scenario with its workload and its schedule
+// drawn by rapid.
+func runSwarm(t *rapid.T, legacy bool, strategy sim.Strategy) (sim.Result, error) {
+	prog, out := scenario.Swarm.Program(scenario.Options{Legacy: legacy, Source: props.RapidChooser(t, "workload")})
+	res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: strategy}, prog)
+	return res, out.Err(res.Err)
+}
+
+// TestReusedIDsNeverSeeAnotherIncarnationsTokens is the invariant the
+// project exists for, over drawn workloads and drawn schedules: no frame
+// reaches an incarnation that did not produce it, and every reused id's
+// new request finishes normally.
+func TestReusedIDsNeverSeeAnotherIncarnationsTokens(t *testing.T) {
+	for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("output-handler")} {
+		t.Run(st.String(), rapid.MakeCheck(func(t *rapid.T) {
+			if _, err := runSwarm(t, false, st); err != nil {
+				t.Fatalf("%v", err)
+			}
+		}))
+	}
+}
+
+// TestDeterminism: the same seed gives the same trace hash, whatever the
+// strategy and the scenario.
+func TestDeterminism(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		seed := rapid.Uint64().Draw(t, "seed")
+		name := rapid.SampledFrom([]string{"random", "pct:3", "chaos", "starve:output-handler", "starve:client"}).Draw(t, "strategy")
+		sc := rapid.SampledFrom(scenario.All()).Draw(t, "scenario")
+		legacy := rapid.Bool().Draw(t, "legacy")
+		st, err := sim.ParseStrategy(name)
+		require.NoError(t, err)
+		prog, _ := sc.Program(scenario.Options{Legacy: legacy, Seed: seed})
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st, CheckDeterminism: true}, prog)
+		var nd *sim.NondeterminismError
+		if errors.As(res.Err, &nd) {
+			t.Fatalf("%v", nd)
+		}
+	})
+}
+
+// failTB is a rapid.TB that records a failure instead of failing the test,
+// for checking that rapid finds and shrinks a bug that is there on purpose.
+type failTB struct {
+	*testing.T
+	failed bool
+	msgs   []string
+}
+
+func (f *failTB) Name() string { return f.T.Name() + "/legacy" }
+func (f *failTB) Errorf(format string, a ...any) {
+	f.failed = true
+	f.msgs = append(f.msgs, fmt.Sprintf(format, a...))
+}
+func (f *failTB) Error(a ...any)                 { f.failed = true; f.msgs = append(f.msgs, fmt.Sprint(a...)) }
+func (f *failTB) Fatalf(format string, a ...any) { f.Errorf(format, a...); panic(f) }
+func (f *failTB) Fatal(a ...any)                 { f.Error(a...); panic(f) }
+func (f *failTB) Fail()                          { f.failed = true }
+func (f *failTB) FailNow()                       { f.failed = true; panic(f) }
+func (f *failTB) Failed() bool                   { return f.failed }
+func (f *failTB) Logf(string, ...any)            {}
+func (f *failTB) Log(...any)                     {}
+func (f *failTB) Helper()                        {}
+
+// TestRapidShrinksTheLegacyRace points rapid at the legacy engine: it must
+// find the founding race with a drawn schedule and shrink it to a
+// counterexample with fewer scheduling decisions than the first it found.
+func TestRapidShrinksTheLegacyRace(t *testing.T) {
+	// The failure is there on purpose: no fail file for it.
+	require.NoError(t, flag.Set("rapid.nofailfile", "true"))
+	defer flag.Set("rapid.nofailfile", "false")
+	var steps []int64
+	var last error
+	tb := &failTB{T: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != tb {
+				panic(r)
+			}
+		}()
+		rapid.Check(tb, func(rt *rapid.T) {
+			prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true})
+			res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler")}, prog)
+			if err := out.Err(res.Err); err != nil {
+				steps = append(steps, res.Steps)
+				last = err
+				rt.Fatalf("%v", err)
+			}
+		})
+	}()
+	require.True(t, tb.failed, "rapid found no failure in the legacy engine")
+	require.NotEmpty(t, steps)
+	require.Error(t, last)
+	// Either of the legacy engine's id-reuse bugs: a stale token (the
+	// founding race) or a new incarnation killed by its predecessor's
+	// late abort, which then never ends (vLLM #23697).
+	msgs := strings.Join(tb.msgs, "\n")
+	assert.True(t, strings.Contains(msgs, props.NoStaleDelivery) || strings.Contains(msgs, props.EndsExactlyOnce), msgs)
+	first, shrunk := steps[0], steps[len(steps)-1]
+	assert.Less(t, shrunk, first, "rapid shrank the schedule: %d decisions at first, %d after shrinking", first, shrunk)
+	t.Logf("rapid's counterexample: %d decisions at first, %d after shrinking", first, shrunk)
+}

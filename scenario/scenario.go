@@ -1,0 +1,259 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// Scenario is a named workload.
+type Scenario struct {
+	// Name is what simrun's -scenario takes.
+	Name string
+	// Summary is one line for simrun list.
+	Summary string
+	// DefaultStrategy is the strategy that finds most on this scenario, as
+	// sim.ParseStrategy reads it; measured, see the scenario's doc.
+	DefaultStrategy string
+	// Run drives the engine; it returns an error when a check of its own
+	// fails. The checker's properties are checked around it.
+	Run func(x *Run) error
+}
+
+// Options configure a scenario's runs.
+type Options struct {
+	// Legacy runs the engine with LegacyIDRouting: the pre-fix engine.
+	Legacy bool
+	// Seed seeds the workload's draws (stream sim.StreamWorkload); the
+	// schedule's draws have a stream of their own.
+	Seed uint64
+	// Source, if set, replaces the seeded workload source (rapid draws).
+	Source sim.Chooser
+	// Engine, if set, adjusts every engine configuration the scenario makes.
+	Engine func(*engine.Config)
+}
+
+// Run is what a scenario's Run gets: the runtime, the options, the
+// workload's random source and the checker.
+type Run struct {
+	RT      task.Runtime
+	Opts    Options
+	Rand    sim.Chooser
+	Checker *props.Checker
+	engines []*engine.AsyncLLM
+}
+
+// NewEngine starts an engine on the run's runtime, wired to the checker and
+// the trace, with the run's routing. The run closes it at the end.
+func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
+	cfg.Runtime = x.RT
+	cfg.LegacyIDRouting = x.Opts.Legacy
+	if x.Opts.Engine != nil {
+		x.Opts.Engine(&cfg)
+	}
+	x.Checker.SetModel(cfg.Model)
+	check := x.Checker.Observe
+	rt := x.RT
+	cfg.Observer = func(ev engine.Event) {
+		check(ev)
+		if sim.Tracing(rt) {
+			sim.Note(rt, annotate(ev))
+		} else {
+			sim.NoteHash(rt, ev.Kind.String(), fingerprint(ev))
+		}
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	x.engines = append(x.engines, e)
+	return e, nil
+}
+
+// Failed reports whether the checker has seen a violation, so that a
+// scenario can stop early.
+func (x *Run) Failed() bool { return x.Checker.Err() != nil }
+
+// Outcome is what the last run of a program found.
+type Outcome struct {
+	// Checker is the checker of the last run.
+	Checker *props.Checker
+	// ScenarioErr is the error the scenario's Run returned.
+	ScenarioErr error
+}
+
+// Err joins a run's error with the checker's violations, the violation
+// first: it names the property. A run that ended early — a deadlock, a
+// step limit, a panic — also gets the end-of-run check, so that a request
+// that was accepted and never ended is named as such.
+func (o *Outcome) Err(runErr error) error {
+	if o.Checker == nil {
+		return runErr
+	}
+	if runErr != nil && o.Checker.Err() == nil && !errors.Is(runErr, o.ScenarioErr) {
+		o.Checker.Finish()
+	}
+	v := o.Checker.Err()
+	switch {
+	case v == nil:
+		return runErr
+	case runErr == nil || errors.Is(runErr, v):
+		return v
+	}
+	return errors.Join(v, runErr)
+}
+
+// Program returns the function sim.Run runs for these options, and the
+// outcome it fills in.
+func (s *Scenario) Program(opts Options) (func(rt task.Runtime) error, *Outcome) {
+	out := &Outcome{}
+	prog := func(rt task.Runtime) error {
+		src := opts.Source
+		if src == nil {
+			src = sim.NewPCGChooser(opts.Seed, sim.StreamWorkload)
+		}
+		x := &Run{RT: rt, Opts: opts, Rand: src, Checker: props.NewChecker(core.ToyModel{})}
+		x.Checker.Where = func() (string, string) {
+			t, p, _ := sim.Where(rt)
+			return t, p
+		}
+		out.Checker, out.ScenarioErr = x.Checker, nil
+		err := s.Run(x)
+		for _, e := range x.engines {
+			e.Close()
+		}
+		if errors.Is(err, errStopped) {
+			err = nil // the violation says it all
+		}
+		out.ScenarioErr = err
+		if cerr := x.Checker.Finish(); cerr != nil {
+			if err != nil {
+				return errors.Join(cerr, err)
+			}
+			return cerr
+		}
+		return err
+	}
+	return prog, out
+}
+
+var registry = map[string]*Scenario{}
+
+// Register adds a scenario; it panics on a duplicate name, a broken
+// invariant of the registry.
+func Register(s *Scenario) {
+	if _, dup := registry[s.Name]; dup {
+		panic("scenario: duplicate scenario name " + s.Name)
+	}
+	if _, err := sim.ParseStrategy(s.DefaultStrategy); err != nil {
+		panic(fmt.Sprintf("scenario %s: bad default strategy: %v", s.Name, err))
+	}
+	registry[s.Name] = s
+}
+
+// Lookup returns the scenario named name.
+func Lookup(name string) (*Scenario, error) {
+	if s, ok := registry[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("scenario: unknown scenario %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Names returns the registered names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// All returns the registered scenarios, sorted by name.
+func All() []*Scenario {
+	var all []*Scenario
+	for _, n := range Names() {
+		all = append(all, registry[n])
+	}
+	return all
+}
+
+// note is an engine event in a simulated trace.
+type note struct{ ev engine.Event }
+
+// frameNote is a frame event: it also draws a flow arrow.
+type frameNote struct{ note }
+
+func annotate(ev engine.Event) sim.Annotation {
+	switch ev.Kind {
+	case core.EventFrameEmitted, core.EventFrameDelivered, core.EventFrameDropped:
+		return frameNote{note{ev}}
+	}
+	return note{ev}
+}
+
+func (n note) Kind() string        { return n.ev.Kind.String() }
+func (n note) Fingerprint() uint64 { return fingerprint(n.ev) }
+func (n note) String() string      { return n.ev.String() }
+func (f frameNote) Flow() (uint64, bool) {
+	return f.ev.Frame, f.ev.Kind == core.EventFrameEmitted
+}
+
+// fingerprint folds an event's content into a word for the trace hash.
+func fingerprint(ev engine.Event) uint64 {
+	h := uint64(ev.Kind)
+	mix := func(x uint64) { h = (h ^ x) * 0x100000001b3 }
+	mix(ev.Incarnation)
+	mix(ev.Collector)
+	mix(ev.Frame)
+	mix(uint64(ev.Position))
+	mix(uint64(len(ev.Tokens)))
+	for _, t := range ev.Tokens[:min(len(ev.Tokens), 4)] {
+		mix(uint64(t))
+	}
+	if ev.Finished {
+		mix(1)
+	}
+	mix(uint64(len(ev.Reason)))
+	mix(uint64(ev.Held))
+	return h
+}
+
+// errStopped ends a scenario early once the checker saw a violation: the
+// violation is the run's error.
+var errStopped = errors.New("scenario: stopped after a property violation")
+
+// drain reads r to its end and returns the tokens it received, the last
+// output and the first error other than io.EOF. It stops early, with
+// errStopped, once the checker has seen a violation.
+func (x *Run) drain(r *engine.Request) (tokens []int, last engine.Output, err error) {
+	for {
+		if x.Failed() {
+			return tokens, last, errStopped
+		}
+		out, err := r.Next()
+		if err != nil {
+			if isEOF(err) {
+				return tokens, last, nil
+			}
+			return tokens, last, err
+		}
+		tokens = append(tokens, out.TokenIDs...)
+		last = out
+	}
+}
+
+// want returns the model's first n tokens for prompt.
+func want(prompt string, n int) []int {
+	return core.Tokens(core.ToyModel{}, core.Tokenizer{}.Encode(prompt), n)
+}
+
+func equal(a, b []int) bool { return slices.Equal(a, b) }

@@ -1,0 +1,162 @@
+package scenario_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func run(t *testing.T, s *scenario.Scenario, legacy bool, seed uint64, st sim.Strategy, trace bool) (sim.Result, error) {
+	t.Helper()
+	prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: seed})
+	res := sim.Run(sim.Options{Seed: seed, Strategy: st, Trace: trace}, prog)
+	return res, out.Err(res.Err)
+}
+
+func defaultStrategy(t *testing.T, s *scenario.Scenario) sim.Strategy {
+	st, err := sim.ParseStrategy(s.DefaultStrategy)
+	require.NoError(t, err)
+	return st
+}
+
+// TestHarnessFindsTheFoundingRace: with the legacy engine, abort-reuse
+// fails on some seed within the first 20 under its default strategy, and
+// the failure replays exactly from its schedule.
+func TestHarnessFindsTheFoundingRace(t *testing.T) {
+	st := defaultStrategy(t, scenario.AbortReuse)
+	for seed := uint64(1); seed <= 20; seed++ {
+		res, err := run(t, scenario.AbortReuse, true, seed, st, false)
+		if err == nil {
+			continue
+		}
+		var v *props.Violation
+		require.ErrorAs(t, err, &v)
+		assert.Contains(t, []string{props.NoStaleDelivery, props.EndsExactlyOnce}, v.Property)
+
+		text := res.Schedule.String()
+		sch, perr := sim.ParseSchedule(text)
+		require.NoError(t, perr)
+		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true, Seed: seed})
+		again := sim.Run(sim.Options{Strategy: sim.Replay(sch)}, prog)
+		assert.Equal(t, err.Error(), out.Err(again.Err).Error(), "the replay fails the same way")
+		assert.Equal(t, res.TraceHash, again.TraceHash, "the replay is the same run")
+		return
+	}
+	t.Fatal("the legacy engine passed abort-reuse on the first 20 seeds")
+}
+
+// TestFixedEngineSurvivesEveryStrategy: the fixed engine never fails
+// abort-reuse or swarm, whatever the strategy (the large sweeps are simrun's
+// job; this is the quick guard).
+func TestFixedEngineSurvivesEveryStrategy(t *testing.T) {
+	seeds := uint64(200)
+	if testing.Short() {
+		seeds = 30
+	}
+	for _, s := range scenario.All() {
+		for _, name := range []string{"random", "pct:3", "chaos", "starve:output-handler", "starve:engine-core", "starve:main"} {
+			st, err := sim.ParseStrategy(name)
+			require.NoError(t, err)
+			for seed := uint64(1); seed <= seeds; seed++ {
+				if _, err := run(t, s, false, seed, st, false); err != nil {
+					t.Fatalf("%s seed %d strategy %s: %v\nreplay: simrun run -scenario %s -seed %d -strategy %s", s.Name, seed, name, err, s.Name, seed, name)
+				}
+			}
+		}
+	}
+}
+
+// TestSwarmFindsTheLegacyBugs: swarm, drawing workloads at random, also
+// finds the legacy engine's id-reuse bugs.
+func TestSwarmFindsTheLegacyBugs(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	found := map[string]bool{}
+	for seed := uint64(1); seed <= 300 && len(found) < 2; seed++ {
+		if _, err := run(t, scenario.Swarm, true, seed, st, false); err != nil {
+			var v *props.Violation
+			if assert.ErrorAs(t, err, &v) {
+				found[v.Property] = true
+			}
+		}
+	}
+	assert.True(t, found[props.NoStaleDelivery], "swarm found no stale delivery in the legacy engine: %v", found)
+}
+
+// TestGoldenStoryOfTheFoundingRace keeps the story of the shortest failing
+// legacy interleaving among the first 200 seeds, as the documentation of
+// the bug. Regenerate with go test ./scenario -run Golden -rewrite.
+func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
+	st := defaultStrategy(t, scenario.AbortReuse)
+	best, bestSteps := uint64(0), int64(-1)
+	for seed := uint64(1); seed <= 200; seed++ {
+		res, err := run(t, scenario.AbortReuse, true, seed, st, false)
+		var v *props.Violation
+		if err != nil && errorsAs(err, &v) && v.Property == props.NoStaleDelivery && (bestSteps < 0 || res.Steps < bestSteps) {
+			best, bestSteps = seed, res.Steps
+		}
+	}
+	require.Positive(t, bestSteps)
+	res, err := run(t, scenario.AbortReuse, true, best, st, true)
+	require.Error(t, err)
+	var b bytes.Buffer
+	b.WriteString("# abort-reuse on the legacy engine, seed " + itoa(best) + ", strategy " + st.String() + ": the shortest failing\n")
+	b.WriteString("# interleaving of the first 200 seeds. Regenerate: go test ./scenario -run Golden -rewrite\n#\n")
+	b.WriteString("# " + strings.ReplaceAll(err.Error(), "\n", "\n# ") + "\n\n")
+	require.NoError(t, scenario.WriteStory(&b, res.Trace))
+	story := b.String()
+	for _, want := range []string{"withholds output-handler", "aborts abort-a#1", "adds abort-a#4", "STALE: a previous incarnation's token"} {
+		assert.Contains(t, story, want)
+	}
+	golden(t, "abort-reuse-legacy.story", story)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *rewrite {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run with -rewrite to create %s", path)
+	assert.Equal(t, string(want), got, "%s differs; if the change is deliberate, run go test ./scenario -rewrite", path)
+}
+
+func TestRegistry(t *testing.T) {
+	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "swarm"}, scenario.Names())
+	_, err := scenario.Lookup("nope")
+	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, swarm`)
+	for _, s := range scenario.All() {
+		_, err := sim.ParseStrategy(s.DefaultStrategy)
+		assert.NoError(t, err, s.Name)
+		assert.NotEmpty(t, s.Summary)
+	}
+	assert.Panics(t, func() { scenario.Register(&scenario.Scenario{Name: "swarm", DefaultStrategy: "random"}) })
+}
+
+func TestSameSeedSameRun(t *testing.T) {
+	for _, s := range scenario.All() {
+		for _, legacy := range []bool{false, true} {
+			st := defaultStrategy(t, s)
+			a, errA := run(t, s, legacy, 77, st, false)
+			b, errB := run(t, s, legacy, 77, st, false)
+			assert.Equal(t, a.TraceHash, b.TraceHash)
+			assert.Equal(t, errA == nil, errB == nil)
+		}
+	}
+}

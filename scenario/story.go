@@ -1,0 +1,227 @@
+package scenario
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/sim"
+)
+
+// WriteStory writes a simulated run as the story of what happened. The
+// notable events — requests added, aborted and finished, the core's
+// aborts, the strategy starting to withhold a task, a frame delivered to an
+// incarnation other than the one that produced it (STALE) — get a line
+// each; the routine activity between two of them (frames emitted,
+// delivered and dropped, outputs taken, time passing, repeated windows of
+// starvation) is summed up in one line per task.
+func WriteStory(w io.Writer, tr *sim.Trace) error {
+	bw := bufio.NewWriter(w)
+	st := &story{w: bw, tasks: tr.Tasks}
+	for _, e := range tr.Events {
+		st.event(e)
+	}
+	st.flush()
+	return bw.Flush()
+}
+
+type story struct {
+	w       *bufio.Writer
+	tasks   []string
+	routine []*routine // since the last notable event, in order of appearance
+	from    time.Duration
+	to      time.Duration
+	victim  string // the task the strategy last withheld
+	waited  time.Duration
+}
+
+// routine sums up like events of one task for one request.
+type routine struct {
+	who, verb   string
+	req         string
+	n           int
+	first, last int // token positions
+	finished    core.FinishReason
+	withheld    time.Duration
+}
+
+func (st *story) event(e sim.Event) {
+	who := "sim"
+	if e.Task >= 0 && e.Task < len(st.tasks) {
+		who = st.tasks[e.Task]
+	}
+	switch e.Kind {
+	case sim.EvStrategy:
+		victim, window, ok := parseWithhold(e.Text)
+		if !ok {
+			st.notable(e.At, "strategy", e.Text)
+			return
+		}
+		if victim == st.victim {
+			st.add(e.At, &routine{who: "strategy", verb: "withholds " + victim, n: 1, withheld: window})
+			return
+		}
+		st.victim = victim
+		name, _, _ := strings.Cut(e.Text, ": withhold task ")
+		st.notable(e.At, "strategy", fmt.Sprintf("withholds %s for %v (%s)", victim, window, name))
+	case sim.EvWait:
+		st.waited += time.Duration(e.Arg)
+		st.to = e.At + time.Duration(e.Arg)
+	case sim.EvNote:
+		n, ok := e.Note.(interface{ event() core.Event })
+		if !ok {
+			st.notable(e.At, who, e.Note.Kind()+" "+e.Note.String())
+			return
+		}
+		st.engineEvent(e.At, who, n.event())
+	}
+}
+
+func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
+	req := fmt.Sprintf("%s#%d", ev.RequestID, ev.Incarnation)
+	switch ev.Kind {
+	case core.EventStep, core.EventCoreAdd:
+		return
+	case core.EventFrameEmitted:
+		st.add(at, frameRoutine(who, "emits", req, ev))
+	case core.EventFrameDropped:
+		st.add(at, frameRoutine(who, "drops (no frontend state for "+ev.InternalID+")", req, ev))
+	case core.EventFrameDelivered:
+		if ev.Collector != ev.Incarnation {
+			st.notable(at, who, fmt.Sprintf("delivers frame %d of %s (token %v at %d) into the collector of %s#%d — STALE: a previous incarnation's token",
+				ev.Frame, req, ev.Tokens, ev.Position, ev.RequestID, ev.Collector))
+			return
+		}
+		st.add(at, frameRoutine(who, "delivers", req, ev))
+	case core.EventOutput:
+		if ev.Finished {
+			st.notable(at, who, fmt.Sprintf("takes the final output of %s: %d token(s), %s", req, len(ev.Tokens), ev.Reason))
+			return
+		}
+		st.add(at, &routine{who: who, verb: "takes outputs of", req: req, n: 1, first: -1})
+	case core.EventAdd:
+		st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)", req, ev.InternalID))
+	case core.EventAbort:
+		st.notable(at, who, fmt.Sprintf("aborts %s: its frontend state is removed and its collector gets the final %q output", req, ev.Reason))
+	case core.EventCoreAbort:
+		if ev.Incarnation == 0 {
+			st.add(at, &routine{who: who, verb: "finds nothing to abort for", req: ev.InternalID, n: 1, first: -1})
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("processes the abort of %s: the core drops it", req))
+	case core.EventCoreReject:
+		st.notable(at, who, fmt.Sprintf("refuses the ADD of %s: %v", req, ev.Err))
+	case core.EventPreempt:
+		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
+	case core.EventFinish:
+		st.notable(at, who, fmt.Sprintf("finishes %s: %s, %d token(s)", req, ev.Reason, len(ev.Tokens)))
+	case core.EventIdle:
+		st.notable(at, who, fmt.Sprintf("WaitIdle returns: the core holds %d request(s)", ev.Held))
+	case core.EventDead:
+		st.notable(at, who, fmt.Sprintf("the engine dies: %v", ev.Err))
+	default:
+		st.notable(at, who, ev.String())
+	}
+}
+
+func frameRoutine(who, verb, req string, ev core.Event) *routine {
+	r := &routine{who: who, verb: verb + " frames of", req: req, n: 1, first: ev.Position, last: ev.Position + max(len(ev.Tokens), 1) - 1}
+	if ev.Finished {
+		r.finished = ev.Reason
+	}
+	return r
+}
+
+// add folds a routine event into the summary since the last notable one.
+func (st *story) add(at time.Duration, r *routine) {
+	if len(st.routine) == 0 {
+		st.from = at
+	}
+	st.to = max(st.to, at)
+	for _, have := range st.routine {
+		if have.who == r.who && have.verb == r.verb && have.req == r.req {
+			have.n += r.n
+			have.last = max(have.last, r.last)
+			have.withheld += r.withheld
+			if r.finished != "" {
+				have.finished = r.finished
+			}
+			return
+		}
+	}
+	st.routine = append(st.routine, r)
+}
+
+func (st *story) notable(at time.Duration, who, what string) {
+	st.flush()
+	fmt.Fprintf(st.w, "%16s  %-15s %s\n", "+"+at.String(), who, what)
+}
+
+func (st *story) flush() {
+	if len(st.routine) == 0 && st.waited == 0 {
+		return
+	}
+	span := "+" + st.from.String()
+	if st.to > st.from {
+		span += "…" + st.to.String()
+	}
+	if len(st.routine) == 0 {
+		span = "+" + st.to.String()
+	}
+	var parts []string
+	for _, r := range st.routine {
+		parts = append(parts, r.String())
+	}
+	if st.waited > 0 {
+		parts = append(parts, fmt.Sprintf("the clock moves on %v while every runnable task is withheld", st.waited))
+	}
+	for i, p := range parts {
+		if i == 0 {
+			fmt.Fprintf(st.w, "%16s  %-15s %s\n", span, "…", p)
+		} else {
+			fmt.Fprintf(st.w, "%16s  %-15s %s\n", "", "", p)
+		}
+	}
+	st.routine, st.waited = nil, 0
+}
+
+func (r *routine) String() string {
+	switch {
+	case r.withheld > 0:
+		if r.n == 1 {
+			return fmt.Sprintf("%s %s once more, for %v", r.who, r.verb, r.withheld)
+		}
+		return fmt.Sprintf("%s %s %d more times, %v in all", r.who, r.verb, r.n, r.withheld)
+	case r.first >= 0:
+		s := fmt.Sprintf("%s %s %s ×%d (tokens %d…%d)", r.who, r.verb, r.req, r.n, r.first, r.last)
+		if r.finished != "" {
+			s += " finished " + string(r.finished)
+		}
+		return s
+	}
+	return fmt.Sprintf("%s %s %s ×%d", r.who, r.verb, r.req, r.n)
+}
+
+// parseWithhold reads a starvation note: `NAME: withhold task N "TASK" for DUR`.
+func parseWithhold(text string) (victim string, window time.Duration, ok bool) {
+	_, rest, found := strings.Cut(text, ": withhold task ")
+	if !found {
+		return "", 0, false
+	}
+	q1 := strings.IndexByte(rest, '"')
+	q2 := strings.LastIndexByte(rest, '"')
+	if q1 < 0 || q2 <= q1 {
+		return "", 0, false
+	}
+	victim = rest[q1+1 : q2]
+	d, err := time.ParseDuration(strings.TrimPrefix(rest[q2+1:], " for "))
+	if err != nil {
+		return "", 0, false
+	}
+	return victim, d, true
+}
+
+func (n note) event() core.Event { return n.ev }

@@ -1,0 +1,233 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/task"
+)
+
+// Swarm draws a whole workload from the seed, swarm-testing style: each
+// run enables a random subset of features, so that features that mask each
+// other get runs without each other. A small pool of ids makes reuse
+// common — right after an abort, a cancel and a finish; every output kind,
+// stop tokens and stop strings, single and batch aborts, clients walking
+// away, WaitIdle, and engine configurations that force preemption, chunked
+// prefill, one frame per output chunk, a model that ends sequences on its
+// own, and no step latency.
+var Swarm = &Scenario{
+	Name:            "swarm",
+	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
+	DefaultStrategy: "chaos",
+	Run:             swarm,
+}
+
+func init() { Register(Swarm) }
+
+// swarmConfig is one of the engine configurations swarm draws from.
+type swarmConfig struct {
+	name string
+	cfg  engine.Config
+}
+
+var swarmConfigs = []swarmConfig{
+	{"default", engine.Config{StepTime: FoundingStepTime}},
+	{"kv-pressure", engine.Config{StepTime: FoundingStepTime, BlockSize: 4, NumBlocks: 32}},
+	{"small-batch", engine.Config{StepTime: FoundingStepTime, MaxNumSeqs: 2, MaxNumBatchedTokens: 6}},
+	{"chunk-1", engine.Config{StepTime: FoundingStepTime, OutputChunkSize: 1}},
+	{"eos", engine.Config{StepTime: FoundingStepTime, Model: core.ToyModel{EOSOdds: 6}}},
+	{"no-latency", engine.Config{StepTime: -1}},
+}
+
+// features a run may enable.
+type features struct {
+	abort, batchAbort, cancel, walkAway, stopTokens, stopStrings, minTokens, waitIdle, long bool
+}
+
+func drawFeatures(x *Run) features {
+	on := func() bool { return x.Rand.Intn(2) == 1 }
+	return features{abort: on(), batchAbort: on(), cancel: on(), walkAway: on(), stopTokens: on(),
+		stopStrings: on(), minTokens: on(), waitIdle: on(), long: on()}
+}
+
+var swarmPrompts = []string{"hello", "the quick brown fox", "one two three four five six seven eight nine ten eleven twelve", "water"}
+
+func swarm(x *Run) error {
+	sc := swarmConfigs[x.Rand.Intn(len(swarmConfigs))]
+	e, err := x.NewEngine(sc.cfg)
+	if err != nil {
+		return err
+	}
+	model := sc.cfg.Model
+	if model == nil {
+		model = core.ToyModel{}
+	}
+	f := drawFeatures(x)
+	ids := []string{"a", "b", "c", "d"}[:2+x.Rand.Intn(3)]
+	clients := 1 + x.Rand.Intn(3)
+	g := task.NewGroup(x.RT, "clients")
+	errs := make([]error, clients)
+	for c := 0; c < clients; c++ {
+		// Each client draws its script before any runs, so that the
+		// workload does not depend on the interleaving.
+		script := drawScript(x, f, ids, model)
+		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
+	}
+	g.Wait()
+	return errors.Join(errs...)
+}
+
+// op is one step of a client's script.
+type op struct {
+	kind    opKind
+	id      string
+	prompt  string
+	params  engine.Params
+	reads   int      // outputs to read before acting
+	targets []string // batch abort
+	pause   int      // steps of the engine to sleep after the op
+}
+
+type opKind uint8
+
+const (
+	opDrain    opKind = iota // add, read to the end
+	opAbort                  // add, read some, Abort(id), read to the end
+	opCancel                 // add, read some, Cancel, read to the end
+	opWalkAway               // Generate, stop ranging after some outputs
+	opBatch                  // add, read some, Abort(several ids)
+	opWaitIdle               // WaitIdle
+)
+
+func drawScript(x *Run, f features, ids []string, model core.Model) []op {
+	r := x.Rand
+	n := 2 + r.Intn(5)
+	var script []op
+	for i := 0; i < n; i++ {
+		o := op{id: ids[r.Intn(len(ids))], prompt: swarmPrompts[r.Intn(len(swarmPrompts))], reads: r.Intn(4)}
+		o.params = engine.Params{MaxTokens: 1 + r.Intn(12), Output: engine.OutputKind(r.Intn(3))}
+		var kinds []opKind
+		kinds = append(kinds, opDrain)
+		if f.abort {
+			kinds = append(kinds, opAbort)
+		}
+		if f.cancel {
+			kinds = append(kinds, opCancel)
+		}
+		if f.walkAway {
+			kinds = append(kinds, opWalkAway)
+		}
+		if f.batchAbort {
+			kinds = append(kinds, opBatch)
+		}
+		if f.waitIdle {
+			kinds = append(kinds, opWaitIdle)
+		}
+		o.kind = kinds[r.Intn(len(kinds))]
+		if f.long && o.kind != opDrain && r.Intn(2) == 0 {
+			o.params.MaxTokens = 40 + r.Intn(60) // long enough to be cut short
+		}
+		ts := core.Tokens(model, core.Tokenizer{}.Encode(o.prompt), o.params.MaxTokens)
+		if f.minTokens && r.Intn(3) == 0 {
+			o.params.MinTokens = r.Intn(o.params.MaxTokens + 1)
+		}
+		if f.stopTokens && r.Intn(3) == 0 {
+			o.params.StopTokenIDs = []int{ts[r.Intn(len(ts))]}
+		}
+		if f.stopStrings && r.Intn(3) == 0 {
+			word := strings.TrimSpace(core.Tokenizer{}.Piece(ts[r.Intn(len(ts))]))
+			if word != "" {
+				o.params.Stop = []string{" " + word}
+				if r.Intn(2) == 0 && len(word) > 2 {
+					o.params.Stop = []string{word[1:], "no such words"}
+				}
+			}
+		}
+		if f.waitIdle && r.Intn(8) == 0 {
+			o.pause = 1 + r.Intn(3)
+		}
+		if o.kind == opBatch {
+			for _, id := range ids {
+				if r.Intn(2) == 0 || id == o.id {
+					o.targets = append(o.targets, id)
+				}
+			}
+		}
+		script = append(script, o)
+	}
+	return script
+}
+
+// runScript plays a client's script. A request the client adds must end:
+// with a finished output, or, for the engine refusing it, a clear error.
+func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
+	for i, o := range script {
+		if x.Failed() {
+			return nil
+		}
+		switch o.kind {
+		case opWaitIdle:
+			if err := e.WaitIdle(context.Background()); err != nil {
+				return fmt.Errorf("op %d: WaitIdle: %w", i, err)
+			}
+			continue
+		case opWalkAway:
+			n := 0
+			for _, err := range e.Generate(context.Background(), o.id, o.prompt, o.params) {
+				if err != nil {
+					if errors.Is(err, engine.ErrDuplicateRequestID) {
+						break
+					}
+					return fmt.Errorf("op %d: Generate(%s): %w", i, o.id, err)
+				}
+				if n++; n > o.reads {
+					break // the client walks away: Generate cancels the request
+				}
+			}
+			continue
+		}
+		r, err := e.AddRequest(o.id, o.prompt, o.params)
+		if errors.Is(err, engine.ErrDuplicateRequestID) {
+			continue // another client holds the id: fine, and common
+		}
+		if err != nil {
+			return fmt.Errorf("op %d: AddRequest(%s): %w", i, o.id, err)
+		}
+		finished := false
+		for k := 0; k < o.reads && o.kind != opDrain && !finished; k++ {
+			out, err := r.Next()
+			if err != nil {
+				return fmt.Errorf("op %d: %s: %w", i, o.id, err)
+			}
+			finished = out.Finished
+		}
+		switch o.kind {
+		case opAbort:
+			e.Abort(o.id)
+		case opCancel:
+			r.Cancel()
+		case opBatch:
+			e.Abort(o.targets...)
+		}
+		_, last, err := x.drain(r)
+		if errors.Is(err, errStopped) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("op %d: %s: %w", i, o.id, err)
+		}
+		if !finished && !last.Finished {
+			return fmt.Errorf("op %d: %s (incarnation %d) ended without a finished output", i, o.id, r.Incarnation())
+		}
+		if o.pause > 0 {
+			x.RT.Sleep(time.Duration(o.pause) * FoundingStepTime)
+		}
+	}
+	return nil
+}

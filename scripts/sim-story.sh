@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The founding story, end to end: the legacy engine fails the founding test
+# on many seeds, one failure is replayed from its schedule file, and the
+# fixed engine passes large sweeps. Each step checks its exit code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIMRUN=${SIMRUN:-bin/simrun}
+OUT=${OUT:-out}
+LEGACY_SEEDS=${LEGACY_SEEDS:-1-10000}
+FIXED_SEEDS=${FIXED_SEEDS:-1-100000}
+SWARM_SEEDS=${SWARM_SEEDS:-1-20000}
+mkdir -p "$OUT"
+
+step() { printf '\n== %s\n\n' "$*"; }
+expect() { # expect CODE CMD...: run CMD, fail unless it exits with CODE
+	local want=$1 code=0
+	shift
+	"$@" || code=$?
+	if [ "$code" -ne "$want" ]; then
+		echo "sim-story: '$*' exited $code, expected $want" >&2
+		exit 1
+	fi
+}
+
+step "1. The legacy engine (routes by the caller's request id) runs the founding test, abort-reuse, over seeds $LEGACY_SEEDS"
+expect 1 "$SIMRUN" sweep -scenario abort-reuse -legacy -seeds "$LEGACY_SEEDS" -out "$OUT" -quiet | tee "$OUT/legacy-sweep.txt"
+first=$(sed -n 's/^  first failing seed: \([0-9]*\)$/\1/p' "$OUT/legacy-sweep.txt")
+if [ -z "$first" ]; then
+	echo "sim-story: the legacy sweep reported no failing seed" >&2
+	exit 1
+fi
+
+step "2. Replay seed $first from its schedule file: the same failure, the same trace hash, told as a story"
+expect 1 "$SIMRUN" replay -story "$OUT/abort-reuse-legacy-seed$first.schedule"
+
+step "3. The fixed engine (one internal id per incarnation) runs the same test over seeds $FIXED_SEEDS"
+expect 0 "$SIMRUN" sweep -scenario abort-reuse -seeds "$FIXED_SEEDS" -out "$OUT" -quiet
+
+step "4. The fixed engine under swarm: workloads drawn from the seed, seeds $SWARM_SEEDS"
+expect 0 "$SIMRUN" sweep -scenario swarm -seeds "$SWARM_SEEDS" -out "$OUT" -quiet
+
+printf '\nsim-story: the race is found and replayed on the legacy engine, and absent from the fixed one.\n'
