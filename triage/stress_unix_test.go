@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +75,18 @@ func TestStressCancelKillsTheRunningCopies(t *testing.T) {
 		Env: []string{"FLAKY_PARALLEL=3", "FLAKY_HANG=2", "FLAKY_RECORD=" + rec},
 	}, func(done, total int) {
 		if done == 2 { // all but the hung copy have ended
-			cancel()
+			// Cancel once the hung copy has recorded its processes: on a
+			// loaded machine it may not have started yet.
+			go func() {
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					if b, err := os.ReadFile(filepath.Join(rec, "A-1-2")); err == nil && strings.Contains(string(b), "child=") {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancel()
+			}()
 		}
 	})
 	require.Error(t, err)

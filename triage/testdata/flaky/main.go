@@ -72,7 +72,13 @@ func main() {
 	}
 	if dir := os.Getenv("FLAKY_RECORD"); dir != "" {
 		name := fmt.Sprintf("%s-%d-%d", variant, round, copyN)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(record, "\n")+"\n"), 0o600); err != nil {
+		// Write then rename, so that a reader never sees half a record.
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, []byte(strings.Join(record, "\n")+"\n"), 0o600); err != nil {
+			fmt.Println("error: cannot record:", err)
+			os.Exit(3)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			fmt.Println("error: cannot record:", err)
 			os.Exit(3)
 		}
