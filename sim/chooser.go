@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 )
 
 // Chooser is the source of every decision a strategy makes. A run is a pure
@@ -47,24 +48,45 @@ func (c *PCGChooser) Intn(n int) int {
 	return c.r.IntN(n)
 }
 
-// recChooser checks every draw. The draws themselves stay out of the trace
-// hash: the hash covers decisions and events, so a replay, which draws
-// nothing, hashes the same as the run it replays.
-type recChooser struct {
+// pcgDraws is the chooser a run uses when it draws from its own PCG: it
+// cannot panic, so it needs no guard.
+type pcgDraws struct{ c *PCGChooser }
+
+func (d pcgDraws) Intn(n int) int {
+	if n < 1 {
+		panic(fmt.Sprintf("sim: Intn(%d): n must be ≥ 1", n))
+	}
+	return d.c.Intn(n)
+}
+
+// guardedDraws wraps a chooser that may panic — rapid ends an exhausted or
+// rejected draw by panicking. The panic must not unwind through the
+// simulated program's code, which might recover it and go on in a broken
+// state; so the guard contains it, ends the run, and answers 0 so that the
+// policy returns. Run raises it again in its caller if asked to. Every
+// answer is checked. The draws stay out of the trace hash: a replay, which
+// draws nothing, hashes the same as the run it replays.
+type guardedDraws struct {
 	inner Chooser
 	s     *sched
 }
 
-func (c *recChooser) Intn(n int) int {
+func (d *guardedDraws) Intn(n int) (v int) {
 	if n < 1 {
 		panic(fmt.Sprintf("sim: Intn(%d): n must be ≥ 1", n))
 	}
-	if n == 1 {
+	if n == 1 || d.s.ended {
 		return 0
 	}
-	v := c.inner.Intn(n)
+	defer func() {
+		if r := recover(); r != nil {
+			d.s.fail(&PanicError{TaskID: -1, Task: "chooser", Value: r, Stack: debug.Stack(), site: panicSite(r)})
+			v = 0
+		}
+	}()
+	v = d.inner.Intn(n)
 	if v < 0 || v >= n {
-		panic(fmt.Sprintf("sim: chooser %T returned %d for Intn(%d)", c.inner, v, n))
+		panic(fmt.Sprintf("sim: chooser %T returned %d for Intn(%d)", d.inner, v, n))
 	}
 	return v
 }

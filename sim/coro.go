@@ -35,27 +35,84 @@ func (sw Switcher) String() string {
 	return "pull"
 }
 
-func newCoroutine(sw Switcher, body func()) coroutine {
+func newCoroutine(sw Switcher, pool *Pool, body func()) coroutine {
 	if sw == SwitchChan {
 		return &chanCoro{body: body, wake: make(chan bool), back: make(chan struct{})}
 	}
-	c := &pullCoro{}
+	if c := pool.take(); c != nil {
+		c.body = body
+		return c
+	}
+	c := &pullCoro{body: body}
 	c.next, c.stopf = iter.Pull(func(yield func(struct{}) bool) {
 		c.yieldf = yield
-		body()
+		for {
+			c.body()
+			c.body = nil
+			// The task is over. Park until a pool hands this goroutine
+			// the next task's body, or stop ends it.
+			if !yield(struct{}{}) {
+				return
+			}
+		}
 	})
 	return c
 }
 
+// pullCoro is a task's coroutine. Its goroutine loops over bodies, so that a
+// Pool can give a finished task's goroutine, its stack already grown, to the
+// next task.
 type pullCoro struct {
 	next   func() (struct{}, bool)
 	stopf  func()
 	yieldf func(struct{}) bool
+	body   func()
 }
 
 func (c *pullCoro) resume()     { c.next() }
 func (c *pullCoro) yield() bool { return c.yieldf(struct{}{}) }
 func (c *pullCoro) stop()       { c.stopf() }
+
+// Pool keeps the goroutines of tasks that finished, for the tasks of later
+// runs: a sweep then neither creates a goroutine per task per run nor grows
+// its stack again. Runs that share a Pool must not run at the same time;
+// give each worker of a sweep its own. The goroutines a Pool holds outlive
+// the runs that made them until Close.
+type Pool struct {
+	idle []*pullCoro
+}
+
+// poolMax bounds the goroutines a Pool keeps.
+const poolMax = 64
+
+// NewPool returns an empty pool.
+func NewPool() *Pool { return &Pool{} }
+
+func (p *Pool) take() *pullCoro {
+	if p == nil || len(p.idle) == 0 {
+		return nil
+	}
+	c := p.idle[len(p.idle)-1]
+	p.idle = p.idle[:len(p.idle)-1]
+	return c
+}
+
+// give keeps c, parked between bodies, or ends it when the pool is full.
+func (p *Pool) give(c *pullCoro) {
+	if p == nil || len(p.idle) >= poolMax {
+		c.stop()
+		return
+	}
+	p.idle = append(p.idle, c)
+}
+
+// Close ends every goroutine the pool holds.
+func (p *Pool) Close() {
+	for _, c := range p.idle {
+		c.stop()
+	}
+	p.idle = nil
+}
 
 type chanCoro struct {
 	body    func()

@@ -22,7 +22,7 @@ type sched struct {
 	opts   *Options
 	sw     Switcher
 	policy Policy
-	choose recChooser
+	choose Chooser // the policy's draws, guarded unless they cannot fail
 
 	tasks []*Task // every task ever started, by id
 	live  []*Task // tasks not done, by id
@@ -40,6 +40,7 @@ type sched struct {
 	now      time.Duration // virtual time since Epoch
 	timers   timerHeap
 	timerSeq uint64
+	spare    []*timerEntry // fired sleepers' entries, for reuse
 
 	steps     int64
 	switches  int64
@@ -66,8 +67,12 @@ var (
 func newSched(opts *Options, c Chooser) *sched {
 	s := &sched{opts: opts, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
 	s.schedule.off = opts.NoRecord
-	s.choose = recChooser{inner: c, s: s}
-	s.policy = opts.strategy().NewPolicy(&s.choose)
+	if pcg, ok := c.(*PCGChooser); ok {
+		s.choose = pcgDraws{pcg}
+	} else {
+		s.choose = &guardedDraws{inner: c, s: s}
+	}
+	s.policy = opts.strategy().NewPolicy(s.choose)
 	s.stepsMax = opts.StepsMax
 	if s.stepsMax == 0 {
 		s.stepsMax = DefaultStepsMax
@@ -75,7 +80,7 @@ func newSched(opts *Options, c Chooser) *sched {
 	if opts.Trace {
 		s.trace = &Trace{}
 	}
-	s.view.Chooser = &s.choose
+	s.view.Chooser = s.choose
 	s.view.s = s
 	return s
 }
@@ -95,6 +100,9 @@ func (s *sched) run(main func(rt task.Runtime) error) {
 		s.cur = t
 		t.state = stateRunning
 		t.co.resume()
+		if t.state == stateDone {
+			s.release(t) // its body returned (or recovered a panic)
+		}
 	}
 	s.cur = nil
 	s.unwind()
@@ -103,7 +111,7 @@ func (s *sched) run(main func(rt task.Runtime) error) {
 // spawn creates a runnable task. It does not start running until chosen.
 func (s *sched) spawn(name string, fn func()) *Task {
 	t := &Task{id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
-	t.co = newCoroutine(s.sw, func() { s.body(t) })
+	t.co = newCoroutine(s.sw, s.opts.Pool, func() { s.body(t) })
 	s.tasks = append(s.tasks, t)
 	s.live = append(s.live, t)
 	s.slots = append(s.slots, t) // the newest id sorts last
@@ -209,6 +217,15 @@ func (s *sched) exitTask(t *Task) {
 	}
 }
 
+// release hands the goroutine of a task whose body is over to the pool, or
+// ends it: it is parked between bodies, with nothing of the task left on it.
+func (s *sched) release(t *Task) {
+	if c, ok := t.co.(*pullCoro); ok {
+		t.co = nil
+		s.opts.Pool.give(c)
+	}
+}
+
 // unwind stops every task that is still parked, each from a throwaway
 // goroutine, so that no goroutine outlives Run.
 func (s *sched) unwind() {
@@ -216,7 +233,11 @@ func (s *sched) unwind() {
 	s.ended = true
 	for i := 0; i < len(s.tasks); i++ { // tasks may start tasks while unwinding
 		t := s.tasks[i]
+		if t.co == nil {
+			continue // released
+		}
 		if t.state == stateDone {
+			s.release(t) // its goroutine waits for a next body
 			continue
 		}
 		done := make(chan struct{})
@@ -271,8 +292,8 @@ func (s *sched) decide(cur, at *Task) *Task {
 		v := &s.view
 		v.Now, v.Step, v.Candidates, v.Live = s.now, s.steps, cands, s.live
 		v.At, v.CanContinue = at, cur != nil
-		d, ok := s.pick(v)
-		if !ok {
+		d := s.policy.Pick(v)
+		if s.ended { // the chooser failed
 			return nil
 		}
 		if d.Err != nil {
@@ -313,20 +334,6 @@ func (s *sched) decide(cur, at *Task) *Task {
 	}
 }
 
-// pick asks the policy, containing a panic of its chooser (rapid ends an
-// exhausted draw by panicking): the panic must not unwind through the
-// simulated program's code, which would go on in a broken state. It ends
-// the run instead, and Run raises it again in its caller if asked to.
-func (s *sched) pick(v *View) (d Decision, ok bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.fail(&PanicError{TaskID: -1, Task: "strategy " + s.opts.strategy().String(), Value: r, Stack: debug.Stack(), site: panicSite(r)})
-			ok = false
-		}
-	}()
-	return s.policy.Pick(v), true
-}
-
 // advance moves the clock to target, or to the next timer when target < 0,
 // and fires every timer that is due. It reports false when there was nothing
 // to move to.
@@ -349,6 +356,8 @@ func (s *sched) advance(target time.Duration) bool {
 		tm := s.timers.pop()
 		if tm.sleeper != nil {
 			s.wakeBy(tm.sleeper, -1)
+			tm.sleeper = nil
+			s.spare = append(s.spare, tm) // no handle refers to a sleeper's entry
 		} else {
 			s.spawn("timer", tm.fn)
 		}
@@ -551,7 +560,14 @@ func (s *sched) NewCond(m task.Mutex) task.Cond {
 
 func (s *sched) addTimer(deadline time.Duration, sleeper *Task, fn func()) *timerEntry {
 	s.timerSeq++
-	e := &timerEntry{deadline: deadline, seq: s.timerSeq, sleeper: sleeper, fn: fn}
+	var e *timerEntry
+	if n := len(s.spare); n > 0 && sleeper != nil {
+		e = s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		*e = timerEntry{deadline: deadline, seq: s.timerSeq, sleeper: sleeper}
+	} else {
+		e = &timerEntry{deadline: deadline, seq: s.timerSeq, sleeper: sleeper, fn: fn}
+	}
 	s.timers.push(e)
 	return e
 }

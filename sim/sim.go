@@ -49,6 +49,10 @@ type Options struct {
 	// Repanic raises a task's panic again in the goroutine that called Run,
 	// once the run is unwound, instead of returning it as a *PanicError.
 	Repanic bool
+	// Pool, if set, lends the goroutines of finished tasks to the tasks of
+	// later runs (a sweep's worker keeps one). Without it, no goroutine
+	// outlives Run.
+	Pool *Pool
 
 	switcher Switcher
 }

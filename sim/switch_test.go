@@ -214,3 +214,38 @@ func BenchmarkRun200(b *testing.B) {
 		})
 	}
 }
+
+func TestPoolReusesGoroutinesAndChangesNothing(t *testing.T) {
+	pool := NewPool()
+	for seed := uint64(0); seed < 50; seed++ {
+		plain := Run(Options{Seed: seed, Strategy: Chaos()}, pingPong(20))
+		pooled := Run(Options{Seed: seed, Strategy: Chaos(), Pool: pool}, pingPong(20))
+		require.NoError(t, pooled.Err)
+		assert.Equal(t, plain.TraceHash, pooled.TraceHash, "seed %d", seed)
+	}
+	assert.NotEmpty(t, pool.idle, "finished tasks' goroutines wait in the pool")
+	assert.LessOrEqual(t, len(pool.idle), 2, "two tasks a run: two goroutines, reused run after run")
+	// A panicking task's goroutine is clean once the panic is recovered.
+	res := Run(Options{Pool: pool}, func(rt task.Runtime) error {
+		rt.Go("bomb", func() { panic("boom") })
+		rt.Sleep(time.Second)
+		return nil
+	})
+	require.Error(t, res.Err)
+	pool.Close()
+	assert.Empty(t, pool.idle)
+}
+
+// BenchmarkRunPooled is BenchmarkRun200 with the goroutines of finished
+// tasks reused, as a sweep's worker runs.
+func BenchmarkRunPooled(b *testing.B) {
+	pool := NewPool()
+	defer pool.Close()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if res := Run(Options{Seed: uint64(i), Pool: pool}, twoTasks200); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
