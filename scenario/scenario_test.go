@@ -97,9 +97,12 @@ func TestSwarmFindsTheLegacyBugs(t *testing.T) {
 	assert.True(t, found[props.NoStaleDelivery], "swarm found no stale delivery in the legacy engine: %v", found)
 }
 
-// TestGoldenStoryOfTheFoundingRace keeps the story of the shortest failing
-// legacy interleaving among the first 200 seeds, as the documentation of
-// the bug. Regenerate with go test ./scenario -run Golden -rewrite.
+// TestGoldenStoryOfTheFoundingRace keeps the story of the founding race at
+// its simplest, as the documentation of the bug: the shortest failing
+// legacy interleaving among the first 200 seeds, shrunk by sim.Shrink to the
+// fewest preemptions and waits that still deliver a stale token, and told
+// from a run under sim.Guided, which says whom it withholds and preempts.
+// Regenerate with go test ./scenario -run Golden -rewrite.
 func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 	st := defaultStrategy(t, scenario.AbortReuse)
 	best, bestSteps := uint64(0), int64(-1)
@@ -111,15 +114,40 @@ func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 		}
 	}
 	require.Positive(t, bestSteps)
-	res, err := run(t, scenario.AbortReuse, true, best, st, true)
-	require.Error(t, err)
+	res, err := run(t, scenario.AbortReuse, true, best, st, false)
+	var want *props.Violation
+	require.True(t, errorsAs(err, &want))
+	runSchedule := func(opts sim.Options) (sim.Result, error) {
+		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true, Seed: best})
+		opts.Seed = best
+		r := sim.Run(opts, prog)
+		return r, out.Err(r.Err)
+	}
+	sameFailure := func(opts sim.Options) (sim.Result, bool) {
+		r, err := runSchedule(opts)
+		var v *props.Violation
+		return r, errorsAs(err, &v) && v.Property == want.Property && v.Task == want.Task && v.Point == want.Point
+	}
+	shrunk, stats, err := sim.Shrink(t.Context(), res.Schedule, sameFailure, sim.ShrinkOptions{})
+	require.NoError(t, err)
+	require.False(t, stats.Exhausted, "the shrink needs more than %d runs", stats.Runs)
+	assert.Less(t, stats.After.Preemptions, stats.Before.Preemptions)
+
+	replayed, rerr := runSchedule(sim.Options{Strategy: sim.Replay(shrunk)})
+	require.Error(t, rerr, "the shrunk schedule replays to the failure")
+	told, terr := runSchedule(sim.Options{Strategy: sim.Guided(shrunk), Trace: true})
+	require.Error(t, terr)
+	assert.Equal(t, replayed.TraceHash, told.TraceHash, "the story is the replayed run")
+
 	var b bytes.Buffer
 	b.WriteString("# abort-reuse on the legacy engine, seed " + itoa(best) + ", strategy " + st.String() + ": the shortest failing\n")
-	b.WriteString("# interleaving of the first 200 seeds. Regenerate: go test ./scenario -run Golden -rewrite\n#\n")
-	b.WriteString("# " + strings.ReplaceAll(err.Error(), "\n", "\n# ") + "\n\n")
-	require.NoError(t, scenario.WriteStory(&b, res.Trace))
+	b.WriteString("# interleaving of the first 200 seeds, shrunk from " + stats.Before.String() + "\n")
+	b.WriteString("# to " + stats.After.String() + ". Regenerate: go test ./scenario -run Golden -rewrite\n#\n")
+	b.WriteString("# " + strings.ReplaceAll(terr.Error(), "\n", "\n# ") + "\n#\n")
+	b.WriteString("# " + strings.ReplaceAll(strings.TrimSuffix(shrunk.String(), "\n"), "\n", "\n# ") + "\n\n")
+	require.NoError(t, scenario.WriteStory(&b, told.Trace))
 	story := b.String()
-	for _, want := range []string{"withholds output-handler", "aborts abort-a#1", "adds abort-a#4", "STALE: a previous incarnation's token"} {
+	for _, want := range []string{"withholds output-handler for", "aborts abort-a#1", "adds abort-a#4", "STALE: a previous incarnation's token"} {
 		assert.Contains(t, story, want)
 	}
 	golden(t, "abort-reuse-legacy.story", story)
