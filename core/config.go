@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/llmdst/llmdst/failpoints"
 )
 
 // Defaults behave like a small real engine, so that real-runtime tests are
@@ -39,6 +41,9 @@ type Config struct {
 	EOSTokenID int
 	// Observer, if set, receives the core's events on the engine-core task.
 	Observer func(Event)
+	// Faults are the failpoints the core evaluates; nil means the
+	// process-wide set (GO_FAILPOINTS, failpoints.Enable).
+	Faults *failpoints.Set
 }
 
 // WithDefaults returns c with every zero field set to its default.

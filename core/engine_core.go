@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -37,20 +38,6 @@ type Outputs struct {
 	Dead   error
 }
 
-// Hooks let a fault-injection layer reach into the busy loop at named
-// places; every field may be nil.
-type Hooks struct {
-	// BeforeAbort runs before the core processes an abort.
-	BeforeAbort func(ids []string)
-	// MidStep runs after the model executed, before aborts are processed.
-	MidStep func()
-	// BeforeModel runs before the model executes; a panic there kills the
-	// engine as a model failure would.
-	BeforeModel func()
-	// BeforeOutput runs before a batch goes on the output queue.
-	BeforeOutput func()
-}
-
 // EngineCore is the busy loop of vLLM's EngineCoreProc around a Scheduler,
 // as one task.
 type EngineCore struct {
@@ -60,7 +47,7 @@ type EngineCore struct {
 	in     *task.Queue[Input]
 	aborts *task.Queue[[]string]
 	out    *task.Queue[*Outputs]
-	hooks  Hooks
+	faults *failpoints.Set
 
 	step int64
 	// held and inputsDone are read by other tasks (WaitIdle) without the
@@ -75,8 +62,8 @@ type EngineCore struct {
 // must have its defaults set. progress, if set, runs every time the core has
 // nothing to do and is about to block for input (vLLM's idle callbacks),
 // and when it stops.
-func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *task.Queue[[]string], out *task.Queue[*Outputs], hooks Hooks, progress func()) *EngineCore {
-	return &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, hooks: hooks, progress: progress}
+func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *task.Queue[[]string], out *task.Queue[*Outputs], progress func()) *EngineCore {
+	return &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, faults: cfg.Faults, progress: progress}
 }
 
 // Batches returns the number of Outputs the core has put on its output
@@ -158,9 +145,7 @@ func (c *EngineCore) handle(in Input) bool {
 }
 
 func (c *EngineCore) abort(ids []string) {
-	if c.hooks.BeforeAbort != nil {
-		c.hooks.BeforeAbort(ids)
-	}
+	c.faults.Stall(c.rt, failpoints.CoreStallBeforeAbort)
 	for _, id := range ids {
 		var inc uint64
 		var ext string
@@ -186,8 +171,8 @@ func (c *EngineCore) runStep() {
 	}
 	c.step++
 	c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
-	if c.hooks.BeforeModel != nil {
-		c.hooks.BeforeModel()
+	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
+		panic(fmt.Sprintf("failpoint %s: %s", failpoints.ModelPanic.Name, msg))
 	}
 	if c.cfg.StepTime > 0 {
 		c.rt.Sleep(c.cfg.StepTime)
@@ -195,9 +180,7 @@ func (c *EngineCore) runStep() {
 		c.rt.Yield("engine-core.execute-model")
 	}
 	sampled := c.sched.Sample(so, c.cfg.Model)
-	if c.hooks.MidStep != nil {
-		c.hooks.MidStep()
-	}
+	c.faults.Stall(c.rt, failpoints.CoreStallMidStep)
 	c.processAborts()
 	frames := c.sched.UpdateFromOutput(so, sampled)
 	c.held.Store(int64(c.sched.NumRequests()))
@@ -243,9 +226,7 @@ func (c *EngineCore) put(frames []Frame) {
 		c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
 			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
 	}
-	if c.hooks.BeforeOutput != nil {
-		c.hooks.BeforeOutput()
-	}
+	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
 	c.batches.Add(1)
 	c.out.Put(&Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step})
 }

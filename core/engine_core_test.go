@@ -8,20 +8,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
 // drive runs an EngineCore under the simulator, feeds it inputs and
 // returns every batch it emitted until it closed its output queue.
-func drive(t *testing.T, cfg core.Config, hooks core.Hooks, feed func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string])) []*core.Outputs {
+func drive(t *testing.T, cfg core.Config, feed func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string])) []*core.Outputs {
 	t.Helper()
 	var got []*core.Outputs
 	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
 		in := task.NewQueue[core.Input](rt)
 		aborts := task.NewQueue[[]string](rt)
 		out := task.NewQueue[*core.Outputs](rt)
-		c := core.NewEngineCore(rt, cfg.WithDefaults(), in, aborts, out, hooks, nil)
+		c := core.NewEngineCore(rt, cfg.WithDefaults(), in, aborts, out, nil)
 		g := task.NewGroup(rt, "g")
 		g.Go("engine-core", c.Run)
 		feed(rt, in, aborts)
@@ -44,7 +45,7 @@ func frames(outs []*core.Outputs) []core.Frame {
 }
 
 func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
-	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "short", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 2}, Incarnation: 1}})
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 1000}, Incarnation: 2}})
 		rt.Go("stopper", func() {
@@ -61,7 +62,7 @@ func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
 }
 
 func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
-	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
 		in.Put(core.Input{Kind: core.InputShutdown})
 	})
@@ -73,7 +74,7 @@ func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
 }
 
 func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
-	outs := drive(t, core.Config{}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string]) {
+	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string]) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
 		aborts.Put([]string{"a"})
 		in.Put(core.Input{Kind: core.InputAbort, IDs: []string{"a"}})
@@ -85,7 +86,7 @@ func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
 }
 
 func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
-	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, core.Hooks{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 2}})
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 3}})
@@ -102,9 +103,11 @@ func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
 }
 
 func TestEngineCoreModelPanicIsDeath(t *testing.T) {
-	outs := drive(t, core.Config{}, core.Hooks{BeforeModel: func() { panic("boom") }}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
+	faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/model-panic=panic(boom)")
+	require.NoError(t, err)
+	outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
 	})
 	require.NotEmpty(t, outs)
-	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: boom")
+	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: failpoint core/model-panic: boom")
 }

@@ -5,6 +5,10 @@ import (
 	"slices"
 )
 
+// outputCapInitial is the room a request's output starts with: most
+// requests are short, and a long one grows by doubling from here.
+const outputCapInitial = 32
+
 // Scheduled is one request's share of a step.
 type Scheduled struct {
 	Req       *Request
@@ -31,6 +35,8 @@ type Frame struct {
 	Finished    bool
 	Reason      FinishReason
 	StopReason  int // the stop token, or -1
+
+	one [1]int // NewTokens' storage when the step sampled one token
 }
 
 // SchedulerStats are the counts vLLM reports with every batch of outputs.
@@ -55,6 +61,11 @@ type Scheduler struct {
 
 	preemptions int64
 	frames      uint64
+
+	// Scratch reused from step to step: a step's SchedulerOutput and
+	// samples are read only until the next Schedule.
+	out     SchedulerOutput
+	sampled []int
 }
 
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
@@ -71,6 +82,9 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	r.Status = StatusWaiting
 	r.StopReason = -1
 	r.key = s.cfg.Model.Prepare(r.Prompt)
+	if r.Output == nil {
+		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
+	}
 	s.requests[r.InternalID] = r
 	s.waiting = append(s.waiting, r)
 	return nil
@@ -176,9 +190,12 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 // Schedule decides what the next step computes: running requests first,
 // preempting the newest running request while KV blocks run out, then
 // waiting requests while there is budget and room — but none when something
-// was preempted this step.
+// was preempted this step. The output is valid until the next call.
 func (s *Scheduler) Schedule() *SchedulerOutput {
-	out := &SchedulerOutput{}
+	out := &s.out
+	clear(out.Scheduled)
+	clear(out.Preempted)
+	out.Scheduled, out.Preempted, out.TotalTokens = out.Scheduled[:0], out.Preempted[:0], 0
 	budget := s.cfg.MaxNumBatchedTokens
 	for i := 0; i < len(s.running) && budget > 0; {
 		r := s.running[i]
@@ -234,9 +251,15 @@ func (s *Scheduler) preempt(r *Request) {
 }
 
 // Sample asks the model for the token of every scheduled request that
-// reaches the end of its known sequence this step; the others get -1.
+// reaches the end of its known sequence this step; the others get -1. The
+// result is valid until the next call.
 func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
-	tokens := make([]int, len(so.Scheduled))
+	tokens := s.sampled[:0]
+	if cap(tokens) < len(so.Scheduled) {
+		tokens = make([]int, 0, len(so.Scheduled))
+	}
+	tokens = tokens[:len(so.Scheduled)]
+	s.sampled = tokens
 	for i, sc := range so.Scheduled {
 		tokens[i] = -1
 		if sc.Sample {
@@ -261,16 +284,23 @@ func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame
 		if sampled[i] < 0 {
 			continue // a chunk of prefill: nothing sampled yet
 		}
+		if frames == nil {
+			// Room for every frame this step can make, so that the frames
+			// never move and NewTokens may point into them.
+			frames = make([]Frame, 0, len(so.Scheduled)-i)
+		}
 		r.Output = append(r.Output, sampled[i])
 		stopped := s.checkStop(r)
 		s.frames++
-		f := Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
-			NewTokens: []int{sampled[i]}, Position: len(r.Output) - 1, StopReason: r.StopReason}
+		frames = append(frames, Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
+			Position: len(r.Output) - 1, StopReason: r.StopReason})
+		f := &frames[len(frames)-1]
+		f.one[0] = sampled[i]
+		f.NewTokens = f.one[:1:1]
 		if stopped {
 			f.Finished, f.Reason = true, r.Status.Reason()
 			s.finish(r, r.Status)
 		}
-		frames = append(frames, f)
 	}
 	return frames
 }

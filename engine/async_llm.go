@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -103,7 +104,7 @@ func New(cfg Config) (*AsyncLLM, error) {
 		progMu: rt.NewMutex("engine-progress"),
 	}
 	e.progCond = rt.NewCond(e.progMu)
-	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, cfg.Hooks.Core, e.notify)
+	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, e.notify)
 	e.tasks.Go("engine-core", e.core.Run)
 	e.tasks.Go("output-handler", e.outputHandler)
 	return e, nil
@@ -181,15 +182,28 @@ func (e *AsyncLLM) send(in core.Input) {
 }
 
 // sendAbort tells the core to abort internal ids, on both of its queues as
-// vLLM's input thread does, unless a fault hook defers it.
+// vLLM's input thread does — unless the failpoint engine/abort-after-add
+// holds it back until after the next ADD.
 func (e *AsyncLLM) sendAbort(ids []string) {
-	if h := e.cfg.Hooks.BeforeSendAbort; h != nil && h(ids) {
+	if e.cfg.Faults.Fires(failpoints.AbortAfterAdd) {
 		e.mu.Lock()
 		e.deferredAborts = append(e.deferredAborts, ids)
 		e.mu.Unlock()
 		return
 	}
 	e.sendAbortNow(ids)
+}
+
+// flushAborts sends the aborts the failpoint held back: a transport
+// delivers everything before a barrier (WaitIdle, Close).
+func (e *AsyncLLM) flushAborts() {
+	e.mu.Lock()
+	held := e.deferredAborts
+	e.deferredAborts = nil
+	e.mu.Unlock()
+	for _, ids := range held {
+		e.sendAbortNow(ids)
+	}
 }
 
 func (e *AsyncLLM) sendAbortNow(ids []string) {
@@ -250,6 +264,7 @@ func (e *AsyncLLM) HasUnfinishedRequests() bool {
 // with ctx's error when ctx is done, or with ErrClosed or the engine-dead
 // error.
 func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
+	e.flushAborts()
 	target := e.inputsSent.Load()
 	e.progMu.Lock()
 	e.idleWaiters.Add(1)
@@ -306,6 +321,7 @@ func (e *AsyncLLM) Close() error {
 	e.mu.Unlock()
 	if first {
 		e.stopped.Store(true)
+		e.flushAborts()
 		e.send(core.Input{Kind: core.InputShutdown})
 		e.in.Close()
 	}
@@ -361,9 +377,7 @@ func (e *AsyncLLM) outputHandler() {
 		if !ok {
 			return
 		}
-		if h := e.cfg.Hooks.BeforeProcess; h != nil {
-			h()
-		}
+		e.cfg.Faults.Stall(e.rt, failpoints.OutputHandlerStall)
 		if outs.Dead != nil {
 			e.die(outs.Dead)
 		} else {
@@ -517,6 +531,9 @@ func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) it
 		if err != nil {
 			yield(Output{}, err)
 			return
+		}
+		if e.cfg.Faults.Fires(failpoints.ClientAbandon) {
+			return // the client vanished: no read, no cancel; the request runs on
 		}
 		stop, _ := task.AfterContext(e.rt, ctx, r.Cancel)
 		defer stop()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -57,27 +58,17 @@ type Config struct {
 	// where it happened, sometimes with the frontend's lock held: it must
 	// not call back into the engine.
 	Observer func(Event)
-	// Hooks let a fault-injection layer reach into the engine; see Hooks.
-	Hooks Hooks
-}
-
-// Hooks are places where faults can be injected. Every field may be nil.
-type Hooks struct {
-	// Core are the engine core's hooks.
-	Core core.Hooks
-	// BeforeProcess runs in the output handler before it processes a batch.
-	BeforeProcess func()
-	// BeforeSendAbort runs before the frontend sends an abort to the core.
-	// Returning true defers the abort: it is sent after the next ADD
-	// instead, the reordering that leaks requests when ids are reused.
-	BeforeSendAbort func(ids []string) (defer_ bool)
+	// Faults are the failpoints the engine evaluates; nil means the
+	// process-wide set (GO_FAILPOINTS, failpoints.Enable). Under the
+	// simulator give each run a set of its own (failpoints.NewSet).
+	Faults *failpoints.Set
 }
 
 func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, StepTime: c.StepTime, Model: c.Model,
-		EOSTokenID: core.EOSTokenID, Observer: c.Observer,
+		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
 

@@ -11,6 +11,9 @@ import (
 // is searched only where the new text could complete one, the text is cut
 // before it, and while the request runs the last len(longest stop)−1
 // characters are held back, since they could still become a stop string.
+// When new text completes several stop strings, the earliest in the text
+// wins (vLLM takes the first in its list, which can leave an earlier stop
+// string in the text: the output would then show a stop string).
 type detokenizer struct {
 	tok      core.Tokenizer
 	stops    []string
@@ -48,14 +51,18 @@ func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
 	if added == 0 {
 		return "", false
 	}
+	cut, which := -1, ""
 	for _, s := range d.stops {
 		from := max(0, len(d.text)-added-len(s)+1)
-		if i := strings.Index(string(d.text[from:]), s); i >= 0 {
-			d.text = d.text[:from+i]
-			return s, true
+		if i := strings.Index(string(d.text[from:]), s); i >= 0 && (cut < 0 || from+i < cut) {
+			cut, which = from+i, s
 		}
 	}
-	return "", false
+	if cut < 0 {
+		return "", false
+	}
+	d.text = d.text[:cut]
+	return which, true
 }
 
 // next returns the text of the next output: all of it, or what is new for

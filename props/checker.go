@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
@@ -70,14 +71,16 @@ type incarnation struct {
 	sawFinish bool // the caller took the finished output
 }
 
-// Checker verifies the properties over one engine's events. It is not safe
+// Checker verifies the properties over one engine's events — one engine,
+// since incarnations are numbered per engine. It is not safe
 // for concurrent use: under the simulator events arrive one at a time; on
 // the real runtime wrap Observe in a lock.
 type Checker struct {
 	model  core.Model
-	incs   map[uint64]*incarnation
+	incs   []*incarnation  // by incarnation number, which an engine hands out densely from 1
 	order  []uint64        // incarnations in order of addition
 	usedID map[string]bool // external ids seen
+	dead   bool            // the engine died: every live request ends with an error
 	events int
 	first  *Violation
 	all    []*Violation
@@ -91,7 +94,7 @@ func NewChecker(model core.Model) *Checker {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	return &Checker{model: model, incs: make(map[uint64]*incarnation), usedID: make(map[string]bool)}
+	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16), order: make([]uint64, 0, 16)}
 }
 
 // violationsMax bounds what a checker keeps: the first is what matters.
@@ -134,9 +137,16 @@ func (c *Checker) Violations() []*Violation { return c.all }
 // Aborted tells the checker that the caller aborted or cancelled an
 // incarnation, so that it is not expected to finish normally.
 func (c *Checker) Aborted(inc uint64) {
-	if in := c.incs[inc]; in != nil {
+	if in := c.inc(inc); in != nil {
 		in.aborted = true
 	}
+}
+
+func (c *Checker) inc(n uint64) *incarnation {
+	if n < uint64(len(c.incs)) {
+		return c.incs[n]
+	}
+	return nil
 }
 
 // Observe consumes one engine event. It is the engine's Config.Observer.
@@ -147,22 +157,25 @@ func (c *Checker) Observe(ev core.Event) {
 		p, _ := ev.Params.(engine.Params)
 		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
 		c.usedID[ev.RequestID] = true
+		for uint64(len(c.incs)) <= ev.Incarnation {
+			c.incs = append(c.incs, nil)
+		}
 		c.incs[ev.Incarnation] = in
 		c.order = append(c.order, ev.Incarnation)
 	case core.EventAbort:
 		c.Aborted(ev.Incarnation)
 	case core.EventFrameEmitted:
-		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, "frame %d emitted by the core", ev.Frame)
+		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDelivered:
 		if ev.Collector != ev.Incarnation {
 			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d, tokens %v at position %d) was delivered to incarnation %d of %q",
 				ev.Frame, ev.InternalID, ev.Incarnation, ev.Tokens, ev.Position, ev.Collector, ev.RequestID)
 		}
-		if in := c.incs[ev.Collector]; in != nil && in.finished {
+		if in := c.inc(ev.Collector); in != nil && in.finished {
 			c.fail(NothingAfterFinish, "frame %d was delivered to incarnation %d of %q after it finished", ev.Frame, ev.Collector, ev.RequestID)
 		}
 	case core.EventFinish:
-		in := c.incs[ev.Incarnation]
+		in := c.inc(ev.Incarnation)
 		if in == nil {
 			c.fail(EndsExactlyOnce, "incarnation %d of %q finished but was never added", ev.Incarnation, ev.RequestID)
 			return
@@ -172,10 +185,12 @@ func (c *Checker) Observe(ev core.Event) {
 			return
 		}
 		in.finished, in.reason, in.final = true, ev.Reason, slices.Clone(ev.Tokens)
-		c.checkModel(in.n, in.final, 0, "the final tokens of %q", in.id)
+		c.checkModel(in.n, in.final, 0, func() string { return fmt.Sprintf("the final tokens of %q", in.id) })
 		c.checkReuse(in)
 	case core.EventOutput:
 		c.output(ev)
+	case core.EventDead:
+		c.dead = true
 	case core.EventIdle:
 		if ev.Held != 0 {
 			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held %d request(s)", ev.Held)
@@ -184,23 +199,24 @@ func (c *Checker) Observe(ev core.Event) {
 }
 
 // checkModel verifies tokens against the model's tokens for incarnation
-// inc's prompt, from output position pos.
-func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what string, args ...any) {
-	in := c.incs[inc]
+// inc's prompt, from output position pos; what says whose tokens they are,
+// and is formatted only when they are wrong.
+func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what func() string) {
+	in := c.inc(inc)
 	if in == nil {
 		return
 	}
 	for i, tok := range tokens {
 		if want := c.model.TokenAt(in.key, pos+i); tok != want {
-			c.fail(ModelTokens, what+": token %d is %d, but the model's token %d for incarnation %d of %q is %d",
-				append(args, pos+i, tok, pos+i, inc, in.id, want)...)
+			c.fail(ModelTokens, "%s: token %d is %d, but the model's token %d for incarnation %d of %q is %d",
+				what(), pos+i, tok, pos+i, inc, in.id, want)
 			return
 		}
 	}
 }
 
 func (c *Checker) checkReuse(in *incarnation) {
-	if !in.reuse || in.aborted {
+	if !in.reuse || in.aborted || c.dead {
 		return
 	}
 	switch in.reason {
@@ -217,7 +233,7 @@ func (c *Checker) checkReuse(in *incarnation) {
 }
 
 func (c *Checker) output(ev core.Event) {
-	in := c.incs[ev.Incarnation]
+	in := c.inc(ev.Incarnation)
 	if in == nil {
 		return
 	}
@@ -228,14 +244,14 @@ func (c *Checker) output(ev core.Event) {
 	in.outputs++
 	switch in.params.Output {
 	case engine.Delta:
-		c.checkModel(in.n, ev.Tokens, len(in.received), "a Delta output of %q", in.id)
+		c.checkModel(in.n, ev.Tokens, len(in.received), func() string { return fmt.Sprintf("a Delta output of %q", in.id) })
 		in.received = append(in.received, ev.Tokens...)
 	default:
 		if len(ev.Tokens) < len(in.received) || !slices.Equal(ev.Tokens[:len(in.received)], in.received) {
 			c.fail(DeltasConcatenate, "a %s output of %q (incarnation %d) has tokens %v, which do not extend the previous %v",
 				in.params.Output, in.id, in.n, ev.Tokens, in.received)
 		}
-		c.checkModel(in.n, ev.Tokens, 0, "a %s output of %q", in.params.Output, in.id)
+		c.checkModel(in.n, ev.Tokens, 0, func() string { return fmt.Sprintf("a %s output of %q", in.params.Output, in.id) })
 		in.received = slices.Clone(ev.Tokens)
 	}
 	if !ev.Finished {
@@ -263,7 +279,7 @@ func clip(ts []int) string {
 // is closed.
 func (c *Checker) Finish() error {
 	for _, n := range c.order {
-		if in := c.incs[n]; !in.finished {
+		if in := c.inc(n); !in.finished {
 			c.fail(EndsExactlyOnce, "%q (incarnation %d) was accepted but never ended", in.id, in.n)
 		}
 	}
@@ -279,7 +295,7 @@ type Summary struct {
 func (c *Checker) Summary() Summary {
 	var s Summary
 	for _, n := range c.order {
-		in := c.incs[n]
+		in := c.inc(n)
 		s.Requests++
 		if in.reuse {
 			s.Reused++
@@ -292,4 +308,15 @@ func (c *Checker) Summary() Summary {
 		}
 	}
 	return s
+}
+
+// Locked wraps the checker's Observe in a lock, for engines on the real
+// runtime, whose events come from several goroutines.
+func (c *Checker) Locked() func(core.Event) {
+	var mu sync.Mutex
+	return func(ev core.Event) {
+		mu.Lock()
+		c.Observe(ev)
+		mu.Unlock()
+	}
 }

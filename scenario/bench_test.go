@@ -19,10 +19,12 @@ func BenchmarkSeed(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				st, _ := sim.ParseStrategy(s.DefaultStrategy)
 				b.ReportAllocs()
+				pool := sim.NewPool()
+				defer pool.Close()
 				var steps int64
 				for i := 0; i < b.N; i++ {
 					prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: uint64(i)})
-					res := sim.Run(sim.Options{Seed: uint64(i), Strategy: st, NoRecord: true}, prog)
+					res := sim.Run(sim.Options{Seed: uint64(i), Strategy: st, NoRecord: true, Pool: pool}, prog)
 					_ = out.Err(res.Err)
 					steps += res.Steps
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -39,6 +40,10 @@ type Options struct {
 	Source sim.Chooser
 	// Engine, if set, adjusts every engine configuration the scenario makes.
 	Engine func(*engine.Config)
+	// Failpoints arms failpoints for every run, as "name=terms" specs
+	// (failpoints.NewSet); their probabilities draw from the seed's fault
+	// stream. GO_FAILPOINTS adds its specs to them.
+	Failpoints []string
 }
 
 // Run is what a scenario's Run gets: the runtime, the options, the
@@ -48,6 +53,8 @@ type Run struct {
 	Opts    Options
 	Rand    sim.Chooser
 	Checker *props.Checker
+	// Faults are the run's armed failpoints, given to every engine.
+	Faults  *failpoints.Set
 	engines []*engine.AsyncLLM
 }
 
@@ -56,6 +63,9 @@ type Run struct {
 func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	cfg.Runtime = x.RT
 	cfg.LegacyIDRouting = x.Opts.Legacy
+	if cfg.Faults == nil {
+		cfg.Faults = x.Faults
+	}
 	if x.Opts.Engine != nil {
 		x.Opts.Engine(&cfg)
 	}
@@ -111,6 +121,26 @@ func (o *Outcome) Err(runErr error) error {
 	return errors.Join(v, runErr)
 }
 
+// faults builds a run's failpoint set: the options' specs and
+// GO_FAILPOINTS', drawing from the seed's fault stream. Each run gets a set
+// of its own, so that counts start afresh and a run never depends on
+// another.
+func (o Options) faults() (*failpoints.Set, error) {
+	env, err := failpoints.EnvSpecs()
+	if err != nil {
+		return nil, err
+	}
+	specs := append(append([]string(nil), o.Failpoints...), env...)
+	return failpoints.NewSet(sim.NewPCGChooser(o.Seed, sim.StreamFaults), specs...)
+}
+
+// CheckFailpoints reports the first failpoint spec a run would refuse, so
+// that a caller can say so before running anything.
+func (o Options) CheckFailpoints() error {
+	_, err := o.faults()
+	return err
+}
+
 // Program returns the function sim.Run runs for these options, and the
 // outcome it fills in.
 func (s *Scenario) Program(opts Options) (func(rt task.Runtime) error, *Outcome) {
@@ -121,12 +151,17 @@ func (s *Scenario) Program(opts Options) (func(rt task.Runtime) error, *Outcome)
 			src = sim.NewPCGChooser(opts.Seed, sim.StreamWorkload)
 		}
 		x := &Run{RT: rt, Opts: opts, Rand: src, Checker: props.NewChecker(core.ToyModel{})}
+		faults, err := opts.faults()
+		if err != nil {
+			return err
+		}
+		x.Faults = faults
 		x.Checker.Where = func() (string, string) {
 			t, p, _ := sim.Where(rt)
 			return t, p
 		}
 		out.Checker, out.ScenarioErr = x.Checker, nil
-		err := s.Run(x)
+		err = s.Run(x)
 		for _, e := range x.engines {
 			e.Close()
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -20,7 +22,8 @@ import (
 // stop tokens and stop strings, single and batch aborts, clients walking
 // away, WaitIdle, and engine configurations that force preemption, chunked
 // prefill, one frame per output chunk, a model that ends sequences on its
-// own, and no step latency.
+// own, and no step latency; and, half the time, one to three armed
+// failpoints (unless the options arm their own).
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -47,20 +50,59 @@ var swarmConfigs = []swarmConfig{
 
 // features a run may enable.
 type features struct {
-	abort, batchAbort, cancel, walkAway, stopTokens, stopStrings, minTokens, waitIdle, long bool
+	abort, batchAbort, cancel, walkAway, stopTokens, stopStrings, minTokens, waitIdle, long, faults bool
 }
 
 func drawFeatures(x *Run) features {
 	on := func() bool { return x.Rand.Intn(2) == 1 }
 	return features{abort: on(), batchAbort: on(), cancel: on(), walkAway: on(), stopTokens: on(),
-		stopStrings: on(), minTokens: on(), waitIdle: on(), long: on()}
+		stopStrings: on(), minTokens: on(), waitIdle: on(), long: on(), faults: on()}
+}
+
+// drawFaults arms one to three failpoints, and how, from the seed: delays
+// and reorderings at drawn ratios or counts, and now and then a model that
+// dies after a drawn number of steps.
+func drawFaults(x *Run) []string {
+	r := x.Rand
+	delays := []string{"100", "400", "1600", "6400"}
+	ratios := []string{"1/8*", "1/2*", "", "3*", "2*off->"}
+	points := failpoints.All()
+	var specs []string
+	seen := map[string]bool{}
+	for n := 1 + r.Intn(3); n > 0; n-- {
+		p := points[r.Intn(len(points))]
+		if seen[p.Name] {
+			continue
+		}
+		seen[p.Name] = true
+		mod := ratios[r.Intn(len(ratios))]
+		switch p {
+		case failpoints.ModelPanic:
+			specs = append(specs, fmt.Sprintf("%s=%d*off->panic(the model fell over)", p.Name, 5+r.Intn(200)))
+		case failpoints.AbortAfterAdd, failpoints.ClientAbandon:
+			specs = append(specs, p.Name+"="+mod+"return")
+		default:
+			specs = append(specs, p.Name+"="+mod+"return("+delays[r.Intn(len(delays))]+")")
+		}
+	}
+	return specs
 }
 
 var swarmPrompts = []string{"hello", "the quick brown fox", "one two three four five six seven eight nine ten eleven twelve", "water"}
 
 func swarm(x *Run) error {
 	sc := swarmConfigs[x.Rand.Intn(len(swarmConfigs))]
-	e, err := x.NewEngine(sc.cfg)
+	f := drawFeatures(x)
+	cfg := sc.cfg
+	if f.faults && len(x.Opts.Failpoints) == 0 {
+		specs := append(drawFaults(x), x.Faults.Specs()...)
+		faults, err := failpoints.NewSet(sim.NewPCGChooser(x.Opts.Seed, sim.StreamFaults), specs...)
+		if err != nil {
+			return fmt.Errorf("swarm drew failpoints it cannot arm: %w", err)
+		}
+		cfg.Faults = faults
+	}
+	e, err := x.NewEngine(cfg)
 	if err != nil {
 		return err
 	}
@@ -68,7 +110,6 @@ func swarm(x *Run) error {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	f := drawFeatures(x)
 	ids := []string{"a", "b", "c", "d"}[:2+x.Rand.Intn(3)]
 	clients := 1 + x.Rand.Intn(3)
 	g := task.NewGroup(x.RT, "clients")
@@ -173,7 +214,7 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 		}
 		switch o.kind {
 		case opWaitIdle:
-			if err := e.WaitIdle(context.Background()); err != nil {
+			if err := e.WaitIdle(context.Background()); err != nil && !errors.Is(err, engine.ErrEngineDead) {
 				return fmt.Errorf("op %d: WaitIdle: %w", i, err)
 			}
 			continue
@@ -181,7 +222,7 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 			n := 0
 			for _, err := range e.Generate(context.Background(), o.id, o.prompt, o.params) {
 				if err != nil {
-					if errors.Is(err, engine.ErrDuplicateRequestID) {
+					if errors.Is(err, engine.ErrDuplicateRequestID) || errors.Is(err, engine.ErrEngineDead) {
 						break
 					}
 					return fmt.Errorf("op %d: Generate(%s): %w", i, o.id, err)
@@ -196,12 +237,18 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 		if errors.Is(err, engine.ErrDuplicateRequestID) {
 			continue // another client holds the id: fine, and common
 		}
+		if errors.Is(err, engine.ErrEngineDead) {
+			return nil // a failpoint killed the model: later calls fail fast, as they should
+		}
 		if err != nil {
 			return fmt.Errorf("op %d: AddRequest(%s): %w", i, o.id, err)
 		}
 		finished := false
 		for k := 0; k < o.reads && o.kind != opDrain && !finished; k++ {
 			out, err := r.Next()
+			if errors.Is(err, engine.ErrEngineDead) {
+				return nil // the request ended with the clear error it should
+			}
 			if err != nil {
 				return fmt.Errorf("op %d: %s: %w", i, o.id, err)
 			}
@@ -216,7 +263,7 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 			e.Abort(o.targets...)
 		}
 		_, last, err := x.drain(r)
-		if errors.Is(err, errStopped) {
+		if errors.Is(err, errStopped) || errors.Is(err, engine.ErrEngineDead) {
 			return nil
 		}
 		if err != nil {

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmdst/llmdst/core"
+)
+
+// FuzzDetokenizer feeds tokens, one frame at a time, and stop strings to the
+// incremental detokenizer, and checks what any output kind would show: the
+// text never contains a stop string, Delta texts concatenate to the final
+// text, the final text is the decoded tokens cut at the first stop string,
+// and nothing panics.
+func FuzzDetokenizer(f *testing.F) {
+	f.Add([]byte{3, 9, 27, 81, 4}, " the", "", uint8(1))
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, "of an", "d", uint8(2))
+	f.Add([]byte{200, 201, 202}, "x", "yy", uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, stop1, stop2 string, perFrame uint8) {
+		var stops []string
+		for _, s := range []string{stop1, stop2} {
+			if s != "" {
+				stops = append(stops, s)
+			}
+		}
+		tokens := make([]int, len(raw))
+		for i, b := range raw {
+			tokens[i] = int(b) % core.VocabSize
+		}
+		n := int(perFrame%4) + 1
+		delta := newDetokenizer(stops, Delta)
+		cum := newDetokenizer(stops, Cumulative)
+		var deltas strings.Builder
+		var last string
+		hit := false
+		for i := 0; i < len(tokens) && !hit; i += n {
+			frame := tokens[i:min(i+n, len(tokens))]
+			s1, hit1 := delta.update(frame)
+			s2, hit2 := cum.update(frame)
+			if hit1 != hit2 || s1 != s2 {
+				t.Fatalf("Delta and Cumulative disagree on the stop: %q %v / %q %v", s1, hit1, s2, hit2)
+			}
+			hit = hit1
+			deltas.WriteString(delta.next(hit, true))
+			last = cum.next(hit, false)
+		}
+		if !hit {
+			deltas.WriteString(delta.next(true, true))
+			last = cum.next(true, false)
+		}
+		if deltas.String() != last {
+			t.Fatalf("deltas %q do not concatenate to the final text %q", deltas.String(), last)
+		}
+		for _, s := range stops {
+			if strings.Contains(last, s) && hit {
+				t.Fatalf("the final text %q still contains the stop string %q", last, s)
+			}
+		}
+		full := core.Tokenizer{}.Decode(tokens)
+		if !strings.HasPrefix(full, last) {
+			t.Fatalf("the text %q is not a prefix of the decoded tokens %q", last, full)
+		}
+		if !hit && len(stops) > 0 {
+			for _, s := range stops {
+				if strings.Contains(full, s) {
+					t.Fatalf("%q contains the stop string %q, but no stop was found", full, s)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package failpoints
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// fullPrefix makes a catalogue name a full failpoint name, as failpoint-ctl
+// names them: the package path and the name.
+const fullPrefix = "github.com/llmdst/llmdst/"
+
+// Point is a named place in the engine where a fault can be injected.
+type Point struct {
+	// Name is the short name: "core/stall-before-abort".
+	Name string
+	// Doc says what happens when it fires.
+	Doc string
+	// Terms says which terms it accepts and what its value means.
+	Terms string
+
+	armed atomic.Bool // armed in the process-wide set
+}
+
+// FullName is the name in pingcap's registry and in GO_FAILPOINTS.
+func (p *Point) FullName() string { return fullPrefix + p.Name }
+
+var catalogue = map[string]*Point{}
+
+func register(p *Point) *Point {
+	if _, dup := catalogue[p.Name]; dup {
+		panic("failpoints: duplicate failpoint " + p.Name)
+	}
+	catalogue[p.Name] = p
+	return p
+}
+
+const delayTerms = "return(MICROSECONDS) or return(\"DURATION\") — the delay, on the runtime's clock; return alone means 1ms"
+
+// The catalogue.
+var (
+	CoreStallBeforeAbort = register(&Point{Name: "core/stall-before-abort",
+		Doc:   "the engine core stalls before it processes an abort, so that the aborted request keeps running meanwhile",
+		Terms: delayTerms})
+	CoreStallMidStep = register(&Point{Name: "core/stall-mid-step",
+		Doc:   "the engine core stalls in the middle of a step, after the model ran and before it processes aborts and updates requests",
+		Terms: delayTerms})
+	OutputHandlerStall = register(&Point{Name: "engine/output-handler-stall",
+		Doc:   "the output handler stalls before it processes a batch of the core's outputs",
+		Terms: delayTerms})
+	ModelPanic = register(&Point{Name: "core/model-panic",
+		Doc:   "the model panics during a step: the engine dies, every request in flight ends with ErrEngineDead and later calls fail fast",
+		Terms: "panic, or return (the value is the panic's message)"})
+	CoreOutputLate = register(&Point{Name: "core/output-late",
+		Doc:   "a batch of the core's outputs is delivered late: the core holds it before putting it on the output queue",
+		Terms: delayTerms})
+	AbortAfterAdd = register(&Point{Name: "engine/abort-after-add",
+		Doc:   "the core's input queue delivers an ABORT after a later ADD: the frontend holds the abort until it sends its next request (the reordering that leaks requests when ids are reused)",
+		Terms: "return"})
+	ClientAbandon = register(&Point{Name: "engine/client-abandon",
+		Doc:   "a client abandons a Generate stream without reading it and without cancelling it: the request runs on unread",
+		Terms: "return"})
+)
+
+// Lookup returns the failpoint with the short or full name.
+func Lookup(name string) (*Point, error) {
+	if p, ok := catalogue[strings.TrimPrefix(name, fullPrefix)]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("failpoints: unknown failpoint %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// All returns the catalogue, sorted by name.
+func All() []*Point {
+	var ps []*Point
+	for _, n := range Names() {
+		ps = append(ps, catalogue[n])
+	}
+	return ps
+}
+
+// Names returns the short names, sorted.
+func Names() []string {
+	var names []string
+	for n := range catalogue {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,191 @@
+package failpoints_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+func TestTheCatalogueHasEveryRequiredFault(t *testing.T) {
+	for _, name := range []string{"core/stall-before-abort", "core/stall-mid-step", "engine/output-handler-stall",
+		"core/model-panic", "core/output-late", "engine/abort-after-add", "engine/client-abandon"} {
+		p, err := failpoints.Lookup(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, "github.com/llmdst/llmdst/"+name, p.FullName())
+		assert.NotEmpty(t, p.Doc)
+		assert.NotEmpty(t, p.Terms)
+		byFull, err := failpoints.Lookup(p.FullName())
+		require.NoError(t, err)
+		assert.Same(t, p, byFull)
+	}
+	_, err := failpoints.Lookup("core/nope")
+	assert.ErrorContains(t, err, `unknown failpoint "core/nope": want one of`)
+}
+
+func set(t *testing.T, specs ...string) *failpoints.Set {
+	t.Helper()
+	s, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), specs...)
+	require.NoError(t, err)
+	return s
+}
+
+func TestTermsCountChainAndRatio(t *testing.T) {
+	s := set(t, "core/stall-mid-step=2*off->3*return(7)->off")
+	var got []string
+	for i := 0; i < 7; i++ {
+		v, ok := s.Value(failpoints.CoreStallMidStep)
+		if ok {
+			got = append(got, v)
+		} else {
+			got = append(got, "-")
+		}
+	}
+	assert.Equal(t, []string{"-", "-", "7", "7", "7", "-", "-"}, got, "two skipped, three fired, then off for good")
+	assert.False(t, s.Fires(failpoints.ModelPanic), "an unarmed point of an armed set does not fire")
+
+	fired := 0
+	s = set(t, "engine/abort-after-add=1/4*return")
+	for i := 0; i < 4000; i++ {
+		if s.Fires(failpoints.AbortAfterAdd) {
+			fired++
+		}
+	}
+	assert.InDelta(t, 1000, fired, 150, "1/4 of the evaluations fire")
+	again := set(t, "engine/abort-after-add=1/4*return")
+	fired2 := 0
+	for i := 0; i < 4000; i++ {
+		if again.Fires(failpoints.AbortAfterAdd) {
+			fired2++
+		}
+	}
+	assert.Equal(t, fired, fired2, "the same seed draws the same")
+}
+
+func TestPanicTerm(t *testing.T) {
+	s := set(t, "core/model-panic=1*off->panic(boom)")
+	assert.False(t, s.Fires(failpoints.ModelPanic))
+	assert.PanicsWithValue(t, "failpoint core/model-panic: boom", func() { s.Fires(failpoints.ModelPanic) })
+}
+
+func TestTermsThatWouldBreakReplayAreRefused(t *testing.T) {
+	cases := map[string]string{
+		"core/stall-mid-step=50%return(5)": "50% draws from pingcap's global math/rand, which would break replay; write an integer ratio drawn from the run's seeded chooser instead, as in 1/4*return(5)",
+		"core/stall-mid-step=sleep(10)":    "sleep waits on the wall clock, which would break replay; give the delay as the value instead, slept on the runtime's clock: return(10000) for 10ms",
+		"core/stall-mid-step=pause":        "pause blocks until resumed from outside the run, which would break replay",
+		"core/stall-mid-step=":             "empty terms",
+		"core/stall-mid-step=print":        `unknown action "print"`,
+		"core/stall-mid-step=5/4*return":   `bad ratio "5/4"`,
+		"core/stall-mid-step=x*return":     `bad count "x"`,
+		"core/stall-mid-step=return(5":     "unclosed",
+		"core/nope=return":                 "unknown failpoint",
+		"core/stall-mid-step":              "want NAME=TERMS",
+	}
+	for spec, want := range cases {
+		_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), spec)
+		if assert.Error(t, err, spec) {
+			assert.Contains(t, err.Error(), want, spec)
+		}
+	}
+	_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), "core/stall-mid-step=return", "core/stall-mid-step=off")
+	assert.ErrorContains(t, err, "armed twice")
+}
+
+func TestDelayValues(t *testing.T) {
+	assert.Equal(t, time.Millisecond, failpoints.Delay(""))
+	assert.Equal(t, 400*time.Microsecond, failpoints.Delay("400"))
+	assert.Equal(t, 5*time.Millisecond, failpoints.Delay("5ms"))
+}
+
+// TestStallIsVirtualUnderTheSimulator: a stall sleeps on the runtime's
+// clock, so under the simulator it costs virtual time, not wall time.
+func TestStallIsVirtualUnderTheSimulator(t *testing.T) {
+	s := set(t, `core/output-late=3*return("2s")`)
+	start := time.Now()
+	res := sim.Run(sim.Options{}, func(rt task.Runtime) error {
+		for i := 0; i < 5; i++ {
+			s.Stall(rt, failpoints.CoreOutputLate)
+		}
+		return nil
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, 6*time.Second, res.Elapsed, "three stalls of two virtual seconds")
+	assert.Less(t, time.Since(start), time.Second)
+}
+
+func TestScopedArmsAndDisarmsTheProcessWideSet(t *testing.T) {
+	var nilSet *failpoints.Set
+	assert.False(t, nilSet.Fires(failpoints.ClientAbandon))
+	t.Run("armed", func(t *testing.T) {
+		failpoints.Scoped(t, failpoints.ClientAbandon.Name, "1*return(7)")
+		v, ok := nilSet.Value(failpoints.ClientAbandon)
+		assert.True(t, ok)
+		assert.Equal(t, "7", v)
+		assert.False(t, nilSet.Fires(failpoints.ClientAbandon), "one time only")
+	})
+	assert.False(t, nilSet.Fires(failpoints.ClientAbandon), "disarmed at the subtest's cleanup")
+	require.NoError(t, failpoints.Disable(failpoints.ClientAbandon.Name), "disarming twice is a no-op")
+	assert.Error(t, failpoints.Enable("core/nope", "return"))
+	assert.Error(t, failpoints.Enable(failpoints.ClientAbandon.Name, "garbage(("))
+}
+
+// TestGOFailpointsArmsTheProcessWideSet runs this test binary again with
+// GO_FAILPOINTS set, as a user would.
+func TestGOFailpointsArmsTheProcessWideSet(t *testing.T) {
+	if os.Getenv("LLMDST_FAILPOINTS_CHILD") == "1" {
+		var nilSet *failpoints.Set
+		v, ok := nilSet.Value(failpoints.CoreStallMidStep)
+		if !ok || v != "42" {
+			t.Fatalf("GO_FAILPOINTS did not arm core/stall-mid-step: %q %v", v, ok)
+		}
+		specs, err := failpoints.EnvSpecs()
+		if err != nil || len(specs) != 1 || specs[0] != "core/stall-mid-step=return(42)" {
+			t.Fatalf("EnvSpecs: %v %v", specs, err)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1",
+		"GO_FAILPOINTS="+failpoints.CoreStallMidStep.FullName()+"=return(42);some/other/package/point=return")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.True(t, strings.Contains(string(out), "PASS"), string(out))
+}
+
+func ExampleNewSet() {
+	set, err := failpoints.NewSet(sim.NewPCGChooser(42, sim.StreamFaults),
+		"core/stall-before-abort=2*return(400)", "core/model-panic=10*off->panic")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(set.Specs())
+	// Output: [core/stall-before-abort=2*return(400) core/model-panic=10*off->panic]
+}
+
+// BenchmarkDisarmed is what a failpoint costs in production: one atomic
+// load when nothing is armed.
+func BenchmarkDisarmed(b *testing.B) {
+	var process *failpoints.Set
+	rt := task.Real()
+	for i := 0; i < b.N; i++ {
+		process.Stall(rt, failpoints.CoreStallMidStep)
+	}
+}
+
+// BenchmarkDisarmedRunSet is the same for a run's own empty set.
+func BenchmarkDisarmedRunSet(b *testing.B) {
+	s, _ := failpoints.NewSet(sim.NewPCGChooser(1, 0))
+	rt := task.Real()
+	for i := 0; i < b.N; i++ {
+		s.Stall(rt, failpoints.CoreStallMidStep)
+	}
+}

@@ -1,0 +1,264 @@
+package failpoints
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pingcap/failpoint"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// Chooser answers a run set's probability draws: n ≥ 1, answer in [0, n).
+// The simulator's choosers satisfy it.
+type Chooser interface {
+	Intn(n int) int
+}
+
+// Set is a set of armed failpoints that an engine evaluates. The nil *Set
+// is the process-wide set: pingcap's registry, armed with Enable, Scoped or
+// GO_FAILPOINTS. A Set from NewSet is scoped to one run and deterministic.
+type Set struct {
+	armed  atomic.Bool
+	global bool       // the process-wide set: evaluated through pingcap's registry
+	mu     sync.Mutex // evaluations may come from several goroutines on the real runtime
+	terms  map[*Point]*chain
+	draw   Chooser
+	specs  []string
+}
+
+// NewSet arms a run-scoped set with "name=terms" specs; draw answers the
+// ratio probabilities and should come from the run's seed (stream
+// sim.StreamFaults). It refuses unknown names and terms that would break
+// replay.
+func NewSet(draw Chooser, specs ...string) (*Set, error) {
+	s := &Set{terms: map[*Point]*chain{}, draw: draw}
+	for _, spec := range specs {
+		p, c, err := ParseSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := s.terms[p]; dup {
+			return nil, fmt.Errorf("failpoints: %s is armed twice", p.Name)
+		}
+		s.terms[p] = c
+		s.specs = append(s.specs, p.Name+"="+c.desc)
+	}
+	s.armed.Store(len(s.terms) > 0)
+	return s, nil
+}
+
+// ParseSpec reads "name=terms", with the short or the full name.
+func ParseSpec(spec string) (*Point, *chain, error) {
+	name, terms, ok := strings.Cut(spec, "=")
+	if !ok {
+		return nil, nil, fmt.Errorf("failpoints: %q: want NAME=TERMS, as in core/stall-before-abort=return(500)", spec)
+	}
+	p, err := Lookup(strings.TrimSpace(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := parseChain(strings.TrimSpace(terms))
+	if err != nil {
+		return nil, nil, fmt.Errorf("failpoints: %s: %w", p.Name, err)
+	}
+	return p, c, nil
+}
+
+// Specs returns the set's specs as NewSet read them, short names, in order.
+func (s *Set) Specs() []string {
+	if s == nil {
+		return nil
+	}
+	return s.specs
+}
+
+// process is the process-wide set; it is armed while any of its points is.
+var (
+	process      = &Set{global: true}
+	processArmed atomic.Int32
+)
+
+// Fires reports whether p fires now. A disarmed failpoint costs one atomic
+// load: the check is inlined at the call site.
+func (s *Set) Fires(p *Point) (fired bool) {
+	if s == nil {
+		s = process
+	}
+	if s.armed.Load() {
+		fired = s.fires(p)
+	}
+	return fired
+}
+
+func (s *Set) fires(p *Point) bool {
+	_, ok := s.eval(p)
+	return ok
+}
+
+// Value reports whether p fires now, and its value.
+func (s *Set) Value(p *Point) (string, bool) {
+	if s == nil {
+		s = process
+	}
+	if !s.armed.Load() {
+		return "", false
+	}
+	return s.eval(p)
+}
+
+// Stall sleeps for p's delay on rt's clock when p fires.
+func (s *Set) Stall(rt task.Runtime, p *Point) {
+	if s == nil {
+		s = process
+	}
+	if s.armed.Load() {
+		s.stall(rt, p)
+	}
+}
+
+func (s *Set) stall(rt task.Runtime, p *Point) {
+	if v, ok := s.eval(p); ok {
+		rt.Sleep(Delay(v))
+	}
+}
+
+// Delay reads a delay value: microseconds, or a Go duration; empty means
+// 1ms. A value it cannot read is 1ms too: it was validated when armed.
+func Delay(v string) time.Duration {
+	if v == "" {
+		return time.Millisecond
+	}
+	if us, err := strconv.ParseInt(v, 10, 64); err == nil && us >= 0 {
+		return time.Duration(us) * time.Microsecond
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d
+	}
+	return time.Millisecond
+}
+
+func (s *Set) eval(p *Point) (string, bool) {
+	if s.global {
+		if !p.armed.Load() {
+			return "", false
+		}
+		v, err := failpoint.Eval(p.FullName())
+		if err != nil || v == nil { // pingcap's off evaluates to a nil value
+			return "", false
+		}
+		switch v := v.(type) {
+		case string:
+			return v, true
+		case struct{}:
+			return "", true
+		}
+		return fmt.Sprint(v), true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.terms[p]
+	if !ok {
+		return "", false
+	}
+	return c.eval(p.Name, s.draw.Intn)
+}
+
+// Enable arms p in the process-wide set, with pingcap's full grammar.
+func Enable(name, terms string) error {
+	p, err := Lookup(name)
+	if err != nil {
+		return err
+	}
+	if err := failpoint.Enable(p.FullName(), terms); err != nil {
+		return fmt.Errorf("failpoints: %s: %w", p.Name, err)
+	}
+	arm(p, true)
+	return nil
+}
+
+// arm marks p armed or not in the process-wide set, keeping the set's
+// armed flag true while any point is.
+func arm(p *Point, on bool) {
+	if p.armed.Swap(on) == on {
+		return
+	}
+	if on {
+		processArmed.Add(1)
+	} else {
+		processArmed.Add(-1)
+	}
+	process.armed.Store(processArmed.Load() > 0)
+}
+
+// Disable disarms p in the process-wide set. Disarming a disarmed
+// failpoint is a no-op.
+func Disable(name string) error {
+	p, err := Lookup(name)
+	if err != nil {
+		return err
+	}
+	arm(p, false)
+	if err := failpoint.Disable(p.FullName()); err != nil && !errors.Is(err, failpoint.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// TB is the part of testing.TB that Scoped needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Scoped arms a failpoint in the process-wide set for the rest of a test
+// and disarms it at the test's cleanup, whatever happens.
+func Scoped(t TB, name, terms string) {
+	t.Helper()
+	if err := Enable(name, terms); err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() { _ = Disable(name) })
+}
+
+// EnvSpecs returns the catalogue's failpoints that GO_FAILPOINTS arms, as
+// "name=terms" specs, so that a simulated run can arm the same ones in a
+// set of its own (where a term that would break replay is refused).
+// pingcap already armed them in the process-wide set at start.
+func EnvSpecs() ([]string, error) {
+	env := os.Getenv("GO_FAILPOINTS")
+	var specs []string
+	for _, fp := range strings.Split(env, ";") {
+		if strings.TrimSpace(fp) == "" {
+			continue
+		}
+		name, terms, ok := strings.Cut(fp, "=")
+		if !ok {
+			return nil, fmt.Errorf("failpoints: GO_FAILPOINTS: %q: want NAME=TERMS", fp)
+		}
+		p, err := Lookup(name)
+		if err != nil {
+			continue // somebody else's failpoint
+		}
+		specs = append(specs, p.Name+"="+terms)
+	}
+	return specs, nil
+}
+
+func init() {
+	// pingcap armed GO_FAILPOINTS in its registry at start; mark ours.
+	specs, _ := EnvSpecs()
+	for _, spec := range specs {
+		name, _, _ := strings.Cut(spec, "=")
+		if p, err := Lookup(name); err == nil {
+			arm(p, true)
+		}
+	}
+}

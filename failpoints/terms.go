@@ -1,0 +1,136 @@
+package failpoints
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// action is what a term does when it is allowed.
+type action uint8
+
+const (
+	actOff action = iota
+	actReturn
+	actPanic
+)
+
+// term is one link of a chain: an optional count or ratio, and an action.
+type term struct {
+	count int // N*: allowed N more times; -1 for no count
+	num   int // K/N*: allowed with probability num/den; den 0 for none
+	den   int
+	act   action
+	val   string // the value inside return(...) or panic(...), unquoted
+	has   bool   // a value was given
+}
+
+// chain is a parsed terms string.
+type chain struct {
+	desc  string
+	terms []term
+}
+
+// parseChain reads a terms string for a run-scoped set: pingcap's grammar
+// less what breaks replay, plus integer-ratio probabilities.
+func parseChain(desc string) (*chain, error) {
+	c := &chain{desc: desc}
+	if strings.TrimSpace(desc) == "" {
+		return nil, fmt.Errorf("empty terms: want, say, return(500) or 3*return(500)->off")
+	}
+	for _, part := range strings.Split(desc, "->") {
+		t, err := parseTerm(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", part, err)
+		}
+		c.terms = append(c.terms, t)
+	}
+	return c, nil
+}
+
+func parseTerm(s string) (term, error) {
+	t := term{count: -1}
+	// A modifier ends at the first '*' or '%' before the action's '('.
+	if i := strings.IndexAny(s, "*%("); i >= 0 && s[i] != '(' {
+		mod, rest := s[:i], s[i+1:]
+		switch {
+		case s[i] == '%':
+			return t, fmt.Errorf("%s%% draws from pingcap's global math/rand, which would break replay; write an integer ratio drawn from the run's seeded chooser instead, as in 1/4*%s", mod, rest)
+		case strings.Contains(mod, "/"):
+			k, n, _ := strings.Cut(mod, "/")
+			num, err1 := strconv.Atoi(k)
+			den, err2 := strconv.Atoi(n)
+			if err1 != nil || err2 != nil || num < 0 || den < 1 || num > den {
+				return t, fmt.Errorf("bad ratio %q: want K/N* with 0 ≤ K ≤ N and N ≥ 1, as in 1/4*return(500)", mod)
+			}
+			t.num, t.den = num, den
+		default:
+			n, err := strconv.Atoi(mod)
+			if err != nil || n < 0 {
+				return t, fmt.Errorf("bad count %q: want N* with N ≥ 0, as in 3*return(500)", mod)
+			}
+			t.count = n
+		}
+		s = rest
+	}
+	name, arg, hasArg := strings.Cut(s, "(")
+	if hasArg {
+		if !strings.HasSuffix(arg, ")") {
+			return t, fmt.Errorf("unclosed %q: want %s(VALUE)", s, name)
+		}
+		arg = strings.TrimSuffix(arg, ")")
+		if uq, err := strconv.Unquote(arg); err == nil {
+			arg = uq
+		}
+		t.val, t.has = arg, true
+	}
+	switch name {
+	case "off":
+		t.act = actOff
+	case "return":
+		t.act = actReturn
+	case "panic":
+		t.act = actPanic
+	case "sleep":
+		return t, fmt.Errorf("sleep waits on the wall clock, which would break replay; give the delay as the value instead, slept on the runtime's clock: return(%s000) for %sms", arg, arg)
+	case "pause":
+		return t, fmt.Errorf("pause blocks until resumed from outside the run, which would break replay")
+	case "":
+		return t, fmt.Errorf("no action: want off, return, return(VALUE) or panic")
+	default:
+		return t, fmt.Errorf("unknown action %q: want off, return, return(VALUE) or panic", name)
+	}
+	return t, nil
+}
+
+// eval walks the chain as pingcap does: the first term its modifier allows
+// acts. draw answers the ratio's draws. It reports whether the failpoint
+// fired and its value; a panic term panics.
+func (c *chain) eval(name string, draw func(n int) int) (string, bool) {
+	for i := range c.terms {
+		t := &c.terms[i]
+		switch {
+		case t.count >= 0:
+			if t.count == 0 {
+				continue
+			}
+			t.count--
+		case t.den > 0:
+			if draw(t.den) >= t.num {
+				continue
+			}
+		}
+		switch t.act {
+		case actOff:
+			return "", false
+		case actPanic:
+			msg := t.val
+			if !t.has {
+				msg = "injected panic"
+			}
+			panic(fmt.Sprintf("failpoint %s: %s", name, msg))
+		}
+		return t.val, true
+	}
+	return "", false
+}
