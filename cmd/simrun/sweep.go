@@ -163,6 +163,7 @@ type sweepState struct {
 	workers   int
 	elapsed   time.Duration
 	firstErrs map[uint64]error
+	sigs      map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
 }
 
 type modeTally struct {
@@ -175,7 +176,13 @@ type modeTally struct {
 // single-threaded and independent, so the sweep scales with cores; the
 // tally does not depend on which worker ran which seed.
 func sweep(sp *spec, seeds seedSet, workers int, det float64, bar *progressbar.ProgressBar) *sweepState {
-	st := &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: workers}
+	return sweepInto(&sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: workers}, sp, seeds, det, bar)
+}
+
+// sweepInto is sweep into a tally the caller made (compare keeps each
+// failing seed's signature).
+func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progressbar.ProgressBar) *sweepState {
+	workers := st.workers
 	every := uint64(0)
 	if det > 0 {
 		every = uint64(1/det + 0.5)
@@ -192,6 +199,8 @@ func sweep(sp *spec, seeds seedSet, workers int, det float64, bar *progressbar.P
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			pool := sim.NewPool() // this worker's runs reuse their goroutines
+			defer pool.Close()
 			for {
 				lo := next.Add(chunk) - chunk
 				if lo >= seeds.n {
@@ -201,7 +210,7 @@ func sweep(sp *spec, seeds seedSet, workers int, det float64, bar *progressbar.P
 				for i := lo; i < hi; i++ {
 					seed := seeds.at(i)
 					check := every > 0 && seed%every == 0
-					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, CheckDeterminism: check})
+					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, CheckDeterminism: check, Pool: pool})
 					st.steps.Add(uint64(o.res.Steps))
 					st.record(seed, &o, check)
 				}
@@ -235,6 +244,9 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 		st.limited++
 	}
 	st.failing = append(st.failing, seed)
+	if st.sigs != nil {
+		st.sigs[seed] = sig
+	}
 	m := st.modes[sig]
 	if m == nil {
 		m = &modeTally{firstSeed: seed, err: o.err}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/triage"
+)
+
+func init() {
+	register(&command{name: "compare", summary: "run two variants over the same seeds and test the difference, mode by mode", run: cmdCompare})
+}
+
+// compareResult is what compare found: both variants' sweeps over the
+// same seeds, paired by seed.
+type compareResult struct {
+	SeedRange   string        `json:"seed_range"`
+	Seeds       uint64        `json:"seeds"`
+	Seconds     float64       `json:"elapsed_seconds"`
+	SeedsPerSec float64       `json:"seeds_per_sec"`
+	A           compareSide   `json:"a"`
+	B           compareSide   `json:"b"`
+	Paired      pairedTable   `json:"paired"`
+	P           float64       `json:"p_value"`
+	Verdict     string        `json:"verdict"`
+	Modes       []compareMode `json:"modes"`
+}
+
+// compareSide is one variant: its flags and its sweep.
+type compareSide struct {
+	Flags string `json:"flags"`
+	sweepResult
+}
+
+// pairedTable counts seeds by what each variant did with them.
+type pairedTable struct {
+	Both    uint64 `json:"both"`
+	OnlyA   uint64 `json:"only_a"`
+	OnlyB   uint64 `json:"only_b"`
+	Neither uint64 `json:"neither"`
+}
+
+// compareMode is one failure mode in both variants, tested on its own.
+type compareMode struct {
+	Signature string      `json:"signature"`
+	A         modeRate    `json:"a"`
+	B         modeRate    `json:"b"`
+	Paired    pairedTable `json:"paired"`
+	P         float64     `json:"p_value"`
+	Verdict   string      `json:"verdict"`
+}
+
+type modeRate struct {
+	Count     uint64     `json:"count"`
+	Rate      float64    `json:"rate"`
+	CI95      [2]float64 `json:"ci95"`
+	FirstSeed *uint64    `json:"first_seed"`
+	Replay    string     `json:"replay,omitempty"`
+}
+
+func cmdCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun compare -scenario NAME -seeds A-B -a 'FLAGS' -b 'FLAGS' [flags]")
+		fmt.Fprintln(stderr, "Runs variants A and B over the same seeds, pairs the runs by seed, and tests the")
+		fmt.Fprintln(stderr, "difference in failures, overall and for each failure mode apart (Fisher's exact test).")
+		fmt.Fprintln(stderr, "-a and -b take run's flags (-scenario, -strategy, -legacy, -steps-max), added to the common ones.")
+		fs.PrintDefaults()
+	}
+	var sf specFlags
+	sf.register(fs)
+	aFlags := fs.String("a", "", "variant A's flags, as run takes them, e.g. '-legacy'; empty: the common flags alone")
+	bFlags := fs.String("b", "", "variant B's flags, e.g. '-strategy chaos'; empty: the common flags alone")
+	seedsFlag := fs.String("seeds", "1-1000", "seeds to run each variant on: a range A-B, a seed, or a list such as 1,5,9-12")
+	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
+	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode")
+	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed")
+	detFlag := fs.String("check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
+	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	if _, err := parseFlags(fs, args, 0); err != nil {
+		return helpOK(err)
+	}
+	spA, err := variantSpec("a", *aFlags, sf)
+	if err != nil {
+		return err
+	}
+	spB, err := variantSpec("b", *bFlags, sf)
+	if err != nil {
+		return err
+	}
+	seeds, err := parseSeeds(*seedsFlag)
+	if err != nil {
+		return err
+	}
+	if *jobs < 1 {
+		return usagef("-j must be ≥ 1, got %d", *jobs)
+	}
+	det, err := parseFraction(*detFlag)
+	if err != nil {
+		return err
+	}
+	var bar *progressbar.ProgressBar
+	if !*quiet && !*jsonOut && isTerminal(stderr) {
+		bar = progressbar.NewOptions64(int64(2*seeds.n), progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("runs"), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	tally := func() *sweepState {
+		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: *jobs, sigs: map[uint64]string{}}
+	}
+	stA := sweepInto(tally(), spA, seeds, det, bar)
+	stB := sweepInto(tally(), spB, seeds, det, bar)
+	if bar != nil {
+		bar.Finish()
+	}
+
+	res := compareResult{SeedRange: seeds.String(), Seeds: seeds.n, Seconds: (stA.elapsed + stB.elapsed).Seconds()}
+	if res.Seconds > 0 {
+		res.SeedsPerSec = float64(seeds.n) / res.Seconds
+	}
+	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, seeds, "")}
+	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, seeds, "")}
+	for _, side := range []struct {
+		sp *spec
+		r  *sweepResult
+	}{{spA, &res.A.sweepResult}, {spB, &res.B.sweepResult}} {
+		if err := writeModeSchedules(side.sp, side.r, *out); err != nil {
+			return err
+		}
+	}
+	res.Paired = pairSeeds(stA, stB, "")
+	rateA, rateB := triage.Rate{K: int(res.A.Failures), N: int(seeds.n)}, triage.Rate{K: int(res.B.Failures), N: int(seeds.n)}
+	res.P, res.Verdict = triage.CompareRates(rateA, rateB)
+	res.Modes = compareModes(stA, stB, &res)
+
+	if *junit != "" {
+		if err := writeCompareJUnit(*junit, &res); err != nil {
+			return err
+		}
+	}
+	if *jsonOut {
+		if err := writeJSON(stdout, res); err != nil {
+			return err
+		}
+	} else {
+		printCompare(stdout, &res)
+	}
+	if res.A.Failures > 0 || res.B.Failures > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// variantSpec reads a variant's flags on top of the common ones.
+func variantSpec(name, flags string, common specFlags) (*spec, error) {
+	argv, err := splitCommand(flags)
+	if err != nil {
+		return nil, usagef("-%s: %v", name, err)
+	}
+	fs := flag.NewFlagSet("-"+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var v specFlags
+	v.register(fs)
+	const takes = "-a and -b take run's flags -scenario, -strategy, -legacy and -steps-max"
+	if err := fs.Parse(argv); err != nil {
+		return nil, usagef("-%s %q: %v; %s", name, flags, err, takes)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("-%s %q: unexpected argument %q; %s", name, flags, fs.Arg(0), takes)
+	}
+	merged := common
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "scenario":
+			merged.scenario = v.scenario
+		case "strategy":
+			merged.strategy = v.strategy
+		case "legacy":
+			merged.legacy = v.legacy
+		case "steps-max":
+			merged.stepsMax = v.stepsMax
+		}
+	})
+	sp, err := merged.spec()
+	if err != nil {
+		return nil, usagef("variant %s (-%s %q): %v", upper(name), name, flags, err)
+	}
+	return sp, nil
+}
+
+func upper(s string) string {
+	if s == "a" {
+		return "A"
+	}
+	return "B"
+}
+
+// pairSeeds counts the seeds by which variant failed on them — with
+// signature sig, or in any way when sig is empty.
+func pairSeeds(a, b *sweepState, sig string) pairedTable {
+	var t pairedTable
+	failsIn := func(st *sweepState, seed uint64) bool {
+		s, ok := st.sigs[seed]
+		return ok && (sig == "" || s == sig)
+	}
+	var inA uint64
+	for _, seed := range a.failing {
+		if sig != "" && a.sigs[seed] != sig {
+			continue
+		}
+		inA++
+		if failsIn(b, seed) {
+			t.Both++
+		}
+	}
+	t.OnlyA = inA - t.Both
+	for _, seed := range b.failing {
+		if failsIn(b, seed) && !failsIn(a, seed) {
+			t.OnlyB++
+		}
+	}
+	t.Neither = a.seeds - t.Both - t.OnlyA - t.OnlyB
+	return t
+}
+
+// compareModes tests every mode seen in either variant on its own.
+func compareModes(a, b *sweepState, res *compareResult) []compareMode {
+	tally := func(r *sweepResult) triage.Tally {
+		t := triage.Tally{Runs: int(r.Seeds)}
+		for _, m := range r.Modes {
+			t.Modes = append(t.Modes, triage.Mode{Signature: m.Signature, Count: int(m.Count), First: int(m.FirstSeed)})
+		}
+		return t
+	}
+	side := func(r *sweepResult, sig string) modeRate {
+		mr := modeRate{}
+		for _, m := range r.Modes {
+			if m.Signature == sig {
+				first := m.FirstSeed
+				mr = modeRate{Count: m.Count, Rate: m.Rate, CI95: m.CI95, FirstSeed: &first, Replay: m.Replay}
+			}
+		}
+		if mr.FirstSeed == nil {
+			mr.CI95[0], mr.CI95[1] = triage.Rate{K: 0, N: int(r.Seeds)}.CI95()
+		}
+		return mr
+	}
+	cmps := triage.CompareModes(tally(&res.A.sweepResult), tally(&res.B.sweepResult))
+	out := make([]compareMode, 0, len(cmps))
+	for _, c := range cmps {
+		out = append(out, compareMode{Signature: c.Signature, A: side(&res.A.sweepResult, c.Signature), B: side(&res.B.sweepResult, c.Signature),
+			Paired: pairSeeds(a, b, c.Signature), P: c.P, Verdict: c.Verdict})
+	}
+	return out
+}
+
+// writeModeSchedules writes the schedule of every mode's first failing
+// seed and sets the modes' replay commands, as sweep does.
+func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
+	for i := range r.Modes {
+		m := &r.Modes[i]
+		o := sp.run(m.FirstSeed, sim.Options{})
+		file := filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), m.FirstSeed))
+		if err := writeSchedule(file, sp, &o); err != nil {
+			return err
+		}
+		m.Replay = replayCommand(file)
+		if r.FirstFailure != nil && m.FirstSeed == *r.FirstFailure {
+			r.Replay = m.Replay
+		}
+	}
+	return nil
+}
+
+func flagsOrNone(f string) string {
+	if f == "" {
+		return "(no flags)"
+	}
+	return f
+}
+
+func printCompare(w io.Writer, r *compareResult) {
+	fmt.Fprintf(w, "compare over seeds %s: %d seeds per variant, paired by seed, in %.2fs\n", r.SeedRange, r.Seeds, r.Seconds)
+	for _, s := range []struct {
+		name string
+		side *compareSide
+	}{{"A", &r.A}, {"B", &r.B}} {
+		fmt.Fprintf(w, "  %s  %-16s %s, strategy %s, %s engine\n", s.name, flagsOrNone(s.side.Flags), s.side.Scenario, s.side.Strategy, s.side.Engine)
+	}
+	fmt.Fprintln(w, "  failures:")
+	fmt.Fprintf(w, "    A  %s\n", triage.Rate{K: int(r.A.Failures), N: int(r.Seeds)})
+	fmt.Fprintf(w, "    B  %s\n", triage.Rate{K: int(r.B.Failures), N: int(r.Seeds)})
+	fmt.Fprintf(w, "    paired: both %d, only A %d, only B %d, neither %d\n", r.Paired.Both, r.Paired.OnlyA, r.Paired.OnlyB, r.Paired.Neither)
+	fmt.Fprintf(w, "    Fisher's exact test: %s\n", r.Verdict)
+	if len(r.Modes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  failure modes (%d), each tested on its own:\n", len(r.Modes))
+	for _, m := range r.Modes {
+		fmt.Fprintf(w, "    %s: %s\n", m.Signature, m.Verdict)
+		fmt.Fprintf(w, "      A %s;  B %s\n", triage.Rate{K: int(m.A.Count), N: int(r.Seeds)}, triage.Rate{K: int(m.B.Count), N: int(r.Seeds)})
+		fmt.Fprintf(w, "      paired: both %d, only A %d, only B %d\n", m.Paired.Both, m.Paired.OnlyA, m.Paired.OnlyB)
+		for _, s := range []struct {
+			name string
+			mr   modeRate
+		}{{"A", m.A}, {"B", m.B}} {
+			if s.mr.FirstSeed != nil {
+				fmt.Fprintf(w, "      first in %s: seed %d: %s\n", s.name, *s.mr.FirstSeed, s.mr.Replay)
+			}
+		}
+	}
+	for _, s := range []struct {
+		name string
+		side *compareSide
+	}{{"A", &r.A}, {"B", &r.B}} {
+		if n := len(s.side.Nondetermined); n > 0 {
+			fmt.Fprintf(w, "  determinism: %d seed(s) of %s gave different trace hashes: %v\n", n, s.name, s.side.Nondetermined)
+		}
+	}
+}
+
+func writeCompareJUnit(file string, r *compareResult) error {
+	var cases []triage.JUnitCase
+	for _, s := range []struct {
+		name string
+		side *compareSide
+	}{{"A", &r.A}, {"B", &r.B}} {
+		c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", s.name, flagsOrNone(s.side.Flags)), Classname: "simrun.compare." + s.side.Scenario,
+			Time:   time.Duration(s.side.Seconds * float64(time.Second)),
+			Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", s.side.Scenario, s.side.Strategy, s.side.Engine, triage.Rate{K: int(s.side.Failures), N: int(r.Seeds)})}
+		if s.side.Failures > 0 {
+			c.Failure = fmt.Sprintf("%d of %d seeds failed", s.side.Failures, r.Seeds)
+			if s.side.Replay != "" {
+				c.Output += "\nreplay the first: " + s.side.Replay
+			}
+		}
+		cases = append(cases, c)
+	}
+	for _, m := range r.Modes {
+		c := triage.JUnitCase{Name: "mode " + m.Signature, Classname: "simrun.compare." + r.A.Scenario, Failure: m.Verdict,
+			Output: fmt.Sprintf("A %s; B %s; paired: both %d, only A %d, only B %d", triage.Rate{K: int(m.A.Count), N: int(r.Seeds)},
+				triage.Rate{K: int(m.B.Count), N: int(r.Seeds)}, m.Paired.Both, m.Paired.OnlyA, m.Paired.OnlyB)}
+		for _, rp := range []string{m.A.Replay, m.B.Replay} {
+			if rp != "" {
+				c.Output += "\nreplay: " + rp
+			}
+		}
+		cases = append(cases, c)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = triage.WriteJUnit(f, "simrun compare "+r.SeedRange, cases)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func compareJSON(t *testing.T, wantCode int, args ...string) compareResult {
+	t.Helper()
+	code, out, errOut := simrun(t, append([]string{"compare", "-json", "-j", "2", "-out", t.TempDir()}, args...)...)
+	require.Equal(t, wantCode, code, errOut)
+	var r compareResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	return r
+}
+
+func modeOf(t *testing.T, r compareResult, prefix string) compareMode {
+	t.Helper()
+	for _, m := range r.Modes {
+		if strings.HasPrefix(m.Signature, prefix) {
+			return m
+		}
+	}
+	t.Fatalf("no mode %q among %+v", prefix, r.Modes)
+	return compareMode{}
+}
+
+func TestCompareLegacyAgainstFixed(t *testing.T) {
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-150", "-a", "-legacy", "-b", "")
+	assert.Equal(t, uint64(150), r.Seeds)
+	assert.Equal(t, "legacy", r.A.Engine)
+	assert.Equal(t, "fixed", r.B.Engine)
+	assert.Equal(t, "-legacy", r.A.Flags)
+	assert.Greater(t, r.A.Failures, uint64(75))
+	assert.Zero(t, r.B.Failures)
+	assert.InDelta(t, 3.0/150, r.B.CI95[1], 0.01, "B's upper bound is near the rule of three")
+	assert.Less(t, r.P, 0.05)
+	assert.Equal(t, pairedTable{OnlyA: r.A.Failures, Neither: 150 - r.A.Failures}, r.Paired)
+	assert.True(t, strings.HasPrefix(r.Verdict, "gone in B"), r.Verdict)
+	race := modeOf(t, r, "no-cross-incarnation-delivery")
+	assert.Zero(t, race.B.Count)
+	assert.Nil(t, race.B.FirstSeed)
+	assert.NotNil(t, race.A.FirstSeed)
+	assert.Contains(t, race.A.Replay, "simrun replay ")
+
+	code, out, _ := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-100", "-a", "-legacy", "-b", "", "-out", t.TempDir())
+	require.Equal(t, 1, code)
+	for _, want := range []string{
+		"A  -legacy", "B  (no flags)", "0/100 = 0% [≤ 3.0%, rule of three]", "paired: both 0, only A ",
+		"Fisher's exact test: gone in B (p<0.0001)", "no-cross-incarnation-delivery (in output-handler after frontend.lock): gone in B (p<0.0001)",
+		"first in A: seed 1: simrun replay ",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// TestComparePerModeVerdicts: a step limit that cuts long runs short does
+// not change the race, it adds a new failure — one verdict line each.
+func TestComparePerModeVerdicts(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "compare.xml")
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-200", "-a", "-legacy", "-b", "-legacy -steps-max 500", "-junit", junit)
+	race := modeOf(t, r, "no-cross-incarnation-delivery")
+	assert.True(t, strings.HasPrefix(race.Verdict, "no significant change (p="), race.Verdict)
+	assert.Positive(t, race.Paired.Both)
+	assert.Zero(t, race.Paired.OnlyB)
+	crash := modeOf(t, r, "each-request-ends-exactly-once")
+	assert.True(t, strings.HasPrefix(crash.Verdict, "new in B (p="), crash.Verdict)
+	assert.Zero(t, crash.A.Count)
+	assert.Equal(t, crash.B.Count, crash.Paired.OnlyB)
+	assert.Less(t, crash.P, 0.05)
+	assert.Contains(t, crash.B.Replay, "simrun replay ")
+
+	data, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(data, &doc))
+	require.Len(t, doc.Suites, 1)
+	var names []string
+	for _, c := range doc.Suites[0].Cases {
+		names = append(names, c.Name)
+	}
+	assert.Contains(t, names, "A: -legacy")
+	assert.Contains(t, names, "B: -legacy -steps-max 500")
+	assert.Contains(t, names, "mode "+crash.Signature)
+}
+
+func TestCompareOfTwoPassingVariants(t *testing.T) {
+	r := compareJSON(t, 0, "-scenario", "abort-reuse", "-seeds", "1-50", "-a", "", "-b", "-strategy chaos")
+	assert.Equal(t, "no failures in either", r.Verdict)
+	assert.Equal(t, "chaos", r.B.Strategy)
+	assert.Empty(t, r.Modes)
+}
+
+func TestCompareBadFlagsAreExitTwo(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "abort-reuse", "-a", "-legcy"}, `-a "-legcy": flag provided but not defined: -legcy; -a and -b take run's flags`},
+		{[]string{"-scenario", "abort-reuse", "-b", "-strategy 'chaos"}, "-b: \"-strategy 'chaos\" has an unterminated single quote"},
+		{[]string{"-scenario", "abort-reuse", "-a", "-legacy stray"}, `-a "-legacy stray": unexpected argument "stray"`},
+		{[]string{"-scenario", "abort-reuse", "-b", "-strategy nope"}, `variant B (-b "-strategy nope"): sim: unknown strategy "nope"`},
+		{[]string{"-a", "-legacy"}, `variant A (-a "-legacy"): -scenario is required`},
+		{[]string{"-scenario", "abort-reuse", "-seeds", "5-1"}, "is empty: its end 1 is below its start 5"},
+		{[]string{"-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
+	}
+	for _, c := range cases {
+		code, _, errOut := simrun(t, append([]string{"compare"}, c.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/triage"
+)
+
+func init() {
+	register(&command{name: "merge", summary: "add up the -json results of sweep shards", run: cmdMerge})
+}
+
+// mergeResult is a sweep's result added up from its shards: the fields a
+// sweep has, and what only a merge knows.
+type mergeResult struct {
+	sweepResult
+	// Shards are the shards merged, in the order given, and Files the
+	// files they came from.
+	Shards []string `json:"shards"`
+	Files  []string `json:"files"`
+	// SeedsPerSecSum adds up the shards' rates: the throughput of the
+	// machines together, where SeedsPerSec is the wall-clock rate of a
+	// matrix whose shards ran side by side (total seeds over the slowest
+	// shard's time).
+	SeedsPerSecSum float64 `json:"seeds_per_sec_sum"`
+	// MissingShards names the shards of an I/N split that were not given.
+	MissingShards []string `json:"missing_shards,omitempty"`
+}
+
+func cmdMerge(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun merge [-json] SHARD.json...")
+		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep.")
+		fs.PrintDefaults()
+	}
+	jsonOut := fs.Bool("json", false, "print the merged JSON object instead of text")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return &usageError{err.Error()}
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		return usagef("want the JSON files of the shards to merge: simrun merge shard1.json shard2.json ...")
+	}
+	var shards []sweepResult
+	for _, f := range files {
+		r, err := readSweepJSON(f)
+		if err != nil {
+			return err
+		}
+		shards = append(shards, r)
+	}
+	m, err := mergeSweeps(shards, files)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		if err := writeJSON(stdout, m); err != nil {
+			return err
+		}
+	} else {
+		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy"}
+		fmt.Fprintf(stdout, "merge of %d shard(s): %s\n", len(files), strings.Join(m.Shards, ", "))
+		if len(m.MissingShards) > 0 {
+			fmt.Fprintf(stdout, "  missing shards: %s — the result covers only the seeds given\n", strings.Join(m.MissingShards, ", "))
+		}
+		printSweep(stdout, sp, &m.sweepResult)
+		fmt.Fprintf(stdout, "  throughput: %.0f seeds/s side by side (the slowest shard took %.2fs), %.0f seeds/s summed over shards\n",
+			m.SeedsPerSec, m.Seconds, m.SeedsPerSecSum)
+	}
+	if m.Failures > 0 || len(m.Nondetermined) > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// readSweepJSON reads one shard's simrun sweep -json output.
+func readSweepJSON(file string) (sweepResult, error) {
+	var r sweepResult
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return r, usagef("cannot read a shard: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&r); err != nil {
+		return r, usagef("%s is not the output of simrun sweep -json: %v", file, err)
+	}
+	if r.Scenario == "" || r.SeedRange == "" {
+		return r, usagef("%s is not the output of simrun sweep -json: it has no scenario or seed_range", file)
+	}
+	if r.Failures > r.Seeds || uint64(len(r.FailingSeeds)) > r.Failures {
+		return r, usagef("%s is damaged: %d failures and %d failing seeds listed among %d seeds", file, r.Failures, len(r.FailingSeeds), r.Seeds)
+	}
+	return r, nil
+}
+
+// mergeSweeps adds shards up. It refuses shards of different runs and
+// shards that cover a seed twice.
+func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
+	first := shards[0]
+	kind := func(r sweepResult) string {
+		return fmt.Sprintf("scenario %s, strategy %s, %s engine", r.Scenario, r.Strategy, r.Engine)
+	}
+	m := &mergeResult{Files: files}
+	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
+	shardOf := map[string]string{} // shard → file; looked up, never ranged
+	var spans []span
+	var spanFile []string
+	for i, r := range shards {
+		if kind(r) != kind(first) {
+			return nil, usagef("cannot merge %s (%s) with %s (%s): shards must come from one sweep — the same scenario, strategy and engine",
+				files[i], kind(r), files[0], kind(first))
+		}
+		name := r.Shard
+		if name == "" {
+			name = "seeds " + r.SeedRange
+		}
+		if f, dup := shardOf[name]; dup {
+			return nil, usagef("overlapping shards: %s and %s are both %s", f, files[i], describeShard(r))
+		}
+		shardOf[name] = files[i]
+		m.Shards = append(m.Shards, name)
+		set, err := parseSeeds(r.SeedRange)
+		if err != nil {
+			return nil, usagef("%s: its seed_range %q is not a seed set", files[i], r.SeedRange)
+		}
+		if set.n != r.Seeds {
+			return nil, usagef("%s is damaged: its seed_range %s holds %d seeds, but it says %d", files[i], r.SeedRange, set.n, r.Seeds)
+		}
+		for _, sp := range set.spans {
+			for k, other := range spans {
+				if sp.lo <= other.hi && other.lo <= sp.hi {
+					return nil, usagef("overlapping shards: %s (%s) and %s (%s) both ran seed %d", spanFile[k], other.String(), files[i], sp.String(), max(sp.lo, other.lo))
+				}
+			}
+			spans = append(spans, sp)
+			spanFile = append(spanFile, files[i])
+		}
+	}
+	m.MissingShards = missingShards(shards)
+
+	// Seeds and counts add up.
+	var seconds float64
+	truncatedAt := ^uint64(0) // failing seeds are complete up to here
+	for _, r := range shards {
+		m.Seeds += r.Seeds
+		m.Failures += r.Failures
+		m.StepLimited += r.StepLimited
+		m.Steps += r.Steps
+		m.Workers += r.Workers
+		m.Determinism += r.Determinism
+		m.Nondetermined = append(m.Nondetermined, r.Nondetermined...)
+		m.FailingSeeds = append(m.FailingSeeds, r.FailingSeeds...)
+		m.SeedsPerSecSum += r.SeedsPerSec
+		seconds = max(seconds, r.Seconds)
+		if r.Truncated && len(r.FailingSeeds) > 0 {
+			truncatedAt = min(truncatedAt, r.FailingSeeds[len(r.FailingSeeds)-1])
+		}
+		if r.Truncated {
+			m.Truncated = true
+		}
+		if r.FirstFailure != nil && (m.FirstFailure == nil || *r.FirstFailure < *m.FirstFailure) {
+			f := *r.FirstFailure
+			m.FirstFailure, m.Error, m.Replay = &f, r.Error, r.Replay
+		}
+	}
+	m.Seconds = seconds
+	if seconds > 0 {
+		m.SeedsPerSec = float64(m.Seeds) / seconds
+	}
+	m.SeedRange = seedSet{spans: mergeSpans(spans)}.String()
+	rate := triage.Rate{K: int(m.Failures), N: int(m.Seeds)}
+	m.Rate = rate.P()
+	m.CI95[0], m.CI95[1] = rate.CI95()
+
+	slices.Sort(m.Nondetermined)
+	slices.Sort(m.FailingSeeds)
+	// A truncated shard lists only its first failing seeds: the merged list
+	// is complete only up to the last seed it lists.
+	if i, _ := slices.BinarySearch(m.FailingSeeds, truncatedAt); truncatedAt != ^uint64(0) {
+		for i < len(m.FailingSeeds) && m.FailingSeeds[i] == truncatedAt {
+			i++
+		}
+		m.FailingSeeds = m.FailingSeeds[:i]
+	}
+	if len(m.FailingSeeds) > failingSeedsMax {
+		m.FailingSeeds, m.Truncated = m.FailingSeeds[:failingSeedsMax], true
+	}
+	if m.FailingSeeds == nil {
+		m.FailingSeeds = []uint64{}
+	}
+
+	// Modes merge by signature; each keeps its earliest example.
+	bySig := map[string]int{} // index into m.Modes; looked up, never ranged
+	for _, r := range shards {
+		for _, mode := range r.Modes {
+			i, ok := bySig[mode.Signature]
+			if !ok {
+				bySig[mode.Signature] = len(m.Modes)
+				m.Modes = append(m.Modes, mode)
+				continue
+			}
+			have := &m.Modes[i]
+			have.Count += mode.Count
+			if mode.FirstSeed < have.FirstSeed {
+				have.FirstSeed, have.Error, have.Replay = mode.FirstSeed, mode.Error, mode.Replay
+			}
+		}
+	}
+	for i := range m.Modes {
+		mr := triage.Rate{K: int(m.Modes[i].Count), N: int(m.Seeds)}
+		m.Modes[i].Rate = mr.P()
+		m.Modes[i].CI95[0], m.Modes[i].CI95[1] = mr.CI95()
+	}
+	sortModes(m.Modes)
+	if m.Modes == nil {
+		m.Modes = []sweepMode{}
+	}
+	return m, nil
+}
+
+func describeShard(r sweepResult) string {
+	if r.Shard != "" {
+		return fmt.Sprintf("shard %s of seeds %s", r.Shard, r.SeedRange)
+	}
+	return "seeds " + r.SeedRange
+}
+
+// missingShards names the shards of an I/N split that were not given,
+// when every shard given is one of the same N.
+func missingShards(shards []sweepResult) []string {
+	n := uint64(0)
+	have := map[uint64]bool{} // looked up, never ranged
+	for _, r := range shards {
+		i, k, err := parseShard(r.Shard)
+		if err != nil || (n != 0 && k != n) {
+			return nil
+		}
+		n = k
+		have[i] = true
+	}
+	var missing []string
+	for i := uint64(1); i <= n; i++ {
+		if !have[i] {
+			missing = append(missing, fmt.Sprintf("%d/%d", i, n))
+		}
+	}
+	return missing
+}
+
+// mergeSpans sorts spans and joins those that touch.
+func mergeSpans(spans []span) []span {
+	s := slices.Clone(spans)
+	sort.Slice(s, func(i, j int) bool { return s[i].lo < s[j].lo })
+	var out []span
+	for _, sp := range s {
+		if n := len(out); n > 0 && out[n-1].hi != ^uint64(0) && sp.lo <= out[n-1].hi+1 {
+			out[n-1].hi = max(out[n-1].hi, sp.hi)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+func (s span) String() string {
+	if s.lo == s.hi {
+		return fmt.Sprint(s.lo)
+	}
+	return fmt.Sprintf("%d-%d", s.lo, s.hi)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sweepShards runs sweep -json once over seeds and once per shard, and
+// returns the whole and the shard files.
+func sweepShards(t *testing.T, dir, seeds string, engineFlags ...string) (sweepResult, []string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	args := append([]string{"sweep", "-scenario", "abort-reuse", "-seeds", seeds, "-json", "-j", "2", "-out", dir}, engineFlags...)
+	_, out, errOut := simrun(t, args...)
+	var whole sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &whole), errOut)
+	var files []string
+	for i, shard := range []string{"1/3", "2/3", "3/3"} {
+		_, out, errOut := simrun(t, append(args, "-shard", shard)...)
+		file := filepath.Join(dir, "shard"+string(rune('1'+i))+".json")
+		require.NoError(t, os.WriteFile(file, []byte(out), 0o644), errOut)
+		files = append(files, file)
+	}
+	return whole, files
+}
+
+func TestMergeOfThreeShardsEqualsOneSweep(t *testing.T) {
+	dir := t.TempDir()
+	whole, files := sweepShards(t, dir, "1-150", "-legacy")
+	require.Positive(t, whole.Failures)
+
+	code, out, errOut := simrun(t, append([]string{"merge", "-json"}, files...)...)
+	require.Equal(t, 1, code, errOut)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, whole.Scenario, m.Scenario)
+	assert.Equal(t, whole.Strategy, m.Strategy)
+	assert.Equal(t, whole.Engine, m.Engine)
+	assert.Equal(t, "1-150", m.SeedRange)
+	assert.Equal(t, whole.Seeds, m.Seeds)
+	assert.Equal(t, whole.Failures, m.Failures)
+	assert.Equal(t, whole.Rate, m.Rate)
+	assert.Equal(t, whole.CI95, m.CI95)
+	assert.Equal(t, whole.FailingSeeds, m.FailingSeeds)
+	assert.Equal(t, whole.FirstFailure, m.FirstFailure)
+	assert.Equal(t, whole.Error, m.Error)
+	assert.Equal(t, whole.Steps, m.Steps)
+	assert.Equal(t, whole.Determinism, m.Determinism)
+	require.Len(t, m.Modes, len(whole.Modes))
+	for i, w := range whole.Modes {
+		got := m.Modes[i]
+		assert.Equal(t, w.Signature, got.Signature)
+		assert.Equal(t, w.Count, got.Count)
+		assert.Equal(t, w.FirstSeed, got.FirstSeed)
+		assert.Equal(t, w.CI95, got.CI95)
+		assert.Equal(t, w.Replay, got.Replay)
+	}
+	assert.Equal(t, []string{"1/3", "2/3", "3/3"}, m.Shards)
+	assert.Empty(t, m.MissingShards)
+	assert.Positive(t, m.SeedsPerSecSum)
+
+	code, out, _ = simrun(t, append([]string{"merge"}, files...)...)
+	require.Equal(t, 1, code)
+	assert.Contains(t, out, "merge of 3 shard(s): 1/3, 2/3, 3/3")
+	assert.Contains(t, out, "seeds 1-150")
+	assert.Contains(t, out, "seeds/s summed over shards")
+
+	code, out, _ = simrun(t, "merge", files[0], files[2])
+	require.Equal(t, 1, code)
+	assert.Contains(t, out, "missing shards: 2/3")
+	assert.Contains(t, out, "seeds 1-50,101-150")
+}
+
+func TestMergeOfPassingShardsIsExitZero(t *testing.T) {
+	_, files := sweepShards(t, t.TempDir(), "1-60")
+	code, out, _ := simrun(t, append([]string{"merge"}, files...)...)
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "failures: 0/60 = 0% [≤ 5.0%, rule of three]")
+}
+
+func TestMergeKeepsTruncatedListsHonest(t *testing.T) {
+	a := sweepResult{Scenario: "s", Strategy: "x", Engine: "fixed", SeedRange: "1-10", Seeds: 10, Failures: 4, FailingSeeds: []uint64{2, 3}, Truncated: true, Shard: "1/2"}
+	b := sweepResult{Scenario: "s", Strategy: "x", Engine: "fixed", SeedRange: "11-20", Seeds: 10, Failures: 1, FailingSeeds: []uint64{12}, Shard: "2/2"}
+	m, err := mergeSweeps([]sweepResult{b, a}, []string{"b.json", "a.json"})
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{2, 3}, m.FailingSeeds, "a's list stops at 3: seeds above it may be missing")
+	assert.True(t, m.Truncated)
+	assert.Equal(t, uint64(5), m.Failures)
+	assert.Equal(t, "1-20", m.SeedRange)
+}
+
+func TestMergeBadInputIsExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	_, legacy := sweepShards(t, filepath.Join(dir, "l"), "1-30", "-legacy")
+	_, fixed := sweepShards(t, filepath.Join(dir, "f"), "1-30")
+	truncated := filepath.Join(dir, "truncated.json")
+	data, err := os.ReadFile(legacy[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(truncated, data[:len(data)/2], 0o644))
+	other := filepath.Join(dir, "other.json")
+	require.NoError(t, os.WriteFile(other, []byte(`{"hello": "world"}`), 0o644))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "want the JSON files of the shards to merge"},
+		{[]string{"/no/such.json"}, "cannot read a shard"},
+		{[]string{truncated}, "is not the output of simrun sweep -json: unexpected EOF"},
+		{[]string{other}, "is not the output of simrun sweep -json: it has no scenario"},
+		{[]string{legacy[0], fixed[1]}, "shards must come from one sweep — the same scenario, strategy and engine"},
+		{[]string{legacy[0], legacy[1], legacy[0]}, "overlapping shards: " + legacy[0] + " and " + legacy[0] + " are both shard 1/3 of seeds 1-10"},
+	}
+	for _, c := range cases {
+		code, _, errOut := simrun(t, append([]string{"merge"}, c.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+
+	// Shards of different splits that share seeds.
+	var r sweepResult
+	require.NoError(t, json.Unmarshal(data, &r))
+	r.Shard, r.SeedRange, r.Seeds = "1/2", "1-15", 15
+	wide := filepath.Join(dir, "wide.json")
+	out, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(wide, out, 0o644))
+	code, _, errOut := simrun(t, "merge", legacy[1], wide)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "overlapping shards: "+legacy[1]+" (11-20) and "+wide+" (1-15) both ran seed 11")
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+)
+
+func init() {
+	register(&command{name: "shrink", summary: "minimise a failing run to the fewest preemptions and waits that still fail", run: cmdShrink})
+}
+
+// shrinkDeadlineDefault bounds a shrink's wall time when -deadline is not
+// given.
+const shrinkDeadlineDefault = 2 * time.Minute
+
+type shrinkJSON struct {
+	Scenario   string            `json:"scenario"`
+	Seed       uint64            `json:"seed"`
+	Strategy   string            `json:"strategy"`
+	Engine     string            `json:"engine"`
+	Failed     bool              `json:"failed"`
+	Signature  string            `json:"signature,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Before     *sim.Interleaving `json:"before,omitempty"`
+	After      *sim.Interleaving `json:"after,omitempty"`
+	Runs       int               `json:"runs"`
+	Exhausted  bool              `json:"tries_exhausted,omitempty"`
+	Cancelled  bool              `json:"deadline_reached,omitempty"`
+	Schedule   string            `json:"schedule,omitempty"`
+	Replay     string            `json:"replay,omitempty"`
+	TraceHash  string            `json:"trace_hash,omitempty"`
+	ShrunkFrom string            `json:"shrunk_from,omitempty"`
+}
+
+func cmdShrink(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("shrink", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun shrink -scenario NAME -seed N [flags]")
+		fmt.Fprintln(stderr, "       simrun shrink [flags] FILE.schedule")
+		fmt.Fprintln(stderr, "Minimises a failing run, by delta debugging over its recorded decisions, to the fewest")
+		fmt.Fprintln(stderr, "preemptions (then waits) that still fail with the same failure signature, and writes")
+		fmt.Fprintln(stderr, "the shrunk schedule, which simrun replay reproduces exactly.")
+		fs.PrintDefaults()
+	}
+	var sf specFlags
+	sf.register(fs)
+	seed := fs.Uint64("seed", 1, "the seed whose failure to shrink")
+	out := fs.String("out", "out", "directory for the shrunk schedule file")
+	story := fs.Bool("story", false, "print the shrunk run as a story: starvation, engine events, the failure")
+	trace := fs.String("trace", "", "write the shrunk run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
+	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	tries := fs.Int("tries", sim.DefaultShrinkRunsMax, "runs the shrink may make")
+	deadline := fs.Duration("deadline", shrinkDeadlineDefault, "wall time the shrink may take; it stops with the simplest failure found so far")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	rest, err := parseFlags(fs, args, 1)
+	if err != nil {
+		return helpOK(err)
+	}
+	if *tries < 1 {
+		return usagef("-tries must be ≥ 1, got %d", *tries)
+	}
+	if *deadline <= 0 {
+		return usagef("-deadline must be a positive duration, as in 30s, got %v", *deadline)
+	}
+
+	var sp *spec
+	var o outcome
+	from := ""
+	if len(rest) == 1 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"scenario", "seed", "strategy", "legacy", "steps-max"} {
+			if set[name] {
+				return usagef("-%s does not go with a schedule file: the file says how its run was made", name)
+			}
+		}
+		from = rest[0]
+		sch, err := readSchedule(from)
+		if err != nil {
+			return err
+		}
+		var s uint64
+		sp, s, err = specFromSchedule(sch)
+		if err != nil {
+			return usagef("%s: %v", from, err)
+		}
+		*seed = s
+		o = sp.run(s, sim.Options{Strategy: sim.Replay(sch)})
+		o.strategy, _ = sch.Get("strategy")
+		var mm *sim.ScheduleMismatchError
+		if errors.As(o.res.Err, &mm) {
+			return usagef("%s no longer matches the code: %v", from, mm)
+		}
+	} else {
+		if sp, err = sf.spec(); err != nil {
+			return err
+		}
+		o = sp.run(*seed, sim.Options{})
+		from = sp.runCommand(*seed, o.strategy)
+	}
+
+	head := fmt.Sprintf("%s seed %d, strategy %s, %s engine", sp.scenario.Name, *seed, o.strategy, sp.engineName())
+	if !o.failed() {
+		if *jsonOut {
+			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName()})
+		}
+		fmt.Fprintf(stdout, "%s: ok after %d steps — no failure to shrink\n", head, o.res.Steps)
+		return nil
+	}
+
+	want := signature(o.err)
+	test := func(opts sim.Options) (sim.Result, bool) {
+		r := sp.run(*seed, opts)
+		return r.res, r.failed() && signature(r.err) == want
+	}
+	opts := sim.ShrinkOptions{RunsMax: *tries, StepsMax: sp.stepsMax}
+	if o.res.StepLimited() {
+		opts.StepsMax = o.res.Steps // the failure is the limit: keep it where it was
+	}
+	if !*quiet {
+		fmt.Fprintf(stderr, "shrink %s: %s\n", head, want)
+		opts.Progress = func(s sim.ShrinkStats) {
+			fmt.Fprintf(stderr, "  run %d: %v\n", s.Runs, s.After)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *deadline)
+	defer cancel()
+	shrunk, stats, err := sim.Shrink(ctx, o.res.Schedule, test, opts)
+	if errors.Is(err, sim.ErrShrinkNoFailure) {
+		return fmt.Errorf("%s fails, but not again when its own schedule is followed: the run is not deterministic (%v)", head, err)
+	}
+	if err != nil {
+		return err
+	}
+
+	// The shrunk run, replayed strictly from its schedule: what the file
+	// will reproduce. The story and the trace come from the same run under
+	// Guided, which follows the schedule to the letter and says in the
+	// trace whom it withholds and preempts.
+	so := sp.run(*seed, sim.Options{Strategy: sim.Replay(shrunk)})
+	so.strategy = o.strategy
+	if !so.failed() || signature(so.err) != want {
+		panic(fmt.Sprintf("simrun: the shrunk schedule of %s does not replay to the same failure (%v): a broken invariant of sim.Shrink", head, so.err))
+	}
+	if *story || *trace != "" {
+		told := sp.run(*seed, sim.Options{Strategy: sim.Guided(shrunk), Trace: true})
+		if told.res.TraceHash != so.res.TraceHash {
+			panic(fmt.Sprintf("simrun: Guided and Replay of the shrunk schedule of %s differ: a broken invariant of sim.Guided", head))
+		}
+		so.res.Trace = told.res.Trace
+	}
+	file := filepath.Join(*out, fmt.Sprintf("%s-%s-seed%d.shrunk.schedule", sp.scenario.Name, sp.engineName(), *seed))
+	extra := []sim.Meta{
+		{Key: "shrunk-from", Value: from},
+		{Key: "preemptions", Value: strconv.Itoa(stats.After.Preemptions)},
+		{Key: "waits", Value: strconv.Itoa(stats.After.Waits)},
+	}
+	if err := writeShrunk(file, sp, &so, extra); err != nil {
+		return err
+	}
+	if *trace != "" {
+		if err := writeTrace(*trace, so.res.Trace); err != nil {
+			return err
+		}
+	}
+
+	if *jsonOut {
+		j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+			Signature: want, Error: so.err.Error(), Before: &stats.Before, After: &stats.After, Runs: stats.Runs,
+			Exhausted: stats.Exhausted, Cancelled: stats.Cancelled, Schedule: file, Replay: replayCommand(file),
+			TraceHash: fmt.Sprintf("%016x", so.res.TraceHash), ShrunkFrom: from}
+		if err := writeJSON(stdout, j); err != nil {
+			return err
+		}
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "shrink %s: FAIL, %s\n", head, want)
+	fmt.Fprintf(stdout, "  before: %6d decisions, %3d preemptions, %3d waits\n", stats.Before.Decisions, stats.Before.Preemptions, stats.Before.Waits)
+	fmt.Fprintf(stdout, "  after:  %6d decisions, %3d preemptions, %3d waits  (%d runs)\n", stats.After.Decisions, stats.After.Preemptions, stats.After.Waits, stats.Runs)
+	switch {
+	case stats.Exhausted:
+		fmt.Fprintf(stdout, "  stopped at -tries %d: the simplest failure found so far; more tries may shrink it further\n", *tries)
+	case stats.Cancelled:
+		fmt.Fprintf(stdout, "  stopped at -deadline %v: the simplest failure found so far; more time may shrink it further\n", *deadline)
+	}
+	fmt.Fprintf(stdout, "  %s\n", indent(so.err.Error(), "  "))
+	fmt.Fprintf(stdout, "  shrunk schedule: %s\n", file)
+	fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(file))
+	if *trace != "" {
+		fmt.Fprintf(stdout, "  trace: %s\n", *trace)
+	}
+	if *story {
+		fmt.Fprintln(stdout)
+		if err := scenario.WriteStory(stdout, so.res.Trace); err != nil {
+			return err
+		}
+	}
+	return errFailed
+}
+
+// writeShrunk writes a shrunk run's schedule with the meta run writes and
+// extra.
+func writeShrunk(file string, sp *spec, o *outcome, extra []sim.Meta) error {
+	sch := o.res.Schedule
+	sch.Meta = append(sp.meta(o), extra...)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(sch.String()), 0o644)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/llmdst/llmdst/triage"
+)
+
+func init() {
+	register(&command{name: "stress", summary: "run a real command many times in parallel and report its failure modes", run: cmdStress})
+}
+
+// envFlags collects repeated -env KEY=VALUE flags.
+type envFlags []string
+
+func (e *envFlags) String() string { return strings.Join(*e, " ") }
+
+func (e *envFlags) Set(kv string) error {
+	k, _, ok := strings.Cut(kv, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+		return fmt.Errorf("%q is not KEY=VALUE", kv)
+	}
+	*e = append(*e, kv)
+	return nil
+}
+
+// stressJSON is what -json prints: the report's summary, the conditions
+// as a sentence, and why the run stopped early, if it did: an interruption
+// or a copy that could not start.
+type stressJSON struct {
+	triage.Summary
+	Conditions string `json:"conditions"`
+	Stopped    string `json:"stopped_early,omitempty"`
+}
+
+func cmdStress(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun stress [flags] -- CMD ARGS")
+		fmt.Fprintln(stderr, "Runs CMD -p copies at a time for -rounds rounds (alternating with -vs, if given) and")
+		fmt.Fprintln(stderr, "reports the failures per round and in total, with 95% intervals, split into failure modes.")
+		fmt.Fprintln(stderr, "Every copy gets LLMDST_STRESS_VARIANT, LLMDST_STRESS_ROUND and LLMDST_STRESS_COPY.")
+		fs.PrintDefaults()
+	}
+	parallel := fs.Int("p", 40, "copies run at once")
+	rounds := fs.Int("rounds", 3, "rounds per command; with -vs the commands alternate round by round")
+	vs := fs.String("vs", "", "a second command `CMD` to compare with, as a shell would split it (quotes and backslashes; no expansion)")
+	privateTmp := fs.Bool("private-tmp", false, "give every copy its own empty TMPDIR (and TMP, TEMP, TEMPDIR)")
+	var env envFlags
+	fs.Var(&env, "env", "set `KEY=VALUE` in every copy's environment (repeatable)")
+	load := fs.Int("load", 0, "goroutines burning CPU beside the copies, to starve them as a busy CI machine does")
+	timeout := fs.Duration("timeout", 0, "kill a copy running longer than this and count it as failed; 0 means no limit")
+	jsonOut := fs.Bool("json", false, "print one JSON summary object instead of the table")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per copy, failures with a reproduce command")
+	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	argv, err := parseFlags(fs, args, math.MaxInt)
+	if err != nil {
+		return helpOK(err)
+	}
+	if len(argv) == 0 {
+		return usagef("no command after --: want simrun stress [flags] -- CMD ARGS")
+	}
+	if *parallel < 1 || *parallel > triage.ParallelMax {
+		return usagef("-p must be ≥ 1 and ≤ %d, got %d", triage.ParallelMax, *parallel)
+	}
+	if *rounds < 1 || *rounds > triage.RoundsMax {
+		return usagef("-rounds must be ≥ 1 and ≤ %d, got %d", triage.RoundsMax, *rounds)
+	}
+	if *load < 0 || *load > triage.LoadMax {
+		return usagef("-load must be ≥ 0 and ≤ %d, got %d", triage.LoadMax, *load)
+	}
+	if *timeout < 0 {
+		return usagef("-timeout must be ≥ 0 (0 means no limit), got %v", *timeout)
+	}
+	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout}
+	if *vs != "" {
+		b, err := splitCommand(*vs)
+		if err != nil {
+			return usagef("-vs: %v", err)
+		}
+		if len(b) == 0 {
+			return usagef("-vs %q holds no command", *vs)
+		}
+		cfg.VsCmd = b
+	}
+	for _, c := range [][]string{cfg.Cmd, cfg.VsCmd} {
+		if c == nil {
+			continue
+		}
+		if _, err := exec.LookPath(c[0]); err != nil {
+			return usagef("cannot start %s: %v", triage.ShellJoin(c), errors.Unwrap(err))
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var bar *progressbar.ProgressBar
+	var progress func(done, total int)
+	if !*quiet && !*jsonOut && isTerminal(stderr) {
+		progress = func(done, total int) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+					progressbar.OptionShowIts(), progressbar.OptionSetItsString("runs"), progressbar.OptionSetPredictTime(true),
+					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+			}
+			bar.Set(done)
+		}
+	}
+	rep, err := triage.Stress(ctx, cfg, progress)
+	if bar != nil {
+		bar.Finish()
+	}
+	if rep == nil {
+		// A mistake in the configuration: nothing ran.
+		return &usageError{strings.TrimPrefix(err.Error(), "stress: ")}
+	}
+	stopped := ""
+	if err != nil {
+		stopped = err.Error()
+	}
+	if *junit != "" {
+		if werr := writeStressJUnit(*junit, rep); werr != nil {
+			return werr
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(stressJSON{Summary: rep.Summary(), Conditions: rep.Conditions(), Stopped: stopped}); werr != nil {
+			return werr
+		}
+	} else if len(rep.Copies) > 0 {
+		if werr := rep.WriteTable(stdout); werr != nil {
+			return werr
+		}
+	}
+	failures := 0
+	for _, v := range rep.Variants {
+		failures += v.Total.K
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		// A copy could not start: the command is wrong, not flaky.
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "stress: "))
+	case err != nil && failures > 0:
+		fmt.Fprintf(stderr, "simrun stress: %s; the table covers the rounds completed before\n", strings.TrimPrefix(err.Error(), "stress: "))
+		return errFailed
+	case err != nil:
+		return fmt.Errorf("%s, before any failure", strings.TrimPrefix(err.Error(), "stress: "))
+	case failures > 0:
+		return errFailed
+	}
+	return nil
+}
+
+func writeStressJUnit(file string, rep *triage.StressReport) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = triage.WriteJUnit(f, "simrun stress", rep.JUnitCases())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// splitCommand splits a command line into argv as a POSIX shell would,
+// without expanding anything: words are separated by blanks; 'single
+// quotes' keep everything literally; "double quotes" keep everything but
+// \" \\ \$ \` and an escaped newline; outside quotes a backslash keeps the
+// next character (and an escaped newline disappears). An unterminated
+// quote or a trailing backslash is an error.
+func splitCommand(s string) ([]string, error) {
+	var argv []string
+	var word strings.Builder
+	inWord := false
+	r := []rune(s)
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				argv = append(argv, word.String())
+				word.Reset()
+				inWord = false
+			}
+		case c == '\\':
+			if i+1 >= len(r) {
+				return nil, fmt.Errorf("%q ends with a lone backslash", s)
+			}
+			i++
+			inWord = true
+			if r[i] != '\n' {
+				word.WriteRune(r[i])
+			}
+		case c == '\'':
+			end := i + 1
+			for end < len(r) && r[end] != '\'' {
+				end++
+			}
+			if end >= len(r) {
+				return nil, fmt.Errorf("%q has an unterminated single quote at character %d", s, i+1)
+			}
+			word.WriteString(string(r[i+1 : end]))
+			inWord, i = true, end
+		case c == '"':
+			j := i + 1
+			for ; j < len(r) && r[j] != '"'; j++ {
+				if r[j] == '\\' && j+1 < len(r) && strings.ContainsRune("\"\\$`\n", r[j+1]) {
+					j++
+					if r[j] != '\n' {
+						word.WriteRune(r[j])
+					}
+					continue
+				}
+				word.WriteRune(r[j])
+			}
+			if j >= len(r) {
+				return nil, fmt.Errorf("%q has an unterminated double quote at character %d", s, i+1)
+			}
+			inWord, i = true, j
+		default:
+			word.WriteRune(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		argv = append(argv, word.String())
+	}
+	return argv, nil
+}
