@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet bench sim simrun
+.PHONY: all test test-plain lint fmt-check vet bench sim simrun e2e fuzz
 
 all: test
 
@@ -37,3 +37,28 @@ sim: simrun
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
 	$(BENCHSTAT) bench.txt
+
+## fuzz: run every fuzz target for FUZZTIME each (new findings land in
+## testdata/fuzz/, to be committed as regression inputs)
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./sim:FuzzParseSchedule ./engine:FuzzDetokenizer ./engine:FuzzAddRequest
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+## e2e: draw the HTML timeline of a failing legacy seed, open it in headless
+## Chromium (Debian's, installed here when missing) and check what is drawn.
+## Not part of test: it needs a browser.
+E2E_DIR ?= out/e2e
+e2e: simrun
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "e2e: installing Debian's chromium"; \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	@mkdir -p $(E2E_DIR)
+	./bin/simrun run -scenario abort-reuse -seed 1 -legacy -out $(E2E_DIR) -html $(E2E_DIR)/timeline.html; \
+		code=$$?; [ $$code -eq 1 ] || { echo "e2e: want seed 1 of the legacy engine to fail (exit 1), got exit $$code"; exit 1; }
+	LLMDST_E2E_HTML=$(abspath $(E2E_DIR)/timeline.html) $(GO) test -tags e2e -count=1 -v ./e2e

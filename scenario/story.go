@@ -225,3 +225,15 @@ func parseWithhold(text string) (victim string, window time.Duration, ok bool) {
 }
 
 func (n note) event() core.Event { return n.ev }
+
+// IsStaleDelivery reports whether a trace annotation is a frame delivered
+// to an incarnation other than the one that produced it: the founding
+// race's stale token.
+func IsStaleDelivery(a sim.Annotation) bool {
+	n, ok := a.(interface{ event() core.Event })
+	if !ok {
+		return false
+	}
+	ev := n.event()
+	return ev.Kind == core.EventFrameDelivered && ev.Collector != ev.Incarnation
+}

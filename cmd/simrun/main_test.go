@@ -228,3 +228,37 @@ func between(s, a, b string) string {
 	v, _, _ := strings.Cut(rest, b)
 	return v
 }
+
+func TestFailpointFlag(t *testing.T) {
+	code, out, _ := simrun(t, "list", "-failpoints")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "core/model-panic")
+	assert.Contains(t, out, "github.com/llmdst/llmdst/core/model-panic")
+
+	dir := t.TempDir()
+	code, out, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "4", "-legacy", "-out", dir,
+		"-failpoint", "engine/abort-after-add=return", "-failpoint", "core/stall-mid-step=1/2*return(400)")
+	require.Equal(t, 1, code, out)
+	file := filepath.Join(dir, "abort-reuse-legacy-seed4.schedule")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `meta "failpoint" "engine/abort-after-add=return"`, "the schedule carries its failpoints")
+	hash := between(out, "trace hash ", "\n")
+	code, out, _ = simrun(t, "replay", file)
+	require.Equal(t, 1, code)
+	assert.Contains(t, out, "trace hash "+hash+" (the same as recorded)", "a run with faults replays exactly")
+
+	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-20", "-quiet", "-out", dir,
+		"-failpoint", "core/stall-before-abort=return(3200)", "-failpoint", "engine/output-handler-stall=1/2*return(1600)")
+	assert.Equal(t, 0, code, "the fixed engine survives the faults: %s", out)
+
+	for spec, want := range map[string]string{
+		"core/stall-mid-step=50%return": "would break replay",
+		"core/nope=return":              "unknown failpoint",
+		"core/stall-mid-step":           "want NAME=TERMS",
+	} {
+		code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-failpoint", spec)
+		assert.Equal(t, 2, code, spec)
+		assert.Contains(t, errOut, want, spec)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 )
@@ -24,11 +25,18 @@ func init() {
 func cmdList(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead: names, what each does, the terms it takes")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
+	if *fps {
+		for _, p := range failpoints.All() {
+			fmt.Fprintf(stdout, "%s\n    %s\n    full name (GO_FAILPOINTS): %s\n    terms: %s\n", p.Name, p.Doc, p.FullName(), p.Terms)
+		}
+		return nil
+	}
 	for _, s := range scenario.All() {
-		fmt.Fprintf(stdout, "%-14s default strategy %-24s %s\n", s.Name, s.DefaultStrategy, s.Summary)
+		fmt.Fprintf(stdout, "%-22s default strategy %-24s %s\n", s.Name, s.DefaultStrategy, s.Summary)
 	}
 	return nil
 }
@@ -47,6 +55,7 @@ type outputFlags struct {
 	json     bool
 	schedule string
 	out      string
+	html     string
 }
 
 func (f *outputFlags) register(fs *flag.FlagSet) {
@@ -55,7 +64,11 @@ func (f *outputFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.StringVar(&f.schedule, "schedule-out", "", "write the run's schedule to `FILE` (by default a failing run's goes to -out)")
 	fs.StringVar(&f.out, "out", "out", "directory for schedule files of failing runs")
+	fs.StringVar(&f.html, "html", "", "write the run as a self-contained HTML timeline to `FILE`: lanes per task, starvation, frame flows, the stale frame in red")
 }
+
+// tracing reports whether the flags need the run's full trace.
+func (f *outputFlags) tracing() bool { return f.trace != "" || f.story || f.html != "" }
 
 type runJSON struct {
 	Scenario  string `json:"scenario"`
@@ -88,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o := sp.run(*seed, sim.Options{Trace: of.trace != "" || of.story})
+	o := sp.run(*seed, sim.Options{Trace: of.tracing()})
 	return report(sp, &o, &of, nil, stdout)
 }
 
@@ -116,7 +129,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%s: %v", rest[0], err)
 	}
-	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.trace != "" || of.story})
+	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.tracing()})
 	o.strategy, _ = sch.Get("strategy")
 	var mm *sim.ScheduleMismatchError
 	if errors.As(o.res.Err, &mm) {
@@ -146,6 +159,11 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 	}
 	if of.trace != "" && o.res.Trace != nil {
 		if err := writeTrace(of.trace, o.res.Trace); err != nil {
+			return err
+		}
+	}
+	if of.html != "" && o.res.Trace != nil {
+		if err := writeHTML(of.html, sp, o, schedFile); err != nil {
 			return err
 		}
 	}
@@ -182,6 +200,9 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 		fmt.Fprintln(stdout)
 		if of.trace != "" {
 			fmt.Fprintf(stdout, "  trace: %s\n", of.trace)
+		}
+		if of.html != "" {
+			fmt.Fprintf(stdout, "  timeline: %s\n", of.html)
 		}
 		if o.failed() && schedFile != "" {
 			fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(schedFile))

@@ -15,25 +15,34 @@ import (
 // spec is everything that decides a run but the seed: enough to run it
 // again, and what a schedule file's meta carries.
 type spec struct {
-	scenario *scenario.Scenario
-	strategy sim.Strategy // nil: the scenario's default
-	legacy   bool
-	stepsMax int64
+	scenario   *scenario.Scenario
+	strategy   sim.Strategy // nil: the scenario's default
+	legacy     bool
+	stepsMax   int64
+	failpoints []string // "name=terms", as -failpoint gives them
 }
 
 // specFlags registers the flags every subcommand that runs scenarios has.
 type specFlags struct {
-	scenario string
-	strategy string
-	legacy   bool
-	stepsMax int64
+	scenario   string
+	strategy   string
+	legacy     bool
+	stepsMax   int64
+	failpoints repeated
 }
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 func (f *specFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.scenario, "scenario", "", "the scenario to run (see simrun list)")
 	fs.StringVar(&f.strategy, "strategy", "", "random, pct:D, pct:D:K, chaos[:MAX], starve:PREFIX[:MAX] or replay:FILE; default: the scenario's")
 	fs.BoolVar(&f.legacy, "legacy", false, "run the legacy engine (LegacyIDRouting): the pre-fix engine of the founding race")
 	fs.Int64Var(&f.stepsMax, "steps-max", 0, "scheduling decisions allowed per run; 0 means the simulator's default")
+	fs.Var(&f.failpoints, "failpoint", "arm a failpoint in every run, as `NAME=TERMS` (repeatable; simrun list -failpoints shows them)")
 }
 
 // usageError is bad input: exit code 2.
@@ -51,9 +60,12 @@ func (f *specFlags) spec() (*spec, error) {
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}
-	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax}
+	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax, failpoints: f.failpoints}
 	if f.stepsMax < 0 {
 		return nil, usagef("-steps-max must be ≥ 0, got %d", f.stepsMax)
+	}
+	if err := s.options(0).CheckFailpoints(); err != nil {
+		return nil, &usageError{"-failpoint: " + err.Error()}
 	}
 	if f.strategy != "" {
 		st, err := parseStrategy(f.strategy)
@@ -110,9 +122,14 @@ type outcome struct {
 
 func (o *outcome) failed() bool { return o.err != nil }
 
+// options are the scenario options of one seed.
+func (s *spec) options(seed uint64) scenario.Options {
+	return scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}
+}
+
 // run runs one seed.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
-	prog, out := s.scenario.Program(scenario.Options{Legacy: s.legacy, Seed: seed})
+	prog, out := s.scenario.Program(s.options(seed))
 	opts.Seed = seed
 	if opts.Strategy == nil {
 		opts.Strategy = s.strategyOrDefault()
@@ -136,6 +153,9 @@ func (s *spec) meta(o *outcome) []sim.Meta {
 	}
 	if s.stepsMax != 0 {
 		m = append(m, sim.Meta{Key: "steps-max", Value: strconv.FormatInt(s.stepsMax, 10)})
+	}
+	for _, fp := range s.failpoints {
+		m = append(m, sim.Meta{Key: "failpoint", Value: fp})
 	}
 	if o.err != nil {
 		m = append(m, sim.Meta{Key: "error", Value: firstLine(o.err.Error())})
@@ -181,6 +201,14 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 			return nil, 0, fmt.Errorf("the schedule's steps-max %q is not a number", v)
 		}
 	}
+	for _, m := range sch.Meta {
+		if m.Key == "failpoint" {
+			s.failpoints = append(s.failpoints, m.Value)
+		}
+	}
+	if err := s.options(seed).CheckFailpoints(); err != nil {
+		return nil, 0, fmt.Errorf("the schedule's failpoints: %w", err)
+	}
 	return s, seed, nil
 }
 
@@ -195,6 +223,9 @@ func (s *spec) runCommand(seed uint64, strategy string) string {
 	}
 	if s.stepsMax != 0 {
 		cmd += fmt.Sprintf(" -steps-max %d", s.stepsMax)
+	}
+	for _, fp := range s.failpoints {
+		cmd += " -failpoint " + shellQuote(fp)
 	}
 	return cmd
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/timeline"
+)
+
+// writeHTML writes a run's timeline page to file.
+func writeHTML(file string, sp *spec, o *outcome, schedFile string) error {
+	header := []timeline.Field{
+		{Key: "scenario", Value: sp.scenario.Name},
+		{Key: "seed", Value: strconv.FormatUint(o.seed, 10)},
+		{Key: "strategy", Value: o.strategy},
+		{Key: "engine", Value: sp.engineName()},
+		{Key: "trace hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)},
+	}
+	if schedFile != "" && schedFile != "-" {
+		header = append(header, timeline.Field{Key: "replay", Value: replayCommand(schedFile)})
+	} else {
+		header = append(header, timeline.Field{Key: "run again", Value: sp.runCommand(o.seed, o.strategy)})
+	}
+	opts := timeline.Options{
+		Title:     fmt.Sprintf("%s seed %d, %s engine", sp.scenario.Name, o.seed, sp.engineName()),
+		Header:    header,
+		Highlight: scenario.IsStaleDelivery,
+		Notable:   notableEvent,
+	}
+	if o.failed() {
+		opts.Error = o.err.Error()
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = timeline.Write(f, o.res.Trace, opts)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// notableEvent reports whether an engine annotation that is not a frame
+// deserves a label on the timeline: everything but the core's steps and
+// the outputs a client takes before the final one.
+func notableEvent(a sim.Annotation) bool {
+	switch a.Kind() {
+	case core.EventStep.String():
+		return false
+	case core.EventOutput.String():
+		return strings.Contains(a.String(), " finished ")
+	}
+	return true
+}

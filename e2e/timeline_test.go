@@ -1,0 +1,240 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Limits of one browser run.
+const (
+	browserTimeout = 90 * time.Second
+	windowWidth    = 1600
+	windowHeight   = 1000
+)
+
+// page returns the timeline page of a failing legacy seed: the one make e2e
+// drew with the built simrun, or one drawn here.
+func page(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LLMDST_E2E_HTML"); p != "" {
+		abs, err := filepath.Abs(p)
+		require.NoError(t, err)
+		_, err = os.Stat(abs)
+		require.NoError(t, err, "LLMDST_E2E_HTML names no file")
+		return abs
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "simrun")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/simrun").CombinedOutput()
+	require.NoError(t, err, "building simrun: %s", out)
+	html := filepath.Join(dir, "timeline.html")
+	cmd := exec.Command(bin, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir, "-html", html)
+	out, err = cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee) && ee.ExitCode() == 1, "seed 1 of the legacy engine must fail (exit 1): %v\n%s", err, out)
+	return html
+}
+
+// chromium finds the browser: LLMDST_CHROMIUM, or Debian's chromium on
+// PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if c := os.Getenv("LLMDST_CHROMIUM"); c != "" {
+		return c
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: run make e2e, which installs Debian's, or set LLMDST_CHROMIUM")
+	return ""
+}
+
+// browse runs headless Chromium on the page with extra flags and returns
+// its standard output.
+func browse(t *testing.T, html string, flags ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
+	defer cancel()
+	args := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-extensions", "--no-first-run", "--no-default-browser-check",
+		"--user-data-dir=" + t.TempDir(),
+		"--window-size=" + strconv.Itoa(windowWidth) + "," + strconv.Itoa(windowHeight),
+	}
+	args = append(append(args, flags...), "file://"+html)
+	cmd := exec.CommandContext(ctx, chromium(t), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "chromium %v\n%s", args, stderr.String())
+	return out
+}
+
+// element is a DOM element as encoding/xml reads it.
+type element struct {
+	XMLName  xml.Name
+	Attrs    []xml.Attr `xml:",any,attr"`
+	Children []element  `xml:",any"`
+}
+
+func (e *element) attr(name string) string {
+	for _, a := range e.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func (e *element) hasClass(c string) bool {
+	for _, x := range strings.Fields(e.attr("class")) {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *element) count(match func(*element) bool) int {
+	n := 0
+	if match(e) {
+		n++
+	}
+	for i := range e.Children {
+		n += e.Children[i].count(match)
+	}
+	return n
+}
+
+func (e *element) find(match func(*element) bool) *element {
+	if match(e) {
+		return e
+	}
+	for i := range e.Children {
+		if f := e.Children[i].find(match); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+func classes(cs ...string) func(*element) bool {
+	return func(e *element) bool {
+		for _, c := range cs {
+			if !e.hasClass(c) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func id(want string) func(*element) bool {
+	return func(e *element) bool { return e.attr("id") == want }
+}
+
+// TestTimelineDOM checks the page as Chromium built it, after its script
+// ran: the script's own summary and the drawing itself.
+func TestTimelineDOM(t *testing.T) {
+	dom := string(browse(t, page(t), "--dump-dom", "--virtual-time-budget=5000"))
+	require.Contains(t, dom, `data-ready="1"`, "the page's script did not run to its end")
+
+	// The script counted what the browser drew.
+	status := regexp.MustCompile(`<span id="status"[^>]*>`).FindString(dom)
+	require.NotEmpty(t, status)
+	attr := func(name string) int {
+		m := regexp.MustCompile(`data-` + name + `="(\d+)"`).FindStringSubmatch(status)
+		require.Len(t, m, 2, "status has no data-%s: %s", name, status)
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return n
+	}
+	assert.Equal(t, 3, attr("lanes"), "main, engine-core, output-handler")
+	assert.Equal(t, 2, attr("stale"), "frames 25 and 27 reach the reused abort-a")
+	assert.Greater(t, attr("starve"), 10)
+	assert.Greater(t, attr("flows"), attr("stale"))
+	assert.Greater(t, attr("runs"), 10)
+
+	// The drawing, parsed from the browser's DOM.
+	start := strings.Index(dom, `<svg id="timeline"`)
+	require.GreaterOrEqual(t, start, 0)
+	end := strings.Index(dom[start:], "</svg>")
+	require.Positive(t, end)
+	var svg element
+	require.NoError(t, xml.Unmarshal([]byte(dom[start:start+end+len("</svg>")]), &svg))
+	for _, lane := range []string{"lane-main", "lane-engine-core", "lane-output-handler"} {
+		l := svg.find(id(lane))
+		require.NotNil(t, l, lane)
+		assert.True(t, l.hasClass("lane"))
+		assert.Positive(t, l.count(classes("run")), "%s never runs", lane)
+	}
+	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("starve")), "the starved output handler is shaded")
+	assert.Zero(t, svg.find(id("lane-main")).count(classes("starve")))
+	stale := svg.find(id("stale-flow-25"))
+	require.NotNil(t, stale, "the stale frame's path")
+	assert.True(t, stale.hasClass("frame-flow") && stale.hasClass("stale"))
+	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("event", "stale")), "the stale delivery's marker")
+	assert.Positive(t, svg.count(classes("switch")))
+
+	// The script scrolled to the stale frame and kept the lane labels in
+	// view.
+	labels := svg.find(id("lane-labels"))
+	require.NotNil(t, labels)
+	m := regexp.MustCompile(`translate\(([\d.]+),0\)`).FindStringSubmatch(labels.attr("transform"))
+	require.Len(t, m, 2, "the labels were not moved: %q", labels.attr("transform"))
+	x, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	assert.Positive(t, x, "the drawing was not scrolled to the stale frame")
+}
+
+// TestTimelineScreenshot checks the picture: the window is drawn, in many
+// colours, with the stale path's red in view.
+func TestTimelineScreenshot(t *testing.T) {
+	shot := filepath.Join(t.TempDir(), "timeline.png")
+	browse(t, page(t), "--screenshot="+shot, "--hide-scrollbars", "--virtual-time-budget=5000")
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	b := img.Bounds()
+	assert.Equal(t, image.Rect(0, 0, windowWidth, windowHeight), b)
+	colours := map[uint32]bool{} // looked up and counted, never ranged
+	red := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			r, g, bl = r>>8, g>>8, bl>>8
+			colours[r<<16|g<<8|bl] = true
+			if r >= 200 && g <= 25 && bl <= 25 { // the stale path's #d50000, not the error box's #c62828
+				red++
+			}
+		}
+	}
+	assert.Greater(t, len(colours), 50, "the screenshot is nearly blank")
+	assert.Greater(t, red, 200, "no stale-frame red in view")
+	if dir := os.Getenv("LLMDST_E2E_KEEP"); dir != "" {
+		data, err := os.ReadFile(shot)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "timeline.png"), data, 0o644))
+	}
+}

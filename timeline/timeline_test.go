@@ -1,0 +1,376 @@
+package timeline_test
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+	"github.com/llmdst/llmdst/timeline"
+)
+
+// legacySeed fails on the legacy engine with the founding race: a frame
+// of the aborted abort-a reaches the collector of the reused abort-a.
+const legacySeed = 1
+
+func stale(a sim.Annotation) bool { return strings.Contains(a.String(), "STALE") }
+
+// foundingTrace runs the founding scenario on the legacy engine with a
+// full trace.
+func foundingTrace(t *testing.T) (*sim.Trace, error) {
+	t.Helper()
+	sc, err := scenario.Lookup("abort-reuse")
+	require.NoError(t, err)
+	st, err := sim.ParseStrategy(sc.DefaultStrategy)
+	require.NoError(t, err)
+	prog, out := sc.Program(scenario.Options{Legacy: true, Seed: legacySeed})
+	res := sim.Run(sim.Options{Seed: legacySeed, Strategy: st, Trace: true}, prog)
+	require.NotNil(t, res.Trace)
+	return res.Trace, out.Err(res.Err)
+}
+
+// element is an SVG element as encoding/xml reads it.
+type element struct {
+	XMLName  xml.Name
+	Attrs    []xml.Attr `xml:",any,attr"`
+	Children []element  `xml:",any"`
+	Text     string     `xml:",chardata"`
+}
+
+func (e *element) attr(name string) string {
+	for _, a := range e.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func (e *element) hasClass(c string) bool {
+	for _, x := range strings.Fields(e.attr("class")) {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// all returns e and its descendants that match.
+func (e *element) all(match func(*element) bool) []*element {
+	var out []*element
+	if match(e) {
+		out = append(out, e)
+	}
+	for i := range e.Children {
+		out = append(out, e.Children[i].all(match)...)
+	}
+	return out
+}
+
+func classed(classes ...string) func(*element) bool {
+	return func(e *element) bool {
+		for _, c := range classes {
+			if !e.hasClass(c) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func (e *element) title() string {
+	for _, c := range e.Children {
+		if c.XMLName.Local == "title" {
+			return c.Text
+		}
+	}
+	return ""
+}
+
+// parseTimeline returns the page's drawing, parsed as XML: it must be
+// well formed.
+func parseTimeline(t *testing.T, page string) *element {
+	t.Helper()
+	start := strings.Index(page, `<svg id="timeline"`)
+	require.GreaterOrEqual(t, start, 0, "the page has no timeline")
+	end := strings.Index(page[start:], "</svg>")
+	require.Greater(t, end, 0)
+	var root element
+	require.NoError(t, xml.Unmarshal([]byte(page[start:start+end+len("</svg>")]), &root))
+	return &root
+}
+
+func write(t *testing.T, tr *sim.Trace, opts timeline.Options) string {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, timeline.Write(&buf, tr, opts))
+	return buf.String()
+}
+
+func TestFoundingRaceIsDrawn(t *testing.T) {
+	tr, runErr := foundingTrace(t)
+	require.Error(t, runErr, "seed %d of the legacy engine must fail", legacySeed)
+	page := write(t, tr, timeline.Options{
+		Header:    []timeline.Field{{Key: "scenario", Value: "abort-reuse"}, {Key: "seed", Value: "1"}},
+		Error:     runErr.Error(),
+		Highlight: stale,
+	})
+	svg := parseTimeline(t, page)
+
+	// A lane per task, named after it.
+	lanes := svg.all(classed("lane"))
+	var ids []string
+	for _, l := range lanes {
+		ids = append(ids, l.attr("id"))
+	}
+	assert.Equal(t, []string{"lane-main", "lane-engine-core", "lane-output-handler"}, ids)
+	lane := map[string]*element{}
+	for _, l := range lanes {
+		lane[l.attr("data-task")] = l
+	}
+
+	// Every task runs, and the baton passes between them.
+	for _, name := range []string{"main", "engine-core", "output-handler"} {
+		assert.NotEmpty(t, lane[name].all(classed("run")), "%s never runs", name)
+	}
+	assert.NotEmpty(t, svg.all(classed("switch")))
+	// The core sleeps a step's time and, woken by the clock, runs on with
+	// no switch: its stretch starts again where it was woken.
+	woken := 0
+	for _, r := range lane["engine-core"].all(classed("run")) {
+		if strings.Contains(r.title(), "(since woken by the clock, until ") {
+			woken++
+		}
+	}
+	assert.Positive(t, woken)
+
+	// The strategy starves the output handler: its lane is shaded, and
+	// only its lane.
+	starved := lane["output-handler"].all(classed("starve"))
+	require.NotEmpty(t, starved)
+	assert.Contains(t, starved[0].title(), `withhold task 2 "output-handler"`)
+	assert.Empty(t, lane["main"].all(classed("starve")))
+	assert.Empty(t, lane["engine-core"].all(classed("starve")))
+
+	// Frames flow from the core to the output handler; the stale ones are
+	// red, and so is the marker of their delivery.
+	flows := svg.all(classed("frame-flow"))
+	staleFlows := svg.all(classed("frame-flow", "stale"))
+	require.NotEmpty(t, staleFlows)
+	assert.Greater(t, len(flows), len(staleFlows))
+	assert.Contains(t, staleFlows[0].title(), "STALE")
+	assert.Equal(t, "stale-flow-25", staleFlows[0].attr("id"), "frame 25 is the first stale one")
+	assert.Equal(t, "url(#arrow-stale)", staleFlows[0].attr("marker-end"))
+	delivered := lane["output-handler"].all(classed("event", "stale"))
+	require.NotEmpty(t, delivered)
+	assert.Contains(t, delivered[0].title(), "frame 25")
+
+	// The clock moves on while everything is withheld; time is labelled.
+	assert.NotEmpty(t, svg.all(classed("wait")))
+	assert.NotEmpty(t, svg.all(classed("time")))
+
+	// The header says what ran and how it failed.
+	assert.Contains(t, page, "abort-reuse")
+	assert.Contains(t, page, "no-cross-incarnation-delivery")
+	assert.Contains(t, page, `id="legend"`)
+}
+
+func TestPageNeedsNoNetwork(t *testing.T) {
+	tr, _ := foundingTrace(t)
+	page := write(t, tr, timeline.Options{Highlight: stale})
+	for _, ref := range []string{"src=", "href=\"http", "@import", "url(http", "<link"} {
+		assert.NotContains(t, page, ref)
+	}
+	assert.True(t, strings.HasPrefix(page, "<!DOCTYPE html>"))
+	assert.Contains(t, page, "<script>")
+}
+
+func TestLongRunIsCappedAroundTheStaleFrame(t *testing.T) {
+	tr, _ := foundingTrace(t)
+	page := write(t, tr, timeline.Options{Highlight: stale, StepsMax: 60, FlowsMax: 3})
+	svg := parseTimeline(t, page)
+	assert.NotEqual(t, "0", svg.attr("data-from"), "the window starts after the run's beginning")
+	assert.Contains(t, page, "only decisions")
+	assert.Contains(t, page, "routine frame flows are not drawn")
+	// The stale frame is still drawn, from the window's edge.
+	staleFlows := svg.all(classed("frame-flow", "stale"))
+	require.NotEmpty(t, staleFlows)
+	assert.True(t, staleFlows[0].hasClass("clipped"), "frame 25 was emitted before the window")
+	routine := 0
+	for _, f := range svg.all(classed("frame-flow")) {
+		if !f.hasClass("stale") {
+			routine++
+		}
+	}
+	assert.LessOrEqual(t, routine, 3)
+	for _, r := range svg.all(classed("run")) {
+		assert.NotEmpty(t, r.attr("width"))
+	}
+}
+
+// ann is a test annotation.
+type ann struct {
+	text string
+	flow uint64
+	kind string
+}
+
+func (a ann) Kind() string         { return a.kind }
+func (a ann) Fingerprint() uint64  { return a.flow }
+func (a ann) String() string       { return a.text }
+func (a ann) Flow() (uint64, bool) { return a.flow, a.kind == "send" }
+
+var _ sim.FlowAnnotation = ann{}
+
+// TestAnyProgramAndHostileNames draws a program that is not the engine,
+// whose task names and annotations need escaping, and whose receiver
+// blocks and is woken.
+func TestAnyProgramAndHostileNames(t *testing.T) {
+	prog := func(rt task.Runtime) error {
+		q := task.NewQueue[int](rt)
+		g := task.NewGroup(rt, "g")
+		g.Go(`<sender & "co">`, func() {
+			for i := range 3 {
+				sim.Note(rt, ann{text: "send <b>" + string(rune('0'+i)) + "</b>", flow: uint64(i), kind: "send"})
+				q.Put(i)
+				rt.Sleep(time.Millisecond)
+			}
+			q.Close()
+		})
+		g.Go("receiver", func() {
+			for {
+				v, ok := q.Get()
+				if !ok {
+					return
+				}
+				text := "recv & done"
+				if v == 1 {
+					text = "recv STALE"
+				}
+				sim.Note(rt, ann{text: text, flow: uint64(v), kind: "recv"})
+			}
+		})
+		g.Wait()
+		return nil
+	}
+	res := sim.Run(sim.Options{Seed: 7, Strategy: sim.Random(), Trace: true}, prog)
+	require.NoError(t, res.Err)
+	page := write(t, res.Trace, timeline.Options{Title: "a <test>", Highlight: stale, Error: "x < y & z"})
+	svg := parseTimeline(t, page)
+	assert.NotContains(t, page, "<b>")
+	assert.NotContains(t, page, "<sender")
+	assert.Contains(t, page, "x &lt; y &amp; z")
+	var ids []string
+	for _, l := range svg.all(classed("lane")) {
+		ids = append(ids, l.attr("id"))
+	}
+	assert.Contains(t, ids, "lane-receiver")
+	assert.Contains(t, ids, "lane--sender----co--")
+	assert.Len(t, svg.all(classed("frame-flow")), 3)
+	assert.Len(t, svg.all(classed("frame-flow", "stale")), 1)
+	assert.Empty(t, svg.all(classed("starve")), "random withholds nobody")
+	// The receiver runs after each wake, though no switch hands it the
+	// baton when it is the only task left.
+	recv := svg.all(func(e *element) bool { return e.attr("id") == "lane-receiver" })
+	require.Len(t, recv, 1)
+	assert.NotEmpty(t, recv[0].all(classed("run")))
+}
+
+func TestEmptyTrace(t *testing.T) {
+	page := write(t, &sim.Trace{}, timeline.Options{})
+	svg := parseTimeline(t, page)
+	assert.Empty(t, svg.all(classed("lane")))
+}
+
+func TestWriteReportsWriterErrors(t *testing.T) {
+	tr, _ := foundingTrace(t)
+	err := timeline.Write(failingWriter{}, tr, timeline.Options{})
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// TestLargeTraceStaysSmall draws a run of some 100,000 decisions with a
+// flow at each: the page keeps to the caps and says so.
+func TestLargeTraceStaysSmall(t *testing.T) {
+	const sends = 25_000
+	prog := func(rt task.Runtime) error {
+		q := task.NewQueue[int](rt)
+		g := task.NewGroup(rt, "g")
+		g.Go("sender", func() {
+			for i := range sends {
+				sim.Note(rt, ann{text: "send", flow: uint64(i), kind: "send"})
+				q.Put(i)
+				rt.Yield("sender.loop")
+			}
+			q.Close()
+		})
+		g.Go("receiver", func() {
+			for {
+				v, ok := q.Get()
+				if !ok {
+					return
+				}
+				text := "recv"
+				if v == sends/2 {
+					text = "recv STALE"
+				}
+				sim.Note(rt, ann{text: text, flow: uint64(v), kind: "recv"})
+			}
+		})
+		g.Wait()
+		return nil
+	}
+	res := sim.Run(sim.Options{Seed: 3, Strategy: sim.Random(), Trace: true}, prog)
+	require.NoError(t, res.Err)
+	require.Greater(t, res.Steps, int64(2*timeline.DefaultStepsMax))
+	page := write(t, res.Trace, timeline.Options{Highlight: stale})
+	assert.Less(t, len(page), 8<<20, "the page must stay a few megabytes at most")
+	svg := parseTimeline(t, page)
+	from, err := strconv.Atoi(svg.attr("data-from"))
+	require.NoError(t, err)
+	to, err := strconv.Atoi(svg.attr("data-to"))
+	require.NoError(t, err)
+	assert.Equal(t, timeline.DefaultStepsMax, to-from+1)
+	assert.Contains(t, page, "only decisions")
+	assert.Len(t, svg.all(classed("frame-flow", "stale")), 1, "the window holds the highlighted flow")
+}
+
+// TestReplayInfersStarvation draws the replay of the founding race: the
+// replay strategy explains nothing, so the output handler's starvation is
+// read from the clock moving on while it could run.
+func TestReplayInfersStarvation(t *testing.T) {
+	sc, err := scenario.Lookup("abort-reuse")
+	require.NoError(t, err)
+	st, err := sim.ParseStrategy(sc.DefaultStrategy)
+	require.NoError(t, err)
+	prog, _ := sc.Program(scenario.Options{Legacy: true, Seed: legacySeed})
+	first := sim.Run(sim.Options{Seed: legacySeed, Strategy: st}, prog)
+	require.Error(t, first.Err)
+	prog, _ = sc.Program(scenario.Options{Legacy: true, Seed: legacySeed})
+	res := sim.Run(sim.Options{Seed: legacySeed, Strategy: sim.Replay(first.Schedule), Trace: true}, prog)
+	require.Equal(t, first.TraceHash, res.TraceHash)
+
+	page := write(t, res.Trace, timeline.Options{Highlight: stale})
+	svg := parseTimeline(t, page)
+	lane := map[string]*element{}
+	for _, l := range svg.all(classed("lane")) {
+		lane[l.attr("data-task")] = l
+	}
+	inferred := lane["output-handler"].all(classed("starve", "inferred"))
+	require.NotEmpty(t, inferred)
+	assert.Contains(t, inferred[0].title(), "output-handler #2 could run but did not while the clock moved on")
+	assert.Contains(t, page, "holds no strategy notes")
+	assert.NotEmpty(t, svg.all(classed("frame-flow", "stale")))
+}
