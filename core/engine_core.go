@@ -52,10 +52,11 @@ type EngineCore struct {
 	step int64
 	// held and inputsDone are read by other tasks (WaitIdle) without the
 	// core's help, so they are atomic.
-	held       atomic.Int64
-	inputsDone atomic.Uint64
-	batches    atomic.Uint64
-	progress   func() // called when the core is about to block for input
+	held          atomic.Int64
+	inputsDone    atomic.Uint64
+	batches       atomic.Uint64
+	abortsPending atomic.Int64
+	progress      func() // called when the core is about to block for input
 }
 
 // NewEngineCore returns a core reading in and aborts and writing out. cfg
@@ -69,6 +70,15 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 // Batches returns the number of Outputs the core has put on its output
 // queue.
 func (c *EngineCore) Batches() uint64 { return c.batches.Load() }
+
+// AbortsPending returns the number of abort batches put on the aborts
+// queue and not yet drained, without taking the queue's lock (a scheduling
+// point): the frontend counts them in with CountAborts.
+func (c *EngineCore) AbortsPending() int64 { return c.abortsPending.Load() }
+
+// CountAborts counts n batches the caller is about to put on the aborts
+// queue (or, with a negative n, could not put).
+func (c *EngineCore) CountAborts(n int64) { c.abortsPending.Add(n) }
 
 // Held returns the number of requests the core holds.
 func (c *EngineCore) Held() int { return int(c.held.Load()) }
@@ -96,6 +106,11 @@ func (c *EngineCore) Run() {
 	}()
 	for {
 		if !c.sched.HasRequests() {
+			// Drain the eager aborts before sleeping: an abort whose
+			// input-queue copy was already handled would otherwise wait in
+			// the aborts queue for the next step and hit whatever request
+			// then holds its id. Idle means nothing of the past is pending.
+			c.processAborts()
 			if c.progress != nil {
 				c.progress()
 			}
@@ -191,16 +206,19 @@ func (c *EngineCore) runStep() {
 // the model ran wins over the step's tokens.
 func (c *EngineCore) processAborts() {
 	var ids []string
+	n := int64(0)
 	for {
 		batch, ok := c.aborts.TryGet()
 		if !ok {
 			break
 		}
 		ids = append(ids, batch...)
+		n++
 	}
 	if len(ids) > 0 {
 		c.abort(ids)
 	}
+	c.abortsPending.Add(-n)
 }
 
 // rejectUnschedulable ends the head of the waiting queue when nothing could

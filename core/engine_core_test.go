@@ -90,6 +90,7 @@ func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 2}})
 		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 3}})
+		rt.Sleep(time.Second) // let the core find that "huge" can never be scheduled
 		in.Put(core.Input{Kind: core.InputShutdown})
 	})
 	reasons := map[uint64]core.FinishReason{}

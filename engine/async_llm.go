@@ -207,7 +207,10 @@ func (e *AsyncLLM) flushAborts() {
 }
 
 func (e *AsyncLLM) sendAbortNow(ids []string) {
-	e.aborts.Put(ids)
+	e.core.CountAborts(1)
+	if !e.aborts.Put(ids) {
+		e.core.CountAborts(-1) // refused: the queue is closed, nothing will drain it
+	}
 	e.send(core.Input{Kind: core.InputAbort, IDs: ids})
 }
 
@@ -259,8 +262,9 @@ func (e *AsyncLLM) HasUnfinishedRequests() bool {
 }
 
 // WaitIdle waits until the core is quiescent: it has processed every input
-// sent before the call (every abort confirmed), holds no request, and the
-// output handler has taken every batch the core emitted. It returns early
+// sent before the call (every abort confirmed, the eager aborts queue
+// drained too), holds no request, and the output handler has taken every
+// batch the core emitted. It returns early
 // with ctx's error when ctx is done, or with ErrClosed or the engine-dead
 // error.
 func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
@@ -274,6 +278,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 		e.progMu.Unlock()
 	})
 	var err error
+	held := 0
 	for {
 		if err = ctx.Err(); err != nil {
 			break
@@ -284,7 +289,10 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 			e.mu.Unlock()
 			break
 		}
-		if e.core.InputsDone() >= target && e.core.Held() == 0 && e.core.Batches() == e.batchesHandled.Load() {
+		// Atomic reads only, with no scheduling point between them, so
+		// that they describe one moment.
+		if e.core.AbortsPending() == 0 && e.core.InputsDone() >= target && e.core.Held() == 0 && e.core.Batches() == e.batchesHandled.Load() {
+			held = e.core.Held()
 			break
 		}
 		e.progCond.Wait("engine.wait-idle")
@@ -293,7 +301,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.progMu.Unlock()
 	stop()
 	if err == nil {
-		e.emit(Event{Kind: core.EventIdle, Held: e.core.Held()})
+		e.emit(Event{Kind: core.EventIdle, Held: held})
 	}
 	return err
 }

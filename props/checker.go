@@ -81,6 +81,9 @@ type Checker struct {
 	order  []uint64        // incarnations in order of addition
 	usedID map[string]bool // external ids seen
 	dead   bool            // the engine died: every live request ends with an error
+	// inCore are the incarnations the core holds, as its own events tell:
+	// admitted, and neither aborted nor finished in the core since.
+	inCore map[uint64]bool
 	events int
 	first  *Violation
 	all    []*Violation
@@ -94,7 +97,8 @@ func NewChecker(model core.Model) *Checker {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16), order: make([]uint64, 0, 16)}
+	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16), order: make([]uint64, 0, 16),
+		inCore: make(map[uint64]bool)}
 }
 
 // violationsMax bounds what a checker keeps: the first is what matters.
@@ -164,7 +168,14 @@ func (c *Checker) Observe(ev core.Event) {
 		c.order = append(c.order, ev.Incarnation)
 	case core.EventAbort:
 		c.Aborted(ev.Incarnation)
+	case core.EventCoreAdd:
+		c.inCore[ev.Incarnation] = true
+	case core.EventCoreAbort:
+		delete(c.inCore, ev.Incarnation)
 	case core.EventFrameEmitted:
+		if ev.Finished {
+			delete(c.inCore, ev.Incarnation)
+		}
 		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDelivered:
 		if ev.Collector != ev.Incarnation {
@@ -191,9 +202,13 @@ func (c *Checker) Observe(ev core.Event) {
 		c.output(ev)
 	case core.EventDead:
 		c.dead = true
+		clear(c.inCore)
 	case core.EventIdle:
-		if ev.Held != 0 {
-			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held %d request(s)", ev.Held)
+		// The checker's own account of the core, not the engine's counter
+		// that WaitIdle read: under the simulator nothing runs between
+		// WaitIdle's check and this event.
+		if len(c.inCore) != 0 || ev.Held != 0 {
+			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held incarnation(s) %v (it counted %d)", sortedKeys(c.inCore), ev.Held)
 		}
 	}
 }
@@ -319,4 +334,13 @@ func (c *Checker) Locked() func(core.Event) {
 		c.Observe(ev)
 		mu.Unlock()
 	}
+}
+
+func sortedKeys(m map[uint64]bool) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

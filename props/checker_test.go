@@ -108,12 +108,19 @@ func TestAReusedIDMustFinishNormally(t *testing.T) {
 
 func TestWaitIdleMustMeanIdle(t *testing.T) {
 	requireViolation(t, check(core.Event{Kind: core.EventIdle, Held: 2}), props.WaitIdleMeansIdle)
+	// The checker keeps its own account of the core: admitted and not yet
+	// aborted or finished there means held, whatever the engine counted.
+	p := engine.Params{MaxTokens: 3}
+	v := requireViolation(t, check(add(1, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 1}, core.Event{Kind: core.EventIdle}), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "held incarnation(s) [1]")
+	_ = check(add(1, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 1},
+		core.Event{Kind: core.EventCoreAbort, Incarnation: 1}, core.Event{Kind: core.EventIdle})
 }
 
 func TestViolationSaysWhere(t *testing.T) {
 	c := props.NewChecker(nil)
 	c.Where = func() (string, string) { return "output-handler", "frontend.lock" }
 	c.Observe(core.Event{Kind: core.EventIdle, Held: 1})
-	assert.EqualError(t, c.Err(), "property wait-idle-means-the-core-holds-nothing violated: WaitIdle returned while the core held 1 request(s) (detected in task output-handler after frontend.lock)")
+	assert.EqualError(t, c.Err(), "property wait-idle-means-the-core-holds-nothing violated: WaitIdle returned while the core held incarnation(s) [] (it counted 1) (detected in task output-handler after frontend.lock)")
 	assert.Len(t, c.Violations(), 1)
 }

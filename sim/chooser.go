@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"runtime/debug"
 )
@@ -33,19 +34,30 @@ const (
 )
 
 // PCGChooser draws from a PCG generator.
-type PCGChooser struct{ r *rand.Rand }
+type PCGChooser struct{ src rand.PCG }
 
 // NewPCGChooser returns the chooser of seed on the given stream.
 func NewPCGChooser(seed, stream uint64) *PCGChooser {
-	return &PCGChooser{r: rand.New(rand.NewPCG(seed, stream))}
+	c := &PCGChooser{}
+	c.src.Seed(seed, stream)
+	return c
 }
 
-// Intn implements Chooser.
+// Intn implements Chooser: Lemire's multiply-and-shift with rejection on
+// the generator's 64-bit outputs, exact and the same on every platform.
 func (c *PCGChooser) Intn(n int) int {
 	if n <= 1 {
 		return 0
 	}
-	return c.r.IntN(n)
+	un := uint64(n)
+	hi, lo := bits.Mul64(c.src.Uint64(), un)
+	if lo < un {
+		thresh := -un % un
+		for lo < thresh {
+			hi, lo = bits.Mul64(c.src.Uint64(), un)
+		}
+	}
+	return int(hi)
 }
 
 // pcgDraws is the chooser a run uses when it draws from its own PCG: it

@@ -24,8 +24,9 @@ type sched struct {
 	policy Policy
 	choose Chooser // the policy's draws, guarded unless they cannot fail
 
-	tasks []*Task // every task ever started, by id
-	live  []*Task // tasks not done, by id
+	tasks   []*Task // every task ever started, by id
+	live    []*Task // tasks not done, by id
+	liveVer int64   // bumped whenever live changes
 	// slots[1:] are the runnable tasks other than the running one, by id;
 	// slots[0] is where the task at a point goes when it may continue, so
 	// that the candidates are one slice without copying.
@@ -114,6 +115,7 @@ func (s *sched) spawn(name string, fn func()) *Task {
 	t.co = newCoroutine(s.sw, s.opts.Pool, func() { s.body(t) })
 	s.tasks = append(s.tasks, t)
 	s.live = append(s.live, t)
+	s.liveVer++
 	s.slots = append(s.slots, t) // the newest id sorts last
 	s.hash.word(hkSpawn)
 	s.hash.word(uint64(t.id))
@@ -206,6 +208,7 @@ func (s *sched) exitTask(t *Task) {
 	for i, l := range s.live {
 		if l == t {
 			s.live = append(s.live[:i], s.live[i+1:]...)
+			s.liveVer++
 			break
 		}
 	}
@@ -290,7 +293,7 @@ func (s *sched) decide(cur, at *Task) *Task {
 			return nil
 		}
 		v := &s.view
-		v.Now, v.Step, v.Candidates, v.Live = s.now, s.steps, cands, s.live
+		v.Now, v.Step, v.Candidates, v.Live, v.liveVersion = s.now, s.steps, cands, s.live, s.liveVer
 		v.At, v.CanContinue = at, cur != nil
 		d := s.policy.Pick(v)
 		if s.ended { // the chooser failed
@@ -456,9 +459,9 @@ func (s *sched) removeRunnable(t *Task) {
 	}
 }
 
-// pointHash caches the hash of a point name, keyed by the name's bytes'
-// address: point names are almost always constants, so the cache turns a
-// byte loop per decision into a comparison. The cached value is the hash of
+// pointHash caches the hash of a point name (or an annotation's kind),
+// keyed by the name's bytes' address: such names are almost always
+// constants, so the cache turns a byte loop per decision into a comparison. The cached value is the hash of
 // the bytes, so a hit and a miss fold in the same word.
 type pointHash struct {
 	data *byte

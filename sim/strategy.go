@@ -50,7 +50,8 @@ type View struct {
 	// Chooser is the run's recorded source of decisions.
 	Chooser Chooser
 
-	s *sched
+	s           *sched
+	liveVersion int64 // changes whenever Live does
 }
 
 // Tracing reports whether the run keeps a trace, so that a policy formats
@@ -251,7 +252,8 @@ type starvePolicy struct {
 	st     starveStrategy
 	victim *Task
 	until  time.Duration
-	match  []*Task
+	match  []*Task // the live tasks that may be victims
+	seen   int64   // the live set's version match was built for
 }
 
 func (p *starvePolicy) Pick(v *View) Decision {
@@ -260,10 +262,13 @@ func (p *starvePolicy) Pick(v *View) Decision {
 		p.victim = nil
 	}
 	if p.victim == nil && c.Intn(p.st.startOdds) == p.st.startOdds-1 {
-		p.match = p.match[:0]
-		for _, t := range v.Live {
-			if !p.st.only || strings.HasPrefix(t.name, p.st.prefix) {
-				p.match = append(p.match, t)
+		if v.liveVersion != p.seen {
+			p.seen = v.liveVersion
+			p.match = p.match[:0]
+			for _, t := range v.Live {
+				if !p.st.only || strings.HasPrefix(t.name, p.st.prefix) {
+					p.match = append(p.match, t)
+				}
 			}
 		}
 		if len(p.match) > 0 {

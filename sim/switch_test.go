@@ -249,3 +249,21 @@ func BenchmarkRunPooled(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }
+
+// BenchmarkDecision is a scheduling point where the task goes on: the cost
+// of a decision with no switch (strategy, record, hash).
+func BenchmarkDecision(b *testing.B) {
+	for _, st := range []Strategy{calm{}, Random(), Chaos()} {
+		b.Run(st.String(), func(b *testing.B) {
+			res := Run(Options{Strategy: st, StepsMax: -1}, func(rt task.Runtime) error {
+				for i := 0; i < b.N; i++ {
+					rt.Yield("point")
+				}
+				return nil
+			})
+			if res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		})
+	}
+}

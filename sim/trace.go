@@ -85,7 +85,7 @@ func Note(rt task.Runtime, a Annotation) {
 		return
 	}
 	s.hash.word(hkNote)
-	s.hash.str(a.Kind())
+	s.hashPoint(a.Kind())
 	s.hash.word(a.Fingerprint())
 	if s.trace != nil {
 		s.event(Event{Kind: EvNote, Task: s.cur.id, Note: a})
@@ -320,6 +320,6 @@ func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
 		return
 	}
 	s.hash.word(hkNote)
-	s.hash.str(kind)
+	s.hashPoint(kind)
 	s.hash.word(fingerprint)
 }

@@ -3,6 +3,7 @@ package timeline_test
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -122,7 +123,7 @@ func TestFoundingRaceIsDrawn(t *testing.T) {
 	page := write(t, tr, timeline.Options{
 		Header:    []timeline.Field{{Key: "scenario", Value: "abort-reuse"}, {Key: "seed", Value: "1"}},
 		Error:     runErr.Error(),
-		Highlight: stale,
+		Highlight: scenario.IsStaleDelivery,
 	})
 	svg := parseTimeline(t, page)
 
@@ -168,11 +169,12 @@ func TestFoundingRaceIsDrawn(t *testing.T) {
 	require.NotEmpty(t, staleFlows)
 	assert.Greater(t, len(flows), len(staleFlows))
 	assert.Contains(t, staleFlows[0].title(), "STALE")
-	assert.Equal(t, "stale-flow-25", staleFlows[0].attr("id"), "frame 25 is the first stale one")
+	first := firstStaleFrame(t, tr)
+	assert.Equal(t, fmt.Sprintf("stale-flow-%d", first), staleFlows[0].attr("id"), "frame %d is the first stale one", first)
 	assert.Equal(t, "url(#arrow-stale)", staleFlows[0].attr("marker-end"))
 	delivered := lane["output-handler"].all(classed("event", "stale"))
 	require.NotEmpty(t, delivered)
-	assert.Contains(t, delivered[0].title(), "frame 25")
+	assert.Contains(t, delivered[0].title(), fmt.Sprintf("frame %d ", first))
 
 	// The clock moves on while everything is withheld; time is labelled.
 	assert.NotEmpty(t, svg.all(classed("wait")))
@@ -373,4 +375,20 @@ func TestReplayInfersStarvation(t *testing.T) {
 	assert.Contains(t, inferred[0].title(), "output-handler #2 could run but did not while the clock moved on")
 	assert.Contains(t, page, "holds no strategy notes")
 	assert.NotEmpty(t, svg.all(classed("frame-flow", "stale")))
+}
+
+// firstStaleFrame finds, in the trace itself, the frame number of the first
+// delivery to another incarnation.
+func firstStaleFrame(t *testing.T, tr *sim.Trace) uint64 {
+	t.Helper()
+	for _, e := range tr.Events {
+		if e.Kind == sim.EvNote && scenario.IsStaleDelivery(e.Note) {
+			f, ok := e.Note.(sim.FlowAnnotation)
+			require.True(t, ok)
+			id, _ := f.Flow()
+			return id
+		}
+	}
+	t.Fatal("the trace has no stale delivery")
+	return 0
 }

@@ -71,7 +71,7 @@ func TestComparePerModeVerdicts(t *testing.T) {
 	assert.Positive(t, race.Paired.Both)
 	assert.Zero(t, race.Paired.OnlyB)
 	crash := modeOf(t, r, "each-request-ends-exactly-once")
-	assert.True(t, strings.HasPrefix(crash.Verdict, "new in B (p="), crash.Verdict)
+	assert.True(t, strings.HasPrefix(crash.Verdict, "new in B (p"), crash.Verdict)
 	assert.Zero(t, crash.A.Count)
 	assert.Equal(t, crash.B.Count, crash.Paired.OnlyB)
 	assert.Less(t, crash.P, 0.05)
