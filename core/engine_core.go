@@ -53,6 +53,7 @@ type EngineCore struct {
 	// held and inputsDone are read by other tasks (WaitIdle) without the
 	// core's help, so they are atomic.
 	held          atomic.Int64
+	inputsSent    atomic.Int64
 	inputsDone    atomic.Uint64
 	batches       atomic.Uint64
 	abortsPending atomic.Int64
@@ -72,13 +73,34 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 func (c *EngineCore) Batches() uint64 { return c.batches.Load() }
 
 // AbortsPending returns the number of abort batches put on the aborts
-// queue and not yet drained, without taking the queue's lock (a scheduling
-// point): the frontend counts them in with CountAborts.
+// queue by SendAbort and not yet drained, without taking the queue's lock
+// (a scheduling point).
 func (c *EngineCore) AbortsPending() int64 { return c.abortsPending.Load() }
 
-// CountAborts counts n batches the caller is about to put on the aborts
-// queue (or, with a negative n, could not put).
-func (c *EngineCore) CountAborts(n int64) { c.abortsPending.Add(n) }
+// Send puts an input on the core's input queue, counting it, so that the
+// core drains the queue only when something is there and WaitIdle knows
+// what was sent. It reports false when the queue is closed.
+func (c *EngineCore) Send(in Input) bool {
+	c.inputsSent.Add(1)
+	if !c.in.Put(in) {
+		c.inputsSent.Add(-1) // the core has stopped; nothing will process it
+		return false
+	}
+	return true
+}
+
+// SendAbort puts an abort on both of the core's queues, as vLLM's input
+// thread does: the aborts queue, drained during a step, and the input queue.
+func (c *EngineCore) SendAbort(ids []string) {
+	c.abortsPending.Add(1)
+	if !c.aborts.Put(ids) {
+		c.abortsPending.Add(-1) // closed: nothing will drain it
+	}
+	c.Send(Input{Kind: InputAbort, IDs: ids})
+}
+
+// InputsSent returns the number of inputs put with Send.
+func (c *EngineCore) InputsSent() uint64 { return uint64(c.inputsSent.Load()) }
 
 // Held returns the number of requests the core holds.
 func (c *EngineCore) Held() int { return int(c.held.Load()) }
@@ -86,7 +108,7 @@ func (c *EngineCore) Held() int { return int(c.held.Load()) }
 // InputsDone returns the number of inputs the core has processed.
 func (c *EngineCore) InputsDone() uint64 { return c.inputsDone.Load() }
 
-// Run is the busy loop. It returns after InputShutdown, or when the model
+// Run is the busy loop. Inputs must come through Send and SendAbort. It returns after InputShutdown, or when the model
 // panics, in which case it first puts an Outputs with Dead set. It closes
 // the output queue on its way out.
 func (c *EngineCore) Run() {
@@ -119,10 +141,10 @@ func (c *EngineCore) Run() {
 				return
 			}
 		}
-		for {
+		for uint64(c.inputsSent.Load()) > c.inputsDone.Load() {
 			in, ok := c.in.TryGet()
 			if !ok {
-				break
+				break // counted, but not put yet: the next round takes it
 			}
 			if !c.handle(in) {
 				return
@@ -197,14 +219,19 @@ func (c *EngineCore) runStep() {
 	sampled := c.sched.Sample(so, c.cfg.Model)
 	c.faults.Stall(c.rt, failpoints.CoreStallMidStep)
 	c.processAborts()
-	frames := c.sched.UpdateFromOutput(so, sampled)
+	// A step's batch and its first frames are one allocation.
+	b := &batch{}
+	frames := c.sched.UpdateFromOutputInto(b.frames[:0], so, sampled)
 	c.held.Store(int64(c.sched.NumRequests()))
-	c.put(frames)
+	c.putBatch(b, frames)
 }
 
 // processAborts drains the aborts queue, so that an abort that arrived while
 // the model ran wins over the step's tokens.
 func (c *EngineCore) processAborts() {
+	if c.abortsPending.Load() == 0 {
+		return // nothing was put: no need to take the queue's lock
+	}
 	var ids []string
 	n := int64(0)
 	for {
@@ -235,7 +262,17 @@ func (c *EngineCore) rejectUnschedulable() {
 	c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 }
 
+// batch is an Outputs with room for a step's first frames.
+type batch struct {
+	out    Outputs
+	frames [2]Frame
+}
+
 func (c *EngineCore) put(frames []Frame) {
+	c.putBatch(&batch{}, frames)
+}
+
+func (c *EngineCore) putBatch(b *batch, frames []Frame) {
 	if len(frames) == 0 {
 		return
 	}
@@ -246,7 +283,8 @@ func (c *EngineCore) put(frames []Frame) {
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
 	c.batches.Add(1)
-	c.out.Put(&Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step})
+	b.out = Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step}
+	c.out.Put(&b.out)
 }
 
 func (c *EngineCore) emit(e Event) {

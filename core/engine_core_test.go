@@ -15,7 +15,7 @@ import (
 
 // drive runs an EngineCore under the simulator, feeds it inputs and
 // returns every batch it emitted until it closed its output queue.
-func drive(t *testing.T, cfg core.Config, feed func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string])) []*core.Outputs {
+func drive(t *testing.T, cfg core.Config, feed func(rt task.Runtime, c *core.EngineCore)) []*core.Outputs {
 	t.Helper()
 	var got []*core.Outputs
 	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
@@ -25,7 +25,7 @@ func drive(t *testing.T, cfg core.Config, feed func(rt task.Runtime, in *task.Qu
 		c := core.NewEngineCore(rt, cfg.WithDefaults(), in, aborts, out, nil)
 		g := task.NewGroup(rt, "g")
 		g.Go("engine-core", c.Run)
-		feed(rt, in, aborts)
+		feed(rt, c)
 		for o, ok := out.Get(); ok; o, ok = out.Get() {
 			got = append(got, o)
 		}
@@ -45,12 +45,12 @@ func frames(outs []*core.Outputs) []core.Frame {
 }
 
 func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
-	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "short", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 2}, Incarnation: 1}})
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 1000}, Incarnation: 2}})
+	outs := drive(t, core.Config{}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "short", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 2}, Incarnation: 1}})
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 1000}, Incarnation: 2}})
 		rt.Go("stopper", func() {
 			rt.Sleep(2 * time.Second) // 1000 steps of 1ms, and then some
-			in.Put(core.Input{Kind: core.InputShutdown})
+			c.Send(core.Input{Kind: core.InputShutdown})
 		})
 	})
 	fs := frames(outs)
@@ -62,9 +62,9 @@ func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
 }
 
 func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
-	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
-		in.Put(core.Input{Kind: core.InputShutdown})
+	outs := drive(t, core.Config{}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+		c.Send(core.Input{Kind: core.InputShutdown})
 	})
 	fs := frames(outs)
 	require.NotEmpty(t, fs)
@@ -74,11 +74,10 @@ func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
 }
 
 func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
-	outs := drive(t, core.Config{}, func(rt task.Runtime, in *task.Queue[core.Input], aborts *task.Queue[[]string]) {
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
-		aborts.Put([]string{"a"})
-		in.Put(core.Input{Kind: core.InputAbort, IDs: []string{"a"}})
-		in.Put(core.Input{Kind: core.InputShutdown})
+	outs := drive(t, core.Config{}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+		c.SendAbort([]string{"a"})
+		c.Send(core.Input{Kind: core.InputShutdown})
 	})
 	for _, f := range frames(outs) {
 		assert.False(t, f.Finished, "a client abort has no output from the core")
@@ -86,12 +85,12 @@ func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
 }
 
 func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
-	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 2}})
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 3}})
+	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 2}})
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "dup", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 50}, Incarnation: 3}})
 		rt.Sleep(time.Second) // let the core find that "huge" can never be scheduled
-		in.Put(core.Input{Kind: core.InputShutdown})
+		c.Send(core.Input{Kind: core.InputShutdown})
 	})
 	reasons := map[uint64]core.FinishReason{}
 	for _, f := range frames(outs) {
@@ -106,8 +105,8 @@ func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
 func TestEngineCoreModelPanicIsDeath(t *testing.T) {
 	faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/model-panic=panic(boom)")
 	require.NoError(t, err)
-	outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, in *task.Queue[core.Input], _ *task.Queue[[]string]) {
-		in.Put(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
+	outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
 	})
 	require.NotEmpty(t, outs)
 	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: failpoint core/model-panic: boom")

@@ -274,7 +274,13 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 // Requests finished during the step (an abort while the model ran) are
 // skipped. It returns a frame for every request with a new token or a stop.
 func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame {
-	var frames []Frame
+	return s.UpdateFromOutputInto(nil, so, sampled)
+}
+
+// UpdateFromOutputInto is UpdateFromOutput appending the frames to dst,
+// whose room the caller may have allocated along with something else.
+func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampled []int) []Frame {
+	frames := dst
 	for i, sc := range so.Scheduled {
 		r := sc.Req
 		if live, ok := s.requests[r.InternalID]; !ok || live != r || r.Status != StatusRunning {
@@ -284,10 +290,13 @@ func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame
 		if sampled[i] < 0 {
 			continue // a chunk of prefill: nothing sampled yet
 		}
-		if frames == nil {
-			// Room for every frame this step can make, so that the frames
-			// never move and NewTokens may point into them.
-			frames = make([]Frame, 0, len(so.Scheduled)-i)
+		if cap(frames)-len(frames) < len(so.Scheduled)-i {
+			// Room for every frame this step can still make, so that the
+			// frames never move once made and NewTokens may point into them.
+			frames = append(make([]Frame, 0, len(frames)+len(so.Scheduled)-i), frames...)
+			for j := range frames {
+				frames[j].NewTokens = frames[j].one[:1:1]
+			}
 		}
 		r.Output = append(r.Output, sampled[i])
 		stopped := s.checkStop(r)

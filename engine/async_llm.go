@@ -49,7 +49,6 @@ type AsyncLLM struct {
 	progMu         task.Mutex
 	progCond       task.Cond
 	idleWaiters    atomic.Int32
-	inputsSent     atomic.Uint64
 	batchesHandled atomic.Uint64
 	stopped        atomic.Bool // closed or dead
 }
@@ -174,12 +173,7 @@ func (e *AsyncLLM) unusableLocked() error {
 }
 
 // send puts an input on the core's queue, counting it for WaitIdle.
-func (e *AsyncLLM) send(in core.Input) {
-	e.inputsSent.Add(1)
-	if !e.in.Put(in) {
-		e.inputsSent.Add(^uint64(0)) // the core has stopped; nothing will process it
-	}
-}
+func (e *AsyncLLM) send(in core.Input) { e.core.Send(in) }
 
 // sendAbort tells the core to abort internal ids, on both of its queues as
 // vLLM's input thread does — unless the failpoint engine/abort-after-add
@@ -206,13 +200,7 @@ func (e *AsyncLLM) flushAborts() {
 	}
 }
 
-func (e *AsyncLLM) sendAbortNow(ids []string) {
-	e.core.CountAborts(1)
-	if !e.aborts.Put(ids) {
-		e.core.CountAborts(-1) // refused: the queue is closed, nothing will drain it
-	}
-	e.send(core.Input{Kind: core.InputAbort, IDs: ids})
-}
+func (e *AsyncLLM) sendAbortNow(ids []string) { e.core.SendAbort(ids) }
 
 // Abort aborts the live requests with these external ids, in one batch:
 // their frontend state goes at once, each collector gets a final output with
@@ -269,7 +257,7 @@ func (e *AsyncLLM) HasUnfinishedRequests() bool {
 // error.
 func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.flushAborts()
-	target := e.inputsSent.Load()
+	target := e.core.InputsSent()
 	e.progMu.Lock()
 	e.idleWaiters.Add(1)
 	stop, _ := task.AfterContext(e.rt, ctx, func() {

@@ -7,8 +7,8 @@ import (
 	"github.com/llmdst/llmdst/sim"
 )
 
-// BenchmarkSeed measures one seed of each scenario on one core, as a sweep
-// runs it: no schedule recorded, no trace kept.
+// BenchmarkSeed measures one seed of each scenario on one core, as a
+// sweep's fast pass runs it: no schedule recorded, no hash, no trace.
 func BenchmarkSeed(b *testing.B) {
 	for _, s := range scenario.All() {
 		for _, legacy := range []bool{false, true} {
@@ -24,7 +24,7 @@ func BenchmarkSeed(b *testing.B) {
 				var steps int64
 				for i := 0; i < b.N; i++ {
 					prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: uint64(i)})
-					res := sim.Run(sim.Options{Seed: uint64(i), Strategy: st, NoRecord: true, Pool: pool}, prog)
+					res := sim.Run(sim.Options{Seed: uint64(i), Strategy: st, NoRecord: true, NoHash: true, Pool: pool}, prog)
 					_ = out.Err(res.Err)
 					steps += res.Steps
 				}

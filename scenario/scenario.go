@@ -72,11 +72,13 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	x.Checker.SetModel(cfg.Model)
 	check := x.Checker.Observe
 	rt := x.RT
+	tracing, hashing := sim.Tracing(rt), sim.Hashing(rt)
 	cfg.Observer = func(ev engine.Event) {
 		check(ev)
-		if sim.Tracing(rt) {
+		switch {
+		case tracing:
 			sim.Note(rt, annotate(ev))
-		} else {
+		case hashing:
 			sim.NoteHash(rt, ev.Kind.String(), fingerprint(ev))
 		}
 	}

@@ -326,10 +326,12 @@ func (s *sched) decide(cur, at *Task) *Task {
 		t := cands[d.Index]
 		s.slots[0] = nil
 		s.schedule.appendRun(t.id)
-		s.hash.word(hkRun)
-		s.hash.word(uint64(t.id))
-		s.hash.word(uint64(s.now))
-		s.hashPoint(at.point)
+		if !s.opts.NoHash {
+			// The time needs no word here: every move of the clock is
+			// hashed where it happens.
+			s.hash.word(hkRun<<32 | uint64(t.id))
+			s.hashPoint(at.point)
+		}
 		if s.trace != nil && t != at {
 			s.event(Event{Kind: EvSwitch, Task: at.id, Arg: t.id, Point: at.point})
 		}

@@ -38,6 +38,9 @@ type Options struct {
 	// NoRecord skips recording the schedule, for sweeps that re-run the
 	// few failing seeds with recording on; Result.Schedule is then empty.
 	NoRecord bool
+	// NoHash skips the trace hash, for a sweep's fast pass; TraceHash is
+	// then 0. CheckDeterminism turns it back on.
+	NoHash bool
 	// CheckDeterminism runs the program twice and fails with a
 	// *NondeterminismError when the trace hashes differ. It needs the
 	// default chooser, and main must build all its state afresh.
@@ -99,6 +102,9 @@ func (r Result) StepLimited() bool {
 // task at a time, and returns when main has returned (or the run failed) and
 // every other task has been unwound. No goroutine outlives Run.
 func Run(opts Options, main func(rt task.Runtime) error) Result {
+	if opts.CheckDeterminism {
+		opts.NoHash = false
+	}
 	res := runOnce(&opts, main)
 	if opts.CheckDeterminism && opts.Chooser == nil {
 		again := runOnce(&opts, main)
@@ -134,8 +140,12 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	if s.trace != nil {
 		s.trace.Tasks = names
 	}
+	hash := uint64(s.hash)
+	if opts.NoHash {
+		hash = 0
+	}
 	res := Result{
-		Err: err, Steps: s.steps, Switches: s.switches, Elapsed: s.now, TraceHash: uint64(s.hash),
+		Err: err, Steps: s.steps, Switches: s.switches, Elapsed: s.now, TraceHash: hash,
 		Schedule: &s.schedule, Trace: s.trace, Seed: opts.Seed, Strategy: opts.strategy().String(), Tasks: len(s.tasks),
 	}
 	var pe *PanicError

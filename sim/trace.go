@@ -84,9 +84,11 @@ func Note(rt task.Runtime, a Annotation) {
 	if !ok || s.cur == nil {
 		return
 	}
-	s.hash.word(hkNote)
-	s.hashPoint(a.Kind())
-	s.hash.word(a.Fingerprint())
+	if !s.opts.NoHash {
+		s.hash.word(hkNote)
+		s.hashPoint(a.Kind())
+		s.hash.word(a.Fingerprint())
+	}
 	if s.trace != nil {
 		s.event(Event{Kind: EvNote, Task: s.cur.id, Note: a})
 	}
@@ -96,6 +98,13 @@ func Note(rt task.Runtime, a Annotation) {
 func Tracing(rt task.Runtime) bool {
 	s, ok := rt.(*sched)
 	return ok && s.trace != nil
+}
+
+// Hashing reports whether rt is a simulated run that computes a trace
+// hash, so that an observer can skip fingerprinting otherwise.
+func Hashing(rt task.Runtime) bool {
+	s, ok := rt.(*sched)
+	return ok && !s.opts.NoHash
 }
 
 // Trace is everything that happened in a run, in order.
@@ -316,7 +325,7 @@ func Where(rt task.Runtime) (taskName, point string, ok bool) {
 // that keep no trace. It does nothing on any other runtime.
 func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
 	s, ok := rt.(*sched)
-	if !ok || s.cur == nil {
+	if !ok || s.cur == nil || s.opts.NoHash {
 		return
 	}
 	s.hash.word(hkNote)

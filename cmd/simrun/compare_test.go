@@ -3,13 +3,18 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 )
 
 func compareJSON(t *testing.T, wantCode int, args ...string) compareResult {
@@ -61,15 +66,23 @@ func TestCompareLegacyAgainstFixed(t *testing.T) {
 	}
 }
 
-// TestComparePerModeVerdicts: a step limit that cuts long runs short does
-// not change the race, it adds a new failure — one verdict line each.
+// TestComparePerModeVerdicts: a step limit cuts long runs short. Runs are
+// the same up to the limit, so it cannot add a single race failure; the
+// runs it cuts are a new failure mode — one verdict line each.
 func TestComparePerModeVerdicts(t *testing.T) {
+	sp := &spec{scenario: mustScenario(t, "abort-reuse"), legacy: true}
+	var steps []int64
+	for seed := uint64(1); seed <= 200; seed++ {
+		steps = append(steps, sp.run(seed, sim.Options{NoRecord: true}).res.Steps)
+	}
+	slices.Sort(steps)
+	limit := fmt.Sprintf("-legacy -steps-max %d", steps[len(steps)/2]) // cuts half the runs
 	junit := filepath.Join(t.TempDir(), "compare.xml")
-	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-200", "-a", "-legacy", "-b", "-legacy -steps-max 500", "-junit", junit)
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-200", "-a", "-legacy", "-b", limit, "-junit", junit)
 	race := modeOf(t, r, "no-cross-incarnation-delivery")
-	assert.True(t, strings.HasPrefix(race.Verdict, "no significant change (p="), race.Verdict)
+	assert.False(t, strings.HasPrefix(race.Verdict, "worse in B"), race.Verdict)
 	assert.Positive(t, race.Paired.Both)
-	assert.Zero(t, race.Paired.OnlyB)
+	assert.Zero(t, race.Paired.OnlyB, "a limit cannot add a race failure")
 	crash := modeOf(t, r, "each-request-ends-exactly-once")
 	assert.True(t, strings.HasPrefix(crash.Verdict, "new in B (p"), crash.Verdict)
 	assert.Zero(t, crash.A.Count)
@@ -96,7 +109,7 @@ func TestComparePerModeVerdicts(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	assert.Contains(t, names, "A: -legacy")
-	assert.Contains(t, names, "B: -legacy -steps-max 500")
+	assert.Contains(t, names, "B: "+limit)
 	assert.Contains(t, names, "mode "+crash.Signature)
 }
 
@@ -125,4 +138,11 @@ func TestCompareBadFlagsAreExitTwo(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
 		assert.Contains(t, errOut, c.want, "%v", c.args)
 	}
+}
+
+func mustScenario(t *testing.T, name string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Lookup(name)
+	require.NoError(t, err)
+	return sc
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -75,8 +76,22 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	detFlag := fs.String("check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usagef("-cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	sp, err := sf.spec()
 	if err != nil {
@@ -210,7 +225,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 				for i := lo; i < hi; i++ {
 					seed := seeds.at(i)
 					check := every > 0 && seed%every == 0
-					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, CheckDeterminism: check, Pool: pool})
+					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
 					st.steps.Add(uint64(o.res.Steps))
 					st.record(seed, &o, check)
 				}
