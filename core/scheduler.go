@@ -283,8 +283,8 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 	frames := dst
 	for i, sc := range so.Scheduled {
 		r := sc.Req
-		if live, ok := s.requests[r.InternalID]; !ok || live != r || r.Status != StatusRunning {
-			continue
+		if r.Status != StatusRunning {
+			continue // finished (aborted) while the model ran
 		}
 		r.NumComputed += sc.NumTokens
 		if sampled[i] < 0 {

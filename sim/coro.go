@@ -79,7 +79,8 @@ func (c *pullCoro) stop()       { c.stopf() }
 // give each worker of a sweep its own. The goroutines a Pool holds outlive
 // the runs that made them until Close.
 type Pool struct {
-	idle []*pullCoro
+	idle   []*pullCoro
+	points pointCache // hashes of point names, the same from run to run
 }
 
 // poolMax bounds the goroutines a Pool keeps.

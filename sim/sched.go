@@ -35,7 +35,7 @@ type sched struct {
 	next  *Task // the task the loop resumes next; nil ends the loop
 	view  View
 
-	pointCache [64]pointHash
+	pointCache *pointCache // a pool's, shared by its runs, or the run's own
 	watches    []*ctxWatch // contexts to poll at every decision
 
 	now      time.Duration // virtual time since Epoch
@@ -67,6 +67,11 @@ var (
 
 func newSched(opts *Options, c Chooser) *sched {
 	s := &sched{opts: opts, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
+	if opts.Pool != nil {
+		s.pointCache = &opts.Pool.points
+	} else {
+		s.pointCache = new(pointCache)
+	}
 	s.schedule.off = opts.NoRecord
 	if pcg, ok := c.(*PCGChooser); ok {
 		s.choose = pcgDraws{pcg}
@@ -470,6 +475,9 @@ type pointHash struct {
 	n    int
 	h    uint64
 }
+
+// pointCache is a small direct-mapped cache of point-name hashes.
+type pointCache [64]pointHash
 
 func (s *sched) hashPoint(p string) {
 	data := unsafe.StringData(p)

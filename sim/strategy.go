@@ -261,7 +261,14 @@ func (p *starvePolicy) Pick(v *View) Decision {
 	if p.victim != nil && (v.Now >= p.until || p.victim.state == stateDone) {
 		p.victim = nil
 	}
-	if p.victim == nil && c.Intn(p.st.startOdds) == p.st.startOdds-1 {
+	n := len(v.Candidates)
+	if p.victim == nil {
+		// One draw says both whether a window starts and, if not, who runs;
+		// 0 is the calm answer: no window, the task at the point goes on.
+		r := c.Intn(p.st.startOdds * n)
+		if r/n != p.st.startOdds-1 {
+			return Pick(r % n)
+		}
 		if v.liveVersion != p.seen {
 			p.seen = v.liveVersion
 			p.match = p.match[:0]
@@ -280,7 +287,6 @@ func (p *starvePolicy) Pick(v *View) Decision {
 			}
 		}
 	}
-	n := len(v.Candidates)
 	vi := -1
 	if p.victim != nil {
 		for i, t := range v.Candidates {
