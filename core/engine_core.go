@@ -207,7 +207,9 @@ func (c *EngineCore) runStep() {
 		return
 	}
 	c.step++
-	c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
+	if c.cfg.Observer != nil {
+		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
+	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(fmt.Sprintf("failpoint %s: %s", failpoints.ModelPanic.Name, msg))
 	}
@@ -219,11 +221,10 @@ func (c *EngineCore) runStep() {
 	sampled := c.sched.Sample(so, c.cfg.Model)
 	c.faults.Stall(c.rt, failpoints.CoreStallMidStep)
 	c.processAborts()
-	// A step's batch and its first frames are one allocation.
-	b := &batch{}
-	frames := c.sched.UpdateFromOutputInto(b.frames[:0], so, sampled)
+	out, room := newBatch(len(so.Scheduled))
+	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
 	c.held.Store(int64(c.sched.NumRequests()))
-	c.putBatch(b, frames)
+	c.putBatch(out, frames)
 }
 
 // processAborts drains the aborts queue, so that an abort that arrived while
@@ -262,29 +263,53 @@ func (c *EngineCore) rejectUnschedulable() {
 	c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 }
 
-// batch is an Outputs with room for a step's first frames.
-type batch struct {
-	out    Outputs
-	frames [2]Frame
+// newBatch returns an Outputs and room for n frames, in one allocation for
+// the small batches that are most steps.
+func newBatch(n int) (*Outputs, []Frame) {
+	switch {
+	case n <= 1:
+		b := &struct {
+			out    Outputs
+			frames [1]Frame
+		}{}
+		return &b.out, b.frames[:0]
+	case n <= 2:
+		b := &struct {
+			out    Outputs
+			frames [2]Frame
+		}{}
+		return &b.out, b.frames[:0]
+	case n <= 4:
+		b := &struct {
+			out    Outputs
+			frames [4]Frame
+		}{}
+		return &b.out, b.frames[:0]
+	}
+	return &Outputs{}, make([]Frame, 0, n)
 }
 
 func (c *EngineCore) put(frames []Frame) {
-	c.putBatch(&batch{}, frames)
+	out, _ := newBatch(0)
+	c.putBatch(out, frames)
 }
 
-func (c *EngineCore) putBatch(b *batch, frames []Frame) {
+func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 	if len(frames) == 0 {
 		return
 	}
 	for i := range frames {
+		if c.cfg.Observer == nil {
+			break // the events are built only when someone listens
+		}
 		f := &frames[i]
 		c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
 			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
 	c.batches.Add(1)
-	b.out = Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step}
-	c.out.Put(&b.out)
+	*out = Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step}
+	c.out.Put(out)
 }
 
 func (c *EngineCore) emit(e Event) {

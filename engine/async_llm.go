@@ -418,12 +418,16 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) (string, bool) {
 	st, ok := e.states[f.InternalID]
 	if !ok {
 		e.stats.StaleFramesDropped++
-		e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
-			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+		if e.obs != nil {
+			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+		}
 		return "", false
 	}
-	e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
-		Collector: st.incarnation, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+	if e.obs != nil { // built only when someone listens: this is the hot path
+		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+			Collector: st.incarnation, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+	}
 	if len(st.tokens) == 0 && len(f.NewTokens) > 0 {
 		e.stats.PromptTokens += int64(st.promptLen)
 	}

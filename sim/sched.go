@@ -20,6 +20,7 @@ type unwinding struct{}
 // baton-passing loop, the virtual clock and the recorder.
 type sched struct {
 	opts   *Options
+	debug  bool // opts.Debug, read at every call
 	sw     Switcher
 	policy Policy
 	choose Chooser // the policy's draws, guarded unless they cannot fail
@@ -66,7 +67,7 @@ var (
 )
 
 func newSched(opts *Options, c Chooser) *sched {
-	s := &sched{opts: opts, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
+	s := &sched{opts: opts, debug: opts.Debug, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
 	if opts.Pool != nil {
 		s.pointCache = &opts.Pool.points
 	} else {
@@ -508,7 +509,7 @@ func (s *sched) enter() {
 	if s.cur == nil {
 		panic("sim: the runtime was called outside any simulated task")
 	}
-	if s.opts.Debug {
+	if s.debug {
 		if g := curGoid(); g != s.cur.goid && !s.unwinding {
 			panic(&ForeignGoroutineError{Goroutine: g, Running: s.cur.name})
 		}
