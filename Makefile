@@ -33,10 +33,11 @@ simrun:
 sim: simrun
 	./scripts/sim-story.sh
 
-## bench: every benchmark, 6 counts, in a form benchstat compares
+## bench: the performance benchmarks, 6 counts each (out/bench/bench.txt,
+## which benchstat compares), a stress of real processes against a sweep,
+## and docs/PERFORMANCE.md written from them
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
-	$(BENCHSTAT) bench.txt
+	GO=$(GO) BENCHSTAT="$(BENCHSTAT)" ./scripts/bench.sh
 
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in
 ## testdata/fuzz/, to be committed as regression inputs)

@@ -16,6 +16,8 @@ type collector struct {
 
 	slot   Output
 	has    bool
+	text   []byte // the merged text of a Delta slot, once two deltas merged
+	merged bool
 	err    error
 	ended  bool // the finished output was put
 	closed bool // the finished output was taken
@@ -33,8 +35,15 @@ func (c *collector) put(o Output) {
 		case !c.has:
 			c.slot, c.has = o, true
 		case c.kind == Delta:
+			// Merge into a buffer: concatenating strings would copy the
+			// whole merged text again for every token of a slow consumer.
+			if !c.merged {
+				c.merged = true
+				c.text = append(c.text[:0], c.slot.Text...)
+				c.slot.TokenIDs = append([]int(nil), c.slot.TokenIDs...) // the frame's, not ours to grow
+			}
 			c.slot.TokenIDs = append(c.slot.TokenIDs, o.TokenIDs...)
-			c.slot.Text += o.Text
+			c.text = append(c.text, o.Text...)
 			c.slot.Finished, c.slot.FinishReason, c.slot.StopReason = o.Finished, o.FinishReason, o.StopReason
 		default:
 			c.slot = o
@@ -68,6 +77,10 @@ func (c *collector) next() (Output, error) {
 		return Output{}, c.err
 	case c.has:
 		o := c.slot
+		if c.merged {
+			o.Text = string(c.text)
+			c.merged = false
+		}
 		c.slot, c.has = Output{}, false
 		if o.Finished {
 			c.closed = true

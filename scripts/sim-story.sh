@@ -25,7 +25,7 @@ expect() { # expect CODE CMD...: run CMD, fail unless it exits with CODE
 
 step "1. The legacy engine (routes by the caller's request id) runs the founding test, abort-reuse, over seeds $LEGACY_SEEDS"
 expect 1 "$SIMRUN" sweep -scenario abort-reuse -legacy -seeds "$LEGACY_SEEDS" -out "$OUT" -quiet | tee "$OUT/legacy-sweep.txt"
-first=$(sed -n 's/^  first failing seed: \([0-9]*\)$/\1/p' "$OUT/legacy-sweep.txt")
+first=$(sed -n "s/^  first failing seed: \([0-9]*\).*/\1/p" "$OUT/legacy-sweep.txt")
 if [ -z "$first" ]; then
 	echo "sim-story: the legacy sweep reported no failing seed" >&2
 	exit 1

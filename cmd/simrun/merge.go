@@ -172,6 +172,10 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		if r.Truncated {
 			m.Truncated = true
 		}
+		if r.FirstFailSecs != nil && (m.FirstFailSecs == nil || *r.FirstFailSecs < *m.FirstFailSecs) {
+			secs := *r.FirstFailSecs // shards run side by side: the earliest
+			m.FirstFailSecs = &secs
+		}
 		if r.FirstFailure != nil && (m.FirstFailure == nil || *r.FirstFailure < *m.FirstFailure) {
 			f := *r.FirstFailure
 			m.FirstFailure, m.Error, m.Replay = &f, r.Error, r.Replay

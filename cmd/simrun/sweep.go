@@ -49,6 +49,7 @@ type sweepResult struct {
 	Determinism   uint64      `json:"determinism_checked"`
 	Nondetermined []uint64    `json:"nondeterministic_seeds,omitempty"`
 	Shard         string      `json:"shard,omitempty"`
+	FirstFailSecs *float64    `json:"first_failure_after_seconds,omitempty"`
 	Replay        string      `json:"replay,omitempty"`
 	Error         string      `json:"first_error,omitempty"`
 }
@@ -168,6 +169,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 // sweepState is the tally of a sweep in progress.
 type sweepState struct {
 	mu        sync.Mutex
+	start     time.Time
+	firstFail time.Duration // wall time until a failure was first seen; 0 if none
 	failing   []uint64
 	modes     map[string]*modeTally
 	nondet    []uint64
@@ -210,6 +213,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 	var next atomic.Uint64
 	var wg sync.WaitGroup
 	start := time.Now()
+	st.start = start
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -258,6 +262,9 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if o.res.StepLimited() {
 		st.limited++
 	}
+	if len(st.failing) == 0 {
+		st.firstFail = time.Since(st.start)
+	}
 	st.failing = append(st.failing, seed)
 	if st.sigs != nil {
 		st.sigs[seed] = sig
@@ -295,6 +302,8 @@ func (st *sweepState) summary(sp *spec, seeds seedSet, shard string) sweepResult
 	if len(st.failing) > 0 {
 		f := st.failing[0]
 		r.FirstFailure = &f
+		secs := st.firstFail.Seconds()
+		r.FirstFailSecs = &secs
 	}
 	for _, sig := range sortedKeys(st.modes) {
 		m := st.modes[sig]
@@ -337,7 +346,11 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 		fmt.Fprintf(w, "  of which %d hit the step limit (a livelock or an overlong run, not a property failure)\n", r.StepLimited)
 	}
 	if r.FirstFailure != nil {
-		fmt.Fprintf(w, "  first failing seed: %d\n", *r.FirstFailure)
+		fmt.Fprintf(w, "  first failing seed: %d", *r.FirstFailure)
+		if r.FirstFailSecs != nil {
+			fmt.Fprintf(w, " (a failure was first seen after %v)", time.Duration(*r.FirstFailSecs*float64(time.Second)).Round(time.Microsecond))
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "    %s\n", indent(firstLine(r.Error), "    "))
 		fmt.Fprintf(w, "    replay: %s\n", r.Replay)
 		fmt.Fprintf(w, "    or run: %s\n", sp.runCommand(*r.FirstFailure, r.Strategy))
