@@ -30,6 +30,14 @@
 //     *ScheduleMismatchError.
 //  4. Print the replay command or keep Result.Schedule when a run fails.
 //
+// Beyond one run: Shrink delta-debugs a failing Schedule down to the fewest
+// preemptions (then waits) that still fail with the same signature, driving
+// the program with Guided, which follows the schedule's choices and lets
+// every other decision fall to the calm default. Observe reports each
+// decision as it is made. A sweep sets NoRecord and NoHash on its fast pass
+// and re-runs only the failing seeds with recording on, and keeps one Pool
+// per worker so that the goroutines of finished tasks serve later runs.
+//
 // Usage:
 //
 //	res := sim.Run(sim.Options{Seed: 42, Strategy: sim.Chaos()},

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -357,16 +356,7 @@ func writeCompareJUnit(file string, r *compareResult) error {
 		}
 		cases = append(cases, c)
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	err = triage.WriteJUnit(f, "simrun compare "+r.SeedRange, cases)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeFile(file, func(w io.Writer) error {
+		return triage.WriteJUnit(w, "simrun compare "+r.SeedRange, cases)
+	})
 }

@@ -2,8 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strconv"
 	"strings"
 
@@ -36,18 +35,9 @@ func writeHTML(file string, sp *spec, o *outcome, schedFile string) error {
 	if o.failed() {
 		opts.Error = o.err.Error()
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	err = timeline.Write(f, o.res.Trace, opts)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeFile(file, func(w io.Writer) error {
+		return timeline.Write(w, o.res.Trace, opts)
+	})
 }
 
 // notableEvent reports whether an engine annotation that is not a frame

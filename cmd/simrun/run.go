@@ -263,25 +263,16 @@ func readSchedule(file string) (*sim.Schedule, error) {
 }
 
 func writeTrace(file string, tr *sim.Trace) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	switch strings.ToLower(filepath.Ext(file)) {
-	case ".jsonl":
-		err = tr.WriteJSONL(f)
-	case ".txt", ".log":
-		err = tr.WriteText(f)
-	default:
-		err = tr.WritePerfetto(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeFile(file, func(w io.Writer) error {
+		switch strings.ToLower(filepath.Ext(file)) {
+		case ".jsonl":
+			return tr.WriteJSONL(w)
+		case ".txt", ".log":
+			return tr.WriteText(w)
+		default:
+			return tr.WritePerfetto(w)
+		}
+	})
 }
 
 // sortedKeys returns a map's keys in order.
@@ -292,4 +283,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// writeFile creates file (and its directory) and fills it with write,
+// reporting the first error of writing or closing.
+func writeFile(file string, write func(w io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

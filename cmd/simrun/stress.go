@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -170,18 +169,9 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 }
 
 func writeStressJUnit(file string, rep *triage.StressReport) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	err = triage.WriteJUnit(f, "simrun stress", rep.JUnitCases())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeFile(file, func(w io.Writer) error {
+		return triage.WriteJUnit(w, "simrun stress", rep.JUnitCases())
+	})
 }
 
 // splitCommand splits a command line into argv as a POSIX shell would,

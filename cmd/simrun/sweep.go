@@ -392,18 +392,9 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) erro
 		summary.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
 	}
 	cases = append([]triage.JUnitCase{summary}, cases...)
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	err = triage.WriteJUnit(f, "simrun sweep "+r.Scenario, cases)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeFile(file, func(w io.Writer) error {
+		return triage.WriteJUnit(w, "simrun sweep "+r.Scenario, cases)
+	})
 }
 
 // isTerminal reports whether w is a terminal.
