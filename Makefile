@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet bench sim simrun e2e fuzz
+.PHONY: all test test-plain lint fmt-check vet bench sim simrun e2e fuzz docs
 
 all: test
 
@@ -32,6 +32,11 @@ simrun:
 ## legacy engine, absent from the fixed engine over large sweeps
 sim: simrun
 	./scripts/sim-story.sh
+
+## docs: run the shell sessions shown in README.md and docs/TRIAGE.md again
+## and write their real output back (review with git diff)
+docs:
+	$(GO) run ./scripts/rundoc README.md docs/TRIAGE.md
 
 ## bench: the performance benchmarks, 6 counts each (out/bench/bench.txt,
 ## which benchstat compares), a stress of real processes against a sweep,

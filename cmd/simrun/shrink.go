@@ -60,6 +60,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "out", "directory for the shrunk schedule file")
 	story := fs.Bool("story", false, "print the shrunk run as a story: starvation, engine events, the failure")
 	trace := fs.String("trace", "", "write the shrunk run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
+	html := fs.String("html", "", "write the shrunk run as a self-contained HTML timeline to `FILE`")
 	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
 	tries := fs.Int("tries", sim.DefaultShrinkRunsMax, "runs the shrink may make")
 	deadline := fs.Duration("deadline", shrinkDeadlineDefault, "wall time the shrink may take; it stops with the simplest failure found so far")
@@ -154,7 +155,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if !so.failed() || signature(so.err) != want {
 		panic(fmt.Sprintf("simrun: the shrunk schedule of %s does not replay to the same failure (%v): a broken invariant of sim.Shrink", head, so.err))
 	}
-	if *story || *trace != "" {
+	if *story || *trace != "" || *html != "" {
 		told := sp.run(*seed, sim.Options{Strategy: sim.Guided(shrunk), Trace: true})
 		if told.res.TraceHash != so.res.TraceHash {
 			panic(fmt.Sprintf("simrun: Guided and Replay of the shrunk schedule of %s differ: a broken invariant of sim.Guided", head))
@@ -172,6 +173,11 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 	if *trace != "" {
 		if err := writeTrace(*trace, so.res.Trace); err != nil {
+			return err
+		}
+	}
+	if *html != "" {
+		if err := writeHTML(*html, sp, &so, file); err != nil {
 			return err
 		}
 	}
@@ -200,6 +206,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(file))
 	if *trace != "" {
 		fmt.Fprintf(stdout, "  trace: %s\n", *trace)
+	}
+	if *html != "" {
+		fmt.Fprintf(stdout, "  timeline: %s\n", *html)
 	}
 	if *story {
 		fmt.Fprintln(stdout)

@@ -51,15 +51,25 @@ func TestShrinkOfARecordedScheduleFileTellsTheStory(t *testing.T) {
 	require.Equal(t, 1, code)
 	recorded := filepath.Join(dir, "abort-reuse-legacy-seed4.schedule")
 	tr := filepath.Join(dir, "shrunk.jsonl")
-	code, out, _ := simrun(t, "shrink", "-out", dir, "-story", "-trace", tr, "-quiet", "-tries", "300", recorded)
+	page := filepath.Join(dir, "shrunk.html")
+	code, out, _ := simrun(t, "shrink", "-out", dir, "-story", "-trace", tr, "-html", page, "-quiet", "-tries", "300", recorded)
 	require.Equal(t, 1, code, out)
-	for _, want := range []string{"before: ", "after: ", "preemptions", "shrunk schedule: " + filepath.Join(dir, "abort-reuse-legacy-seed4.shrunk.schedule"),
-		"replay: simrun replay ", "withholds", "(guided)", "adds abort-a#4", "STALE: a previous incarnation's token"} {
+	shrunk := filepath.Join(dir, "abort-reuse-legacy-seed4.shrunk.schedule")
+	for _, want := range []string{"before: ", "after: ", "preemptions", "shrunk schedule: " + shrunk,
+		"replay: simrun replay ", "withholds", "(guided)", "adds abort-a#4", "STALE: a previous incarnation's token",
+		"timeline: " + page} {
 		assert.Contains(t, out, want)
 	}
 	info, err := os.Stat(tr)
 	require.NoError(t, err)
 	assert.Positive(t, info.Size())
+	// The page draws the shrunk run, with the guided strategy's notes, and
+	// offers the shrunk schedule's replay.
+	html, err := os.ReadFile(page)
+	require.NoError(t, err)
+	for _, want := range []string{`id="lane-output-handler"`, `id="stale-flow-`, "simrun replay " + shrunk} {
+		assert.Contains(t, string(html), want)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, "abort-reuse-legacy-seed4.shrunk.schedule"))
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `meta "shrunk-from" "`+recorded+`"`)
