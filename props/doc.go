@@ -18,6 +18,13 @@
 //     same), and call Finish once the engine is closed.
 //  3. Report Err (or Finish's error): a *Violation naming the property.
 //
+// Two choosers put a schedule in rapid's hands. RapidChooser draws as the
+// program asks, so rapid shrinks the schedule along with the workload.
+// RapidSchedule draws a whole schedule before the run, so a fail file
+// rapid wrote for one program replays validly against another: the legacy
+// engine's counterexample in testdata/rapid is replayed against the fixed
+// engine by every go test (TestCommittedCounterexamples keeps it honest).
+//
 // Usage:
 //
 //	c := props.NewChecker(core.ToyModel{})

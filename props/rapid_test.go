@@ -245,11 +245,17 @@ func TestDeterminism(t *testing.T) {
 // for checking that rapid finds and shrinks a bug that is there on purpose.
 type failTB struct {
 	*testing.T
+	name   string // the name rapid sees, which names its fail files; "" means the test's own and "/legacy"
 	failed bool
 	msgs   []string
 }
 
-func (f *failTB) Name() string { return f.T.Name() + "/legacy" }
+func (f *failTB) Name() string {
+	if f.name != "" {
+		return f.name
+	}
+	return f.T.Name() + "/legacy"
+}
 func (f *failTB) Errorf(format string, a ...any) {
 	f.failed = true
 	f.msgs = append(f.msgs, fmt.Sprintf(format, a...))
