@@ -3,8 +3,10 @@ package scenario_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -163,6 +165,46 @@ func golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "run with -rewrite to create %s", path)
 	assert.Equal(t, string(want), got, "%s differs; if the change is deliberate, run go test ./scenario -rewrite", path)
+}
+
+// TestTraceHashGolden pins the trace hash of fixed seeds of every scenario,
+// on both engines, under every kind of strategy, with GOMAXPROCS 1 and 8:
+// a machine, a Go version, a build flag (-race) or a GOMAXPROCS that
+// changed a run would show here. Regenerate with -rewrite after a
+// deliberate change to the engine or the simulator.
+func TestTraceHashGolden(t *testing.T) {
+	strategies := []string{"", "random", "pct:3", "chaos", "starve:engine-core"}
+	table := func() string {
+		var b strings.Builder
+		for _, s := range scenario.All() {
+			for _, legacy := range []bool{false, true} {
+				for _, name := range strategies {
+					if name == "" {
+						name = s.DefaultStrategy
+					}
+					st, err := sim.ParseStrategy(name)
+					require.NoError(t, err)
+					for _, seed := range []uint64{1, 2, 1 << 40} {
+						res, err := run(t, s, legacy, seed, st, false)
+						verdict := "pass"
+						if err != nil {
+							verdict = "FAIL"
+						}
+						fmt.Fprintf(&b, "%-21s legacy=%-5t %-21s seed=%-14d steps=%-5d elapsed=%-9v %s hash=%016x\n",
+							s.Name, legacy, name, seed, res.Steps, res.Elapsed, verdict, res.TraceHash)
+					}
+				}
+			}
+		}
+		return b.String()
+	}
+	prev := runtime.GOMAXPROCS(1)
+	one := table()
+	runtime.GOMAXPROCS(8)
+	eight := table()
+	runtime.GOMAXPROCS(prev)
+	require.Equal(t, one, eight, "GOMAXPROCS 1 and 8 give different runs")
+	golden(t, "hashes.golden", one)
 }
 
 func TestRegistry(t *testing.T) {
