@@ -23,6 +23,7 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./e2e
 
 ## simrun: build the CLI into bin/
 simrun:

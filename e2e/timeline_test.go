@@ -169,7 +169,7 @@ func TestTimelineDOM(t *testing.T) {
 		return n
 	}
 	assert.Equal(t, 3, attr("lanes"), "main, engine-core, output-handler")
-	assert.Equal(t, 2, attr("stale"), "frames 25 and 27 reach the reused abort-a")
+	assert.Positive(t, attr("stale"), "a frame of the first abort-a reaches the reused one")
 	assert.Greater(t, attr("starve"), 10)
 	assert.Greater(t, attr("flows"), attr("stale"))
 	assert.Greater(t, attr("runs"), 10)
@@ -189,8 +189,10 @@ func TestTimelineDOM(t *testing.T) {
 	}
 	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("starve")), "the starved output handler is shaded")
 	assert.Zero(t, svg.find(id("lane-main")).count(classes("starve")))
-	stale := svg.find(id("stale-flow-25"))
+	stale := svg.find(func(e *element) bool { return strings.HasPrefix(e.attr("id"), "stale-flow-") })
 	require.NotNil(t, stale, "the stale frame's path")
+	assert.Equal(t, attr("stale"), svg.count(func(e *element) bool { return strings.HasPrefix(e.attr("id"), "stale-flow-") }),
+		"the script counted every stale path drawn")
 	assert.True(t, stale.hasClass("frame-flow") && stale.hasClass("stale"))
 	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("event", "stale")), "the stale delivery's marker")
 	assert.Positive(t, svg.count(classes("switch")))
