@@ -1,9 +1,3 @@
-// Command simrun runs llmdst's scenarios under the deterministic simulator
-// and triages flaky tests: run one seed, sweep many, replay a recorded
-// failure, shrink it, compare two builds, stress real processes.
-//
-// Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
-// bad usage or bad input.
 package main
 
 import (

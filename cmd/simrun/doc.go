@@ -1,0 +1,25 @@
+// Command simrun runs llmdst's scenarios under the deterministic simulator
+// and triages flaky tests: run one seed, sweep many, replay a recorded
+// failure, shrink it, compare two builds, stress real processes.
+//
+// Usage:
+//
+//	simrun list [-failpoints]
+//	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-story] [-trace F.json] [-html F.html] [-json]
+//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-j N] [-shard I/N] [-json] [-junit F.xml]
+//	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
+//	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-story] [-html F.html]
+//	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
+//	simrun merge   shard-*.json
+//	simrun stress  -p 40 -rounds 3 [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
+//
+// -strategy takes random, pct:D, chaos[:MAX], starve:PREFIX[:MAX] or
+// replay:FILE; without it the scenario's default applies. -failpoint
+// NAME=TERMS (repeatable) arms a failpoint in every run. Every failure
+// prints the command that replays it and writes its schedule file; sweep,
+// stress and compare report each failure mode apart, with its rate, Wilson
+// interval, first occurrence and a command that reproduces it.
+//
+// Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
+// bad usage or bad input, with a sentence saying what was wrong.
+package main
