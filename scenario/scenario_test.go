@@ -2,10 +2,7 @@ package scenario_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,12 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/llmdst/llmdst/internal/golden"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -152,19 +148,7 @@ func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 	for _, want := range []string{"withholds output-handler for", "aborts abort-a#1", "adds abort-a#4", "STALE: a previous incarnation's token"} {
 		assert.Contains(t, story, want)
 	}
-	golden(t, "abort-reuse-legacy.story", story)
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *rewrite {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -rewrite to create %s", path)
-	assert.Equal(t, string(want), got, "%s differs; if the change is deliberate, run go test ./scenario -rewrite", path)
+	golden.Check(t, "abort-reuse-legacy.story", story)
 }
 
 // TestTraceHashGolden pins the trace hash of fixed seeds of every scenario,
@@ -204,7 +188,7 @@ func TestTraceHashGolden(t *testing.T) {
 	eight := table()
 	runtime.GOMAXPROCS(prev)
 	require.Equal(t, one, eight, "GOMAXPROCS 1 and 8 give different runs")
-	golden(t, "hashes.golden", one)
+	golden.Check(t, "hashes.golden", one)
 }
 
 func TestRegistry(t *testing.T) {

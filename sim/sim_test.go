@@ -2,10 +2,7 @@ package sim_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,11 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/llmdst/llmdst/internal/golden"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -220,19 +216,7 @@ func TestTraceHashGolden(t *testing.T) {
 			fmt.Fprintf(&b, "%-14s seed=%-14d steps=%-5d elapsed=%-8v hash=%016x\n", st, seed, res.Steps, res.Elapsed, res.TraceHash)
 		}
 	}
-	golden(t, "hashes.golden", b.String())
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *rewrite {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -rewrite to create %s", path)
-	assert.Equal(t, string(want), got, "%s differs; if the change is deliberate, run go test -rewrite", path)
+	golden.Check(t, "hashes.golden", b.String())
 }
 
 func TestDeterminismSelfCheck(t *testing.T) {

@@ -1,7 +1,6 @@
 package triage
 
 import (
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
 
 // fixture is the flaky program of testdata/flaky, built once per test
 // binary.

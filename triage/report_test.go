@@ -3,13 +3,13 @@ package triage
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/internal/golden"
 )
 
 // foundingReport is the founding bug report's measurement as a
@@ -48,13 +48,7 @@ func foundingReport() *StressReport {
 func TestWriteTableGolden(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, foundingReport().WriteTable(&b))
-	path := filepath.Join("testdata", "table.golden")
-	if *rewrite {
-		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -rewrite to create %s", path)
-	assert.Equal(t, string(want), b.String(), "%s differs; if the change is deliberate, run go test -rewrite", path)
+	golden.Check(t, "table.golden", b.String())
 
 	for _, s := range []string{
 		"A: ./build-main/engine_test '--test-case=Drain*'  11/40    9/40     11/40    31/120 (25.8% [18.8%, 34.3%])",

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/internal/golden"
 )
 
 func TestNormalizeMasks(t *testing.T) {
@@ -96,13 +98,7 @@ func TestSignaturesGolden(t *testing.T) {
 	for _, n := range names {
 		b.WriteString(n + "\n\t" + Signature(out[n], 1) + "\n")
 	}
-	path := filepath.Join("testdata", "signatures.golden")
-	if *rewrite {
-		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -rewrite to create %s", path)
-	assert.Equal(t, string(want), b.String(), "%s differs; if the change is deliberate, run go test -rewrite", path)
+	golden.Check(t, "signatures.golden", b.String())
 }
 
 func TestSignaturePicksTheDetailOfGoTestFailures(t *testing.T) {
