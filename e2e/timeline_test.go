@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"image"
 	"image/png"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/internal/svgtest"
 )
 
 // Limits of one browser run.
@@ -89,69 +90,6 @@ func browse(t *testing.T, html string, flags ...string) []byte {
 	return out
 }
 
-// element is a DOM element as encoding/xml reads it.
-type element struct {
-	XMLName  xml.Name
-	Attrs    []xml.Attr `xml:",any,attr"`
-	Children []element  `xml:",any"`
-}
-
-func (e *element) attr(name string) string {
-	for _, a := range e.Attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-func (e *element) hasClass(c string) bool {
-	for _, x := range strings.Fields(e.attr("class")) {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-func (e *element) count(match func(*element) bool) int {
-	n := 0
-	if match(e) {
-		n++
-	}
-	for i := range e.Children {
-		n += e.Children[i].count(match)
-	}
-	return n
-}
-
-func (e *element) find(match func(*element) bool) *element {
-	if match(e) {
-		return e
-	}
-	for i := range e.Children {
-		if f := e.Children[i].find(match); f != nil {
-			return f
-		}
-	}
-	return nil
-}
-
-func classes(cs ...string) func(*element) bool {
-	return func(e *element) bool {
-		for _, c := range cs {
-			if !e.hasClass(c) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func id(want string) func(*element) bool {
-	return func(e *element) bool { return e.attr("id") == want }
-}
-
 // TestTimelineDOM checks the page as Chromium built it, after its script
 // ran: the script's own summary and the drawing itself.
 func TestTimelineDOM(t *testing.T) {
@@ -175,34 +113,29 @@ func TestTimelineDOM(t *testing.T) {
 	assert.Greater(t, attr("runs"), 10)
 
 	// The drawing, parsed from the browser's DOM.
-	start := strings.Index(dom, `<svg id="timeline"`)
-	require.GreaterOrEqual(t, start, 0)
-	end := strings.Index(dom[start:], "</svg>")
-	require.Positive(t, end)
-	var svg element
-	require.NoError(t, xml.Unmarshal([]byte(dom[start:start+end+len("</svg>")]), &svg))
+	svg := svgtest.Parse(t, dom)
 	for _, lane := range []string{"lane-main", "lane-engine-core", "lane-output-handler"} {
-		l := svg.find(id(lane))
+		l := svg.Find(svgtest.ID(lane))
 		require.NotNil(t, l, lane)
-		assert.True(t, l.hasClass("lane"))
-		assert.Positive(t, l.count(classes("run")), "%s never runs", lane)
+		assert.True(t, l.HasClass("lane"))
+		assert.Positive(t, l.Count(svgtest.Classed("run")), "%s never runs", lane)
 	}
-	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("starve")), "the starved output handler is shaded")
-	assert.Zero(t, svg.find(id("lane-main")).count(classes("starve")))
-	stale := svg.find(func(e *element) bool { return strings.HasPrefix(e.attr("id"), "stale-flow-") })
+	assert.Positive(t, svg.Find(svgtest.ID("lane-output-handler")).Count(svgtest.Classed("starve")), "the starved output handler is shaded")
+	assert.Zero(t, svg.Find(svgtest.ID("lane-main")).Count(svgtest.Classed("starve")))
+	stale := svg.Find(func(e *svgtest.Element) bool { return strings.HasPrefix(e.Attr("id"), "stale-flow-") })
 	require.NotNil(t, stale, "the stale frame's path")
-	assert.Equal(t, attr("stale"), svg.count(func(e *element) bool { return strings.HasPrefix(e.attr("id"), "stale-flow-") }),
+	assert.Equal(t, attr("stale"), svg.Count(func(e *svgtest.Element) bool { return strings.HasPrefix(e.Attr("id"), "stale-flow-") }),
 		"the script counted every stale path drawn")
-	assert.True(t, stale.hasClass("frame-flow") && stale.hasClass("stale"))
-	assert.Positive(t, svg.find(id("lane-output-handler")).count(classes("event", "stale")), "the stale delivery's marker")
-	assert.Positive(t, svg.count(classes("switch")))
+	assert.True(t, stale.HasClass("frame-flow") && stale.HasClass("stale"))
+	assert.Positive(t, svg.Find(svgtest.ID("lane-output-handler")).Count(svgtest.Classed("event", "stale")), "the stale delivery's marker")
+	assert.Positive(t, svg.Count(svgtest.Classed("switch")))
 
 	// The script scrolled to the stale frame and kept the lane labels in
 	// view.
-	labels := svg.find(id("lane-labels"))
+	labels := svg.Find(svgtest.ID("lane-labels"))
 	require.NotNil(t, labels)
-	m := regexp.MustCompile(`translate\(([\d.]+),0\)`).FindStringSubmatch(labels.attr("transform"))
-	require.Len(t, m, 2, "the labels were not moved: %q", labels.attr("transform"))
+	m := regexp.MustCompile(`translate\(([\d.]+),0\)`).FindStringSubmatch(labels.Attr("transform"))
+	require.Len(t, m, 2, "the labels were not moved: %q", labels.Attr("transform"))
 	x, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
 	assert.Positive(t, x, "the drawing was not scrolled to the stale frame")

@@ -2,7 +2,6 @@ package timeline_test
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/internal/svgtest"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -39,77 +39,6 @@ func foundingTrace(t *testing.T) (*sim.Trace, error) {
 	return res.Trace, out.Err(res.Err)
 }
 
-// element is an SVG element as encoding/xml reads it.
-type element struct {
-	XMLName  xml.Name
-	Attrs    []xml.Attr `xml:",any,attr"`
-	Children []element  `xml:",any"`
-	Text     string     `xml:",chardata"`
-}
-
-func (e *element) attr(name string) string {
-	for _, a := range e.Attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-func (e *element) hasClass(c string) bool {
-	for _, x := range strings.Fields(e.attr("class")) {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
-// all returns e and its descendants that match.
-func (e *element) all(match func(*element) bool) []*element {
-	var out []*element
-	if match(e) {
-		out = append(out, e)
-	}
-	for i := range e.Children {
-		out = append(out, e.Children[i].all(match)...)
-	}
-	return out
-}
-
-func classed(classes ...string) func(*element) bool {
-	return func(e *element) bool {
-		for _, c := range classes {
-			if !e.hasClass(c) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func (e *element) title() string {
-	for _, c := range e.Children {
-		if c.XMLName.Local == "title" {
-			return c.Text
-		}
-	}
-	return ""
-}
-
-// parseTimeline returns the page's drawing, parsed as XML: it must be
-// well formed.
-func parseTimeline(t *testing.T, page string) *element {
-	t.Helper()
-	start := strings.Index(page, `<svg id="timeline"`)
-	require.GreaterOrEqual(t, start, 0, "the page has no timeline")
-	end := strings.Index(page[start:], "</svg>")
-	require.Greater(t, end, 0)
-	var root element
-	require.NoError(t, xml.Unmarshal([]byte(page[start:start+end+len("</svg>")]), &root))
-	return &root
-}
-
 func write(t *testing.T, tr *sim.Trace, opts timeline.Options) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -125,30 +54,30 @@ func TestFoundingRaceIsDrawn(t *testing.T) {
 		Error:     runErr.Error(),
 		Highlight: scenario.IsStaleDelivery,
 	})
-	svg := parseTimeline(t, page)
+	svg := svgtest.Parse(t, page)
 
 	// A lane per task, named after it.
-	lanes := svg.all(classed("lane"))
+	lanes := svg.All(svgtest.Classed("lane"))
 	var ids []string
 	for _, l := range lanes {
-		ids = append(ids, l.attr("id"))
+		ids = append(ids, l.Attr("id"))
 	}
 	assert.Equal(t, []string{"lane-main", "lane-engine-core", "lane-output-handler"}, ids)
-	lane := map[string]*element{}
+	lane := map[string]*svgtest.Element{}
 	for _, l := range lanes {
-		lane[l.attr("data-task")] = l
+		lane[l.Attr("data-task")] = l
 	}
 
 	// Every task runs, and the baton passes between them.
 	for _, name := range []string{"main", "engine-core", "output-handler"} {
-		assert.NotEmpty(t, lane[name].all(classed("run")), "%s never runs", name)
+		assert.NotEmpty(t, lane[name].All(svgtest.Classed("run")), "%s never runs", name)
 	}
-	assert.NotEmpty(t, svg.all(classed("switch")))
+	assert.NotEmpty(t, svg.All(svgtest.Classed("switch")))
 	// The core sleeps a step's time and, woken by the clock, runs on with
 	// no switch: its stretch starts again where it was woken.
 	woken := 0
-	for _, r := range lane["engine-core"].all(classed("run")) {
-		if strings.Contains(r.title(), "(since woken by the clock, until ") {
+	for _, r := range lane["engine-core"].All(svgtest.Classed("run")) {
+		if strings.Contains(r.Title(), "(since woken by the clock, until ") {
 			woken++
 		}
 	}
@@ -156,29 +85,29 @@ func TestFoundingRaceIsDrawn(t *testing.T) {
 
 	// The strategy starves the output handler: its lane is shaded, and
 	// only its lane.
-	starved := lane["output-handler"].all(classed("starve"))
+	starved := lane["output-handler"].All(svgtest.Classed("starve"))
 	require.NotEmpty(t, starved)
-	assert.Contains(t, starved[0].title(), `withhold task 2 "output-handler"`)
-	assert.Empty(t, lane["main"].all(classed("starve")))
-	assert.Empty(t, lane["engine-core"].all(classed("starve")))
+	assert.Contains(t, starved[0].Title(), `withhold task 2 "output-handler"`)
+	assert.Empty(t, lane["main"].All(svgtest.Classed("starve")))
+	assert.Empty(t, lane["engine-core"].All(svgtest.Classed("starve")))
 
 	// Frames flow from the core to the output handler; the stale ones are
 	// red, and so is the marker of their delivery.
-	flows := svg.all(classed("frame-flow"))
-	staleFlows := svg.all(classed("frame-flow", "stale"))
+	flows := svg.All(svgtest.Classed("frame-flow"))
+	staleFlows := svg.All(svgtest.Classed("frame-flow", "stale"))
 	require.NotEmpty(t, staleFlows)
 	assert.Greater(t, len(flows), len(staleFlows))
-	assert.Contains(t, staleFlows[0].title(), "STALE")
+	assert.Contains(t, staleFlows[0].Title(), "STALE")
 	first := firstStaleFrame(t, tr)
-	assert.Equal(t, fmt.Sprintf("stale-flow-%d", first), staleFlows[0].attr("id"), "frame %d is the first stale one", first)
-	assert.Equal(t, "url(#arrow-stale)", staleFlows[0].attr("marker-end"))
-	delivered := lane["output-handler"].all(classed("event", "stale"))
+	assert.Equal(t, fmt.Sprintf("stale-flow-%d", first), staleFlows[0].Attr("id"), "frame %d is the first stale one", first)
+	assert.Equal(t, "url(#arrow-stale)", staleFlows[0].Attr("marker-end"))
+	delivered := lane["output-handler"].All(svgtest.Classed("event", "stale"))
 	require.NotEmpty(t, delivered)
-	assert.Contains(t, delivered[0].title(), fmt.Sprintf("frame %d ", first))
+	assert.Contains(t, delivered[0].Title(), fmt.Sprintf("frame %d ", first))
 
 	// The clock moves on while everything is withheld; time is labelled.
-	assert.NotEmpty(t, svg.all(classed("wait")))
-	assert.NotEmpty(t, svg.all(classed("time")))
+	assert.NotEmpty(t, svg.All(svgtest.Classed("wait")))
+	assert.NotEmpty(t, svg.All(svgtest.Classed("time")))
 
 	// The header says what ran and how it failed.
 	assert.Contains(t, page, "abort-reuse")
@@ -199,23 +128,23 @@ func TestPageNeedsNoNetwork(t *testing.T) {
 func TestLongRunIsCappedAroundTheStaleFrame(t *testing.T) {
 	tr, _ := foundingTrace(t)
 	page := write(t, tr, timeline.Options{Highlight: stale, StepsMax: 60, FlowsMax: 3})
-	svg := parseTimeline(t, page)
-	assert.NotEqual(t, "0", svg.attr("data-from"), "the window starts after the run's beginning")
+	svg := svgtest.Parse(t, page)
+	assert.NotEqual(t, "0", svg.Attr("data-from"), "the window starts after the run's beginning")
 	assert.Contains(t, page, "only decisions")
 	assert.Contains(t, page, "routine frame flows are not drawn")
 	// The stale frame is still drawn, from the window's edge.
-	staleFlows := svg.all(classed("frame-flow", "stale"))
+	staleFlows := svg.All(svgtest.Classed("frame-flow", "stale"))
 	require.NotEmpty(t, staleFlows)
-	assert.True(t, staleFlows[0].hasClass("clipped"), "frame 25 was emitted before the window")
+	assert.True(t, staleFlows[0].HasClass("clipped"), "frame 25 was emitted before the window")
 	routine := 0
-	for _, f := range svg.all(classed("frame-flow")) {
-		if !f.hasClass("stale") {
+	for _, f := range svg.All(svgtest.Classed("frame-flow")) {
+		if !f.HasClass("stale") {
 			routine++
 		}
 	}
 	assert.LessOrEqual(t, routine, 3)
-	for _, r := range svg.all(classed("run")) {
-		assert.NotEmpty(t, r.attr("width"))
+	for _, r := range svg.All(svgtest.Classed("run")) {
+		assert.NotEmpty(t, r.Attr("width"))
 	}
 }
 
@@ -267,30 +196,30 @@ func TestAnyProgramAndHostileNames(t *testing.T) {
 	res := sim.Run(sim.Options{Seed: 7, Strategy: sim.Random(), Trace: true}, prog)
 	require.NoError(t, res.Err)
 	page := write(t, res.Trace, timeline.Options{Title: "a <test>", Highlight: stale, Error: "x < y & z"})
-	svg := parseTimeline(t, page)
+	svg := svgtest.Parse(t, page)
 	assert.NotContains(t, page, "<b>")
 	assert.NotContains(t, page, "<sender")
 	assert.Contains(t, page, "x &lt; y &amp; z")
 	var ids []string
-	for _, l := range svg.all(classed("lane")) {
-		ids = append(ids, l.attr("id"))
+	for _, l := range svg.All(svgtest.Classed("lane")) {
+		ids = append(ids, l.Attr("id"))
 	}
 	assert.Contains(t, ids, "lane-receiver")
 	assert.Contains(t, ids, "lane--sender----co--")
-	assert.Len(t, svg.all(classed("frame-flow")), 3)
-	assert.Len(t, svg.all(classed("frame-flow", "stale")), 1)
-	assert.Empty(t, svg.all(classed("starve")), "random withholds nobody")
+	assert.Len(t, svg.All(svgtest.Classed("frame-flow")), 3)
+	assert.Len(t, svg.All(svgtest.Classed("frame-flow", "stale")), 1)
+	assert.Empty(t, svg.All(svgtest.Classed("starve")), "random withholds nobody")
 	// The receiver runs after each wake, though no switch hands it the
 	// baton when it is the only task left.
-	recv := svg.all(func(e *element) bool { return e.attr("id") == "lane-receiver" })
+	recv := svg.All(func(e *svgtest.Element) bool { return e.Attr("id") == "lane-receiver" })
 	require.Len(t, recv, 1)
-	assert.NotEmpty(t, recv[0].all(classed("run")))
+	assert.NotEmpty(t, recv[0].All(svgtest.Classed("run")))
 }
 
 func TestEmptyTrace(t *testing.T) {
 	page := write(t, &sim.Trace{}, timeline.Options{})
-	svg := parseTimeline(t, page)
-	assert.Empty(t, svg.all(classed("lane")))
+	svg := svgtest.Parse(t, page)
+	assert.Empty(t, svg.All(svgtest.Classed("lane")))
 }
 
 func TestWriteReportsWriterErrors(t *testing.T) {
@@ -339,14 +268,14 @@ func TestLargeTraceStaysSmall(t *testing.T) {
 	require.Greater(t, res.Steps, int64(2*timeline.DefaultStepsMax))
 	page := write(t, res.Trace, timeline.Options{Highlight: stale})
 	assert.Less(t, len(page), 8<<20, "the page must stay a few megabytes at most")
-	svg := parseTimeline(t, page)
-	from, err := strconv.Atoi(svg.attr("data-from"))
+	svg := svgtest.Parse(t, page)
+	from, err := strconv.Atoi(svg.Attr("data-from"))
 	require.NoError(t, err)
-	to, err := strconv.Atoi(svg.attr("data-to"))
+	to, err := strconv.Atoi(svg.Attr("data-to"))
 	require.NoError(t, err)
 	assert.Equal(t, timeline.DefaultStepsMax, to-from+1)
 	assert.Contains(t, page, "only decisions")
-	assert.Len(t, svg.all(classed("frame-flow", "stale")), 1, "the window holds the highlighted flow")
+	assert.Len(t, svg.All(svgtest.Classed("frame-flow", "stale")), 1, "the window holds the highlighted flow")
 }
 
 // TestReplayInfersStarvation draws the replay of the founding race: the
@@ -365,16 +294,16 @@ func TestReplayInfersStarvation(t *testing.T) {
 	require.Equal(t, first.TraceHash, res.TraceHash)
 
 	page := write(t, res.Trace, timeline.Options{Highlight: stale})
-	svg := parseTimeline(t, page)
-	lane := map[string]*element{}
-	for _, l := range svg.all(classed("lane")) {
-		lane[l.attr("data-task")] = l
+	svg := svgtest.Parse(t, page)
+	lane := map[string]*svgtest.Element{}
+	for _, l := range svg.All(svgtest.Classed("lane")) {
+		lane[l.Attr("data-task")] = l
 	}
-	inferred := lane["output-handler"].all(classed("starve", "inferred"))
+	inferred := lane["output-handler"].All(svgtest.Classed("starve", "inferred"))
 	require.NotEmpty(t, inferred)
-	assert.Contains(t, inferred[0].title(), "output-handler #2 could run but did not while the clock moved on")
+	assert.Contains(t, inferred[0].Title(), "output-handler #2 could run but did not while the clock moved on")
 	assert.Contains(t, page, "holds no strategy notes")
-	assert.NotEmpty(t, svg.all(classed("frame-flow", "stale")))
+	assert.NotEmpty(t, svg.All(svgtest.Classed("frame-flow", "stale")))
 }
 
 // firstStaleFrame finds, in the trace itself, the frame number of the first
