@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,7 +159,6 @@ func plan(tr *sim.Trace, opts Options) *layout {
 		l.to = min(l.steps-1, l.from+stepsMax-1)
 		l.from = max(0, l.to-stepsMax+1)
 	}
-	in := func(step int64) bool { return step >= l.from && step <= l.to }
 
 	notable := opts.Notable
 	if notable == nil {
@@ -174,7 +174,7 @@ func plan(tr *sim.Trace, opts Options) *layout {
 	for i, e := range tr.Events {
 		if e.At != lastAt {
 			lastAt = e.At
-			if in(e.Step) {
+			if l.in(e.Step) {
 				l.ticks = append(l.ticks, tick{step: e.Step, at: e.At})
 			}
 		}
@@ -195,7 +195,7 @@ func plan(tr *sim.Trace, opts Options) *layout {
 			if preempted {
 				b.becameReady(e.Task, e.Step, e.At)
 			}
-			if in(e.Step) {
+			if l.in(e.Step) {
 				l.switches = append(l.switches, baton{step: e.Step, from: e.Task, to: e.Arg, point: e.Point, at: e.At})
 			}
 			b.begin(e.Arg, e.Step, e.Point, e.At)
@@ -214,7 +214,7 @@ func plan(tr *sim.Trace, opts Options) *layout {
 			b.woken[e.Arg] = wake{index: i, step: e.Step}
 			b.becameReady(e.Arg, e.Step, e.At)
 		case sim.EvWait:
-			if in(e.Step) {
+			if l.in(e.Step) {
 				l.waits = append(l.waits, wait{step: e.Step, at: e.At, by: time.Duration(e.Arg)})
 			}
 			for t := range b.ready {
@@ -321,8 +321,8 @@ func (b *builder) stop(step int64, point string) {
 	}
 	l := b.l
 	s := stretch{task: b.running, from: b.since, to: step, since: b.sincePt, end: point, at: b.sinceAt}
-	if s.to >= l.from && s.from <= l.to {
-		s.from, s.to = max(s.from, l.from), min(s.to, l.to+1)
+	if from, to, ok := l.clip(s.from, s.to); ok {
+		s.from, s.to = from, to
 		l.runs = append(l.runs, s)
 	}
 	b.running = -1
@@ -346,7 +346,7 @@ func (b *builder) strategy(e sim.Event) {
 	l := b.l
 	victim, window, ok := parseWithhold(e.Text)
 	if !ok {
-		if e.Step >= l.from && e.Step <= l.to {
+		if l.in(e.Step) {
 			l.notes = append(l.notes, strategyNote{step: e.Step, task: noteTask(e.Text, len(l.tasks)), at: e.At, text: e.Text})
 		}
 		return
@@ -386,11 +386,22 @@ func (b *builder) keepStarve() {
 
 // keepStarve keeps a starvation window if it overlaps the window drawn.
 func (l *layout) keepStarve(s starve) {
-	if s.to < l.from || s.from > l.to {
-		return
+	if from, to, ok := l.clip(s.from, s.to); ok {
+		s.from, s.to = from, to
+		l.starves = append(l.starves, s)
 	}
-	s.from, s.to = max(s.from, l.from), min(s.to, l.to+1)
-	l.starves = append(l.starves, s)
+}
+
+// in reports whether a step falls in the window drawn.
+func (l *layout) in(step int64) bool { return step >= l.from && step <= l.to }
+
+// clip cuts the stretch of steps from…to to the window drawn, reporting
+// whether anything of it is left.
+func (l *layout) clip(from, to int64) (int64, int64, bool) {
+	if to < l.from || from > l.to {
+		return 0, 0, false
+	}
+	return max(from, l.from), min(to, l.to+1), true
 }
 
 // note records an application event: a marker, and an arrow when it
@@ -407,8 +418,7 @@ func (b *builder) note(e sim.Event) {
 			b.open[id] = flowStart{task: e.Task, step: e.Step}
 		}
 	}
-	inWindow := e.Step >= l.from && e.Step <= l.to
-	if !inWindow {
+	if !l.in(e.Step) {
 		return
 	}
 	m := b.lastMark[e.Task]
@@ -418,7 +428,7 @@ func (b *builder) note(e sim.Event) {
 		l.marks = append(l.marks, m)
 	}
 	kind := e.Note.Kind()
-	if !containsString(m.kinds, kind) {
+	if !slices.Contains(m.kinds, kind) {
 		m.kinds = append(m.kinds, kind)
 	}
 	text := e.Note.String()
@@ -539,15 +549,6 @@ func noteTask(text string, tasks int) int {
 		return -1
 	}
 	return t
-}
-
-func containsString(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // slug makes a task name usable in an element id.

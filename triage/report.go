@@ -34,14 +34,10 @@ func ShellJoin(argv []string) string {
 // tableRate formats a total as "31/120 (25.8% [18.8%, 34.3%])", or as
 // "0/120 (0% [≤ 2.5%, rule of three])" when nothing failed.
 func tableRate(r Rate) string {
-	switch {
-	case r.N == 0:
+	if r.N == 0 {
 		return "0/0"
-	case r.K == 0:
-		return fmt.Sprintf("0/%d (0%% [≤ %s, rule of three])", r.N, Percent(r.UpperBound()))
 	}
-	lo, hi := r.CI95()
-	return fmt.Sprintf("%d/%d (%s [%s, %s])", r.K, r.N, Percent(r.P()), Percent(lo), Percent(hi))
+	return fmt.Sprintf("%d/%d (%s)", r.K, r.N, r.interval())
 }
 
 // firstAt locates a mode's first occurrence as "round 2 copy 7".

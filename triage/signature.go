@@ -94,11 +94,10 @@ var (
 // logEntry is a line a Go test logged (t.Log, t.Error…) with the indented
 // lines that continue it.
 type logEntry struct {
-	test  string   // the test it belongs to, "" if unknown
-	site  string   // "file_test.go:123"
-	text  string   // the message on the first line
-	cont  []string // continuation lines
-	first int      // line index of the entry
+	test string   // the test it belongs to, "" if unknown
+	site string   // "file_test.go:123"
+	text string   // the message on the first line
+	cont []string // continuation lines
 }
 
 // outputSignature is the normalised signature found in output, or "".
@@ -253,7 +252,7 @@ func goLogEntries(lines []string) (entries []logEntry, inEntry []bool) {
 		for k := i; k < j; k++ {
 			inEntry[k] = true
 		}
-		entries = append(entries, logEntry{test: cur, site: m[2], text: m[3], cont: lines[i+1 : j], first: i})
+		entries = append(entries, logEntry{test: cur, site: m[2], text: m[3], cont: lines[i+1 : j]})
 		i = j - 1
 	}
 	return entries, inEntry
@@ -296,24 +295,30 @@ func (e logEntry) testifyFields() (errLines []string, messages string, ok bool) 
 // message is the entry's text, with its continuation when the text
 // announces one.
 func (e logEntry) message() string {
+	msg, _ := e.messageAndKind()
+	return msg
+}
+
+// messageAndKind is message, and whether it came from a testify block.
+func (e logEntry) messageAndKind() (msg string, testify bool) {
 	if errLines, messages, ok := e.testifyFields(); ok {
 		msg := strings.Join(errLines, " ")
 		if messages != "" {
 			msg += " | " + messages
 		}
-		return msg
+		return msg, true
 	}
 	t := strings.TrimSpace(e.text)
 	if t == "" || strings.HasSuffix(t, ":") {
-		return strings.TrimSpace(t + " " + strings.Join(continuation(e.cont), " "))
+		return strings.TrimSpace(t + " " + strings.Join(continuation(e.cont), " ")), false
 	}
-	return t
+	return t, false
 }
 
 // errorMessage is message when the entry reads like an error.
 func (e logEntry) errorMessage() (string, bool) {
-	msg := e.message()
-	if _, _, ok := e.testifyFields(); ok || errorRE.MatchString(msg) || gotWantRE.MatchString(msg) {
+	msg, testify := e.messageAndKind()
+	if testify || errorRE.MatchString(msg) || gotWantRE.MatchString(msg) {
 		return msg, true
 	}
 	return "", false

@@ -86,14 +86,20 @@ func (r Rate) UpperBound() float64 {
 // of three]" when nothing failed, and "0/0 = no runs".
 func (r Rate) String() string {
 	r.check()
-	switch {
-	case r.N == 0:
+	if r.N == 0 {
 		return "0/0 = no runs"
-	case r.K == 0:
-		return fmt.Sprintf("0/%d = 0%% [≤ %s, rule of three]", r.N, Percent(r.UpperBound()))
+	}
+	return fmt.Sprintf("%d/%d = %s", r.K, r.N, r.interval())
+}
+
+// interval reads "25.8% [18.8%, 34.3%]", or "0% [≤ 0.3%, rule of three]"
+// when nothing failed. r.N must be positive.
+func (r Rate) interval() string {
+	if r.K == 0 {
+		return fmt.Sprintf("0%% [≤ %s, rule of three]", Percent(r.UpperBound()))
 	}
 	lo, hi := r.CI95()
-	return fmt.Sprintf("%d/%d = %s [%s, %s]", r.K, r.N, Percent(r.P()), Percent(lo), Percent(hi))
+	return fmt.Sprintf("%s [%s, %s]", Percent(r.P()), Percent(lo), Percent(hi))
 }
 
 // Percent formats a proportion as a percentage: one decimal ("25.8%"),

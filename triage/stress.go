@@ -1,6 +1,7 @@
 package triage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +115,7 @@ func (cfg StressConfig) validate() (StressConfig, error) {
 		if k == EnvRound || k == EnvCopy || k == EnvVariant {
 			return cfg, fmt.Errorf("stress: Env sets %s, which the runner sets for every copy; remove it", k)
 		}
-		if cfg.PrivateTmp && isTmpVar(k) {
+		if cfg.PrivateTmp && slices.Contains(tmpVars, k) {
 			return cfg, fmt.Errorf("stress: Env sets %s, which PrivateTmp sets for every copy; drop one of them", k)
 		}
 	}
@@ -126,15 +128,6 @@ func (cfg StressConfig) validate() (StressConfig, error) {
 		cfg.OutputMax = DefaultOutputMax
 	}
 	return cfg, nil
-}
-
-func isTmpVar(k string) bool {
-	for _, v := range tmpVars {
-		if k == v {
-			return true
-		}
-	}
-	return false
 }
 
 // CopyResult is one copy's run.
@@ -495,7 +488,7 @@ func (t *tailBuffer) Bytes() []byte {
 		b, t.truncated = b[len(b)-t.max:], true
 	}
 	if t.truncated {
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b = b[i+1:]
 		}
 	}

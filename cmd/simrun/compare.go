@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -110,9 +109,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	var bar *progressbar.ProgressBar
 	if !*quiet && !*jsonOut && isTerminal(stderr) {
-		bar = progressbar.NewOptions64(int64(2*seeds.n), progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(), progressbar.OptionSetItsString("runs"), progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		bar = newBar(stderr, int64(2*seeds.n), "runs")
 	}
 	tally := func() *sweepState {
 		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: *jobs, sigs: map[uint64]string{}}
@@ -269,7 +266,7 @@ func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 	for i := range r.Modes {
 		m := &r.Modes[i]
 		o := sp.run(m.FirstSeed, sim.Options{})
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), m.FirstSeed))
+		file := sp.scheduleFile(dir, m.FirstSeed, "")
 		if err := writeSchedule(file, sp, &o); err != nil {
 			return err
 		}

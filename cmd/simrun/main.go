@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"sort"
-	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 )
 
 type command struct {
@@ -48,16 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	err := c.run(args[1:], stdout, stderr)
-	var ue *usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, errFailed):
 		return 1
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "simrun %s: %v\n", c.name, err)
-		return 2
-	default:
+	default: // bad usage, bad input, or a failure to write
 		fmt.Fprintf(stderr, "simrun %s: %v\n", c.name, err)
 		return 2
 	}
@@ -81,12 +80,9 @@ func usage(w io.Writer) {
 
 // parseFlags parses a subcommand's flags; it turns errors and stray
 // arguments into usage errors.
-func parseFlags(fs interface {
-	Parse([]string) error
-	Args() []string
-}, args []string, positional int) ([]string, error) {
+func parseFlags(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
-		if strings.Contains(err.Error(), "help requested") {
+		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
 		}
 		return nil, &usageError{err.Error()}
@@ -100,3 +96,11 @@ func parseFlags(fs interface {
 
 // errHelp is -h: the flag package printed the help; exit 0.
 var errHelp = errors.New("help")
+
+// newBar is the progress bar of a long command on a terminal: count, rate
+// and time left, in units of unit.
+func newBar(w io.Writer, total int64, unit string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(), progressbar.OptionSetItsString(unit), progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}

@@ -195,6 +195,8 @@ func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
 		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "4/3"}, "shard 4 is out of range"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "1of3"}, "want I/N"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-j", "help requested"}, `invalid value "help requested" for flag -j`},
+		{[]string{"merge", "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"replay"}, "want one schedule file"},
 		{[]string{"replay", "/no/such/file"}, "cannot read the schedule"},
 		{[]string{"replay", truncated}, "truncated"},

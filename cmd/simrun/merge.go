@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -45,13 +46,10 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print the merged JSON object instead of text")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return &usageError{err.Error()}
+	files, err := parseFlags(fs, args, math.MaxInt)
+	if err != nil {
+		return helpOK(err)
 	}
-	files := fs.Args()
 	if len(files) == 0 {
 		return usagef("want the JSON files of the shards to merge: simrun merge shard1.json shard2.json ...")
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -150,7 +149,7 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 	case of.schedule != "":
 		schedFile = of.schedule
 	case o.failed():
-		schedFile = filepath.Join(of.out, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), o.seed))
+		schedFile = sp.scheduleFile(of.out, o.seed, "")
 	}
 	if schedFile != "" {
 		if err := writeSchedule(schedFile, sp, o); err != nil {
@@ -176,9 +175,7 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 				j.Replay = replayCommand(schedFile)
 			}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(j); err != nil {
+		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}
 	} else {
@@ -224,30 +221,15 @@ func indent(s, prefix string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
 
-func writeSchedule(file string, sp *spec, o *outcome) error {
+// writeSchedule writes a recorded run's schedule with the meta that says
+// what ran, and extra.
+func writeSchedule(file string, sp *spec, o *outcome, extra ...sim.Meta) error {
 	sch := o.res.Schedule
-	if sch == nil || (sch.Len() == 0 && o.res.Steps > 0) {
-		// The run kept no record (a sweep's fast pass): run the seed again,
-		// recording; it is deterministic.
-		again := sp.run(o.seed, sim.Options{Strategy: strategyByName(sp, o.strategy)})
-		sch = again.res.Schedule
-	}
-	sch.Meta = sp.meta(o)
+	sch.Meta = append(sp.meta(o), extra...)
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(file, []byte(sch.String()), 0o644)
-}
-
-func strategyByName(sp *spec, name string) sim.Strategy {
-	if sp.strategy != nil && sp.strategy.String() == name {
-		return sp.strategy
-	}
-	st, err := sim.ParseStrategy(name)
-	if err != nil {
-		return sp.strategyOrDefault()
-	}
-	return st
 }
 
 func readSchedule(file string) (*sim.Schedule, error) {

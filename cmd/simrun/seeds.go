@@ -83,11 +83,7 @@ func (s seedSet) shard(i, n uint64) seedSet {
 func (s seedSet) String() string {
 	var parts []string
 	for _, sp := range s.spans {
-		if sp.lo == sp.hi {
-			parts = append(parts, strconv.FormatUint(sp.lo, 10))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", sp.lo, sp.hi))
-		}
+		parts = append(parts, sp.String())
 	}
 	if len(parts) == 0 {
 		return "(none)"

@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -162,13 +160,13 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 		so.res.Trace = told.res.Trace
 	}
-	file := filepath.Join(*out, fmt.Sprintf("%s-%s-seed%d.shrunk.schedule", sp.scenario.Name, sp.engineName(), *seed))
+	file := sp.scheduleFile(*out, *seed, ".shrunk")
 	extra := []sim.Meta{
 		{Key: "shrunk-from", Value: from},
 		{Key: "preemptions", Value: strconv.Itoa(stats.After.Preemptions)},
 		{Key: "waits", Value: strconv.Itoa(stats.After.Waits)},
 	}
-	if err := writeShrunk(file, sp, &so, extra); err != nil {
+	if err := writeSchedule(file, sp, &so, extra...); err != nil {
 		return err
 	}
 	if *trace != "" {
@@ -217,17 +215,6 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return errFailed
-}
-
-// writeShrunk writes a shrunk run's schedule with the meta run writes and
-// extra.
-func writeShrunk(file string, sp *spec, o *outcome, extra []sim.Meta) error {
-	sch := o.res.Schedule
-	sch.Meta = append(sp.meta(o), extra...)
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(file, []byte(sch.String()), 0o644)
 }
 
 func writeJSON(w io.Writer, v any) error {

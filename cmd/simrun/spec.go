@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -138,7 +139,13 @@ func (s *spec) run(seed uint64, opts sim.Options) outcome {
 		opts.StepsMax = s.stepsMax
 	}
 	res := sim.Run(opts, prog)
-	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: opts.Strategy.String()}
+	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: res.Strategy}
+}
+
+// scheduleFile names the schedule file of a seed in dir:
+// SCENARIO-ENGINE-seedN[suffix].schedule (scripts/sim-story.sh relies on it).
+func (s *spec) scheduleFile(dir string, seed uint64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d%s.schedule", s.scenario.Name, s.engineName(), seed, suffix))
 }
 
 // meta is what a schedule file carries about its run.

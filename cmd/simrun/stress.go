@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -114,9 +112,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	if !*quiet && !*jsonOut && isTerminal(stderr) {
 		progress = func(done, total int) {
 			if bar == nil {
-				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-					progressbar.OptionShowIts(), progressbar.OptionSetItsString("runs"), progressbar.OptionSetPredictTime(true),
-					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+				bar = newBar(stderr, int64(total), "runs")
 			}
 			bar.Set(done)
 		}
@@ -139,9 +135,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(stressJSON{Summary: rep.Summary(), Conditions: rep.Conditions(), Stopped: stopped}); werr != nil {
+		if werr := writeJSON(stdout, stressJSON{Summary: rep.Summary(), Conditions: rep.Conditions(), Stopped: stopped}); werr != nil {
 			return werr
 		}
 	} else if len(rep.Copies) > 0 {
@@ -153,10 +147,14 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	for _, v := range rep.Variants {
 		failures += v.Total.K
 	}
+	why := ""
+	if err != nil {
+		why = strings.TrimPrefix(err.Error(), "stress: ")
+	}
 	switch {
 	case err != nil && ctx.Err() == nil:
 		// A copy could not start: the command is wrong, not flaky.
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "stress: "))
+		return errors.New(why)
 	case err != nil && failures > 0:
 		fmt.Fprintf(stderr, "simrun stress: %s; the table covers the rounds completed before\n", strings.TrimPrefix(err.Error(), "stress: "))
 		return errFailed

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -102,14 +100,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res := &sweepResult{}
 	if *shardFlag != "" {
 		i, n, err := parseShard(*shardFlag)
 		if err != nil {
 			return err
 		}
 		seeds = seeds.shard(i, n)
-		res.Shard = *shardFlag
 		if seeds.n == 0 {
 			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, *seedsFlag)
 		}
@@ -123,42 +119,29 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	var bar *progressbar.ProgressBar
 	if !*quiet && !*jsonOut && isTerminal(stderr) {
-		bar = progressbar.NewOptions64(int64(seeds.n), progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"), progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		bar = newBar(stderr, int64(seeds.n), "seeds")
 	}
 	sw := sweep(sp, seeds, *jobs, det, bar)
 	if bar != nil {
 		bar.Finish()
 	}
-	*res = sw.summary(sp, seeds, res.Shard)
+	res := sw.summary(sp, seeds, *shardFlag)
 	// Schedule files and replay commands for the first failing seed of
 	// every mode.
-	for i := range res.Modes {
-		m := &res.Modes[i]
-		o := sp.run(m.FirstSeed, sim.Options{})
-		file := filepath.Join(*out, fmt.Sprintf("%s-%s-seed%d.schedule", sp.scenario.Name, sp.engineName(), m.FirstSeed))
-		if err := writeSchedule(file, sp, &o); err != nil {
-			return err
-		}
-		m.Replay = replayCommand(file)
-		if res.FirstFailure != nil && m.FirstSeed == *res.FirstFailure {
-			res.Replay = m.Replay
-		}
+	if err := writeModeSchedules(sp, &res, *out); err != nil {
+		return err
 	}
 	if *junit != "" {
-		if err := writeSweepJUnit(*junit, sp, res, sw); err != nil {
+		if err := writeSweepJUnit(*junit, sp, &res, sw); err != nil {
 			return err
 		}
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(stdout, res); err != nil {
 			return err
 		}
 	} else {
-		printSweep(stdout, sp, res)
+		printSweep(stdout, sp, &res)
 	}
 	if res.Failures > 0 || len(res.Nondetermined) > 0 {
 		return errFailed
