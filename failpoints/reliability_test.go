@@ -78,13 +78,7 @@ func TestEveryFailpointKeepsTheInvariantsUnderSimulation(t *testing.T) {
 // the model dies or the client walks away, but the properties must hold.
 func acceptable(sc *scenario.Scenario, point string, err error) bool {
 	var v *props.Violation
-	if errors.As(err, &v) {
-		return false
-	}
-	if sc == scenario.AbortReuse && (point == "core/model-panic") {
-		return errors.Is(err, engine.ErrEngineDead)
-	}
-	return false
+	return !errors.As(err, &v) && sc == scenario.AbortReuse && point == failpoints.ModelPanic.Name && errors.Is(err, engine.ErrEngineDead)
 }
 
 // workload drives an engine on the real runtime from several goroutines:

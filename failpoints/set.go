@@ -82,11 +82,13 @@ func (s *Set) Specs() []string {
 // process is the process-wide set; it is armed while any of its points is.
 var (
 	process      = &Set{global: true}
-	processArmed atomic.Int32
+	processMu    sync.Mutex // orders arm's count and flag
+	processArmed int        // points armed in the process-wide set
 )
 
 // Fires reports whether p fires now. A disarmed failpoint costs one atomic
-// load: the check is inlined at the call site.
+// load: Fires and Stall are inlined at the call site (Value, which the core
+// calls once a step, is a call).
 func (s *Set) Fires(p *Point) (fired bool) {
 	if s == nil {
 		s = process
@@ -97,6 +99,9 @@ func (s *Set) Fires(p *Point) (fired bool) {
 	return fired
 }
 
+// fires is kept out of line so that Fires inlines.
+//
+//go:noinline
 func (s *Set) fires(p *Point) bool {
 	_, ok := s.eval(p)
 	return ok
@@ -186,15 +191,17 @@ func Enable(name, terms string) error {
 // arm marks p armed or not in the process-wide set, keeping the set's
 // armed flag true while any point is.
 func arm(p *Point, on bool) {
+	processMu.Lock()
+	defer processMu.Unlock()
 	if p.armed.Swap(on) == on {
 		return
 	}
 	if on {
-		processArmed.Add(1)
+		processArmed++
 	} else {
-		processArmed.Add(-1)
+		processArmed--
 	}
-	process.armed.Store(processArmed.Load() > 0)
+	process.armed.Store(processArmed > 0)
 }
 
 // Disable disarms p in the process-wide set. Disarming a disarmed

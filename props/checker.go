@@ -67,8 +67,7 @@ type incarnation struct {
 	reason    core.FinishReason
 	final     []int // tokens at the finish
 	received  []int // tokens the caller received, by Delta concatenation or the latest Cumulative
-	outputs   int
-	sawFinish bool // the caller took the finished output
+	sawFinish bool  // the caller took the finished output
 }
 
 // Checker verifies the properties over one engine's events — one engine,
@@ -78,14 +77,12 @@ type incarnation struct {
 type Checker struct {
 	model  core.Model
 	incs   []*incarnation  // by incarnation number, which an engine hands out densely from 1
-	order  []uint64        // incarnations in order of addition
 	usedID map[string]bool // external ids seen
 	dead   bool            // the engine died: every live request ends with an error
 	// inCore are the incarnations the core holds, as its own events tell:
 	// admitted, and neither aborted nor finished in the core since.
 	inCore map[uint64]bool
 	events int
-	first  *Violation
 	all    []*Violation
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
@@ -97,7 +94,7 @@ func NewChecker(model core.Model) *Checker {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16), order: make([]uint64, 0, 16),
+	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16),
 		inCore: make(map[uint64]bool)}
 }
 
@@ -113,9 +110,6 @@ func (c *Checker) fail(prop, format string, args ...any) {
 		v.Task, v.Point = c.Where()
 	}
 	c.all = append(c.all, v)
-	if c.first == nil {
-		c.first = v
-	}
 }
 
 // SetModel sets the model the engine runs, for the token checks; call it
@@ -129,10 +123,10 @@ func (c *Checker) SetModel(m core.Model) {
 
 // Err returns the first violation so far, or nil.
 func (c *Checker) Err() error {
-	if c.first == nil {
+	if len(c.all) == 0 {
 		return nil
 	}
-	return c.first
+	return c.all[0]
 }
 
 // Violations returns every violation recorded, in order, up to 64.
@@ -165,7 +159,6 @@ func (c *Checker) Observe(ev core.Event) {
 			c.incs = append(c.incs, nil)
 		}
 		c.incs[ev.Incarnation] = in
-		c.order = append(c.order, ev.Incarnation)
 	case core.EventAbort:
 		c.Aborted(ev.Incarnation)
 	case core.EventCoreAdd:
@@ -256,7 +249,6 @@ func (c *Checker) output(ev core.Event) {
 		c.fail(NothingAfterFinish, "%q (incarnation %d) returned an output after its finished one", in.id, in.n)
 		return
 	}
-	in.outputs++
 	switch in.params.Output {
 	case engine.Delta:
 		c.checkModel(in.n, ev.Tokens, len(in.received), func() string { return fmt.Sprintf("a Delta output of %q", in.id) })
@@ -267,7 +259,7 @@ func (c *Checker) output(ev core.Event) {
 				in.params.Output, in.id, in.n, ev.Tokens, in.received)
 		}
 		c.checkModel(in.n, ev.Tokens, 0, func() string { return fmt.Sprintf("a %s output of %q", in.params.Output, in.id) })
-		in.received = slices.Clone(ev.Tokens)
+		in.received = append(in.received[:0], ev.Tokens...)
 	}
 	if !ev.Finished {
 		if in.params.Output == engine.FinalOnly {
@@ -293,8 +285,8 @@ func clip(ts []int) string {
 // returns the first violation of the run, or nil. Call it after the engine
 // is closed.
 func (c *Checker) Finish() error {
-	for _, n := range c.order {
-		if in := c.inc(n); !in.finished {
+	for _, in := range c.incs {
+		if in != nil && !in.finished {
 			c.fail(EndsExactlyOnce, "%q (incarnation %d) was accepted but never ended", in.id, in.n)
 		}
 	}
@@ -309,8 +301,10 @@ type Summary struct {
 // Summary returns the counts.
 func (c *Checker) Summary() Summary {
 	var s Summary
-	for _, n := range c.order {
-		in := c.inc(n)
+	for _, in := range c.incs {
+		if in == nil {
+			continue
+		}
 		s.Requests++
 		if in.reuse {
 			s.Reused++

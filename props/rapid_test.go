@@ -3,7 +3,6 @@ package props_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -39,8 +38,6 @@ type handle struct {
 // abort took effect?) the model accepts every outcome a correct engine may
 // give, and nothing else.
 type engineModel struct {
-	t       *rapid.T
-	rt      task.Runtime
 	e       *engine.AsyncLLM
 	handles []*handle
 	ids     []string
@@ -177,7 +174,7 @@ func TestEngineAgainstASequentialModel(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			m := &engineModel{t: t, rt: rt, e: e, ids: []string{"a", "b"}, prompts: []string{"hello", "the quick brown fox"}}
+			m := &engineModel{e: e, ids: []string{"a", "b"}, prompts: []string{"hello", "the quick brown fox"}}
 			t.Repeat(map[string]func(*rapid.T){
 				"add":      m.add,
 				"read":     m.read,
@@ -275,27 +272,19 @@ func (f *failTB) Helper()                        {}
 // counterexample with fewer scheduling decisions than the first it found.
 func TestRapidShrinksTheLegacyRace(t *testing.T) {
 	// The failure is there on purpose: no fail file for it.
-	require.NoError(t, flag.Set("rapid.nofailfile", "true"))
-	defer flag.Set("rapid.nofailfile", "false")
+	setFlag(t, "rapid.nofailfile", "true")
 	var steps []int64
 	var last error
 	tb := &failTB{T: t}
-	func() {
-		defer func() {
-			if r := recover(); r != nil && r != tb {
-				panic(r)
-			}
-		}()
-		rapid.Check(tb, func(rt *rapid.T) {
-			prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true})
-			res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler")}, prog)
-			if err := out.Err(res.Err); err != nil {
-				steps = append(steps, res.Steps)
-				last = err
-				rt.Fatalf("%v", err)
-			}
-		})
-	}()
+	checkCatching(tb, func(rt *rapid.T) {
+		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true})
+		res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler")}, prog)
+		if err := out.Err(res.Err); err != nil {
+			steps = append(steps, res.Steps)
+			last = err
+			rt.Fatalf("%v", err)
+		}
+	})
 	require.True(t, tb.failed, "rapid found no failure in the legacy engine")
 	require.NotEmpty(t, steps)
 	require.Error(t, last)

@@ -2,9 +2,8 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
@@ -12,8 +11,6 @@ import (
 
 // FoundingStepTime is the model latency of the founding test's RunnerStub.
 const FoundingStepTime = 200 * time.Microsecond
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // AbortReuse is the founding race report's test, "async_llm test_abort and
 // test_multi_abort leave other requests healthy", ported line by line:
@@ -118,7 +115,7 @@ func abortReuseTest(x *Run, waitIdle bool) error {
 	if err != nil {
 		return err
 	}
-	if len(got) != 3 || !equal(got, want("hello", 3)) {
+	if !slices.Equal(got, want("hello", 3)) {
 		return fmt.Errorf("CHECK(Drain(engine, reused) == 3) failed: %d tokens %v, want %v", len(got), got, want("hello", 3))
 	}
 	return nil

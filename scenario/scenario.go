@@ -3,7 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"io"
 	"sort"
 	"strings"
 
@@ -278,7 +278,7 @@ func (x *Run) drain(r *engine.Request) (tokens []int, last engine.Output, err er
 		}
 		out, err := r.Next()
 		if err != nil {
-			if isEOF(err) {
+			if errors.Is(err, io.EOF) {
 				return tokens, last, nil
 			}
 			return tokens, last, err
@@ -292,5 +292,3 @@ func (x *Run) drain(r *engine.Request) (tokens []int, last engine.Output, err er
 func want(prompt string, n int) []int {
 	return core.Tokens(core.ToyModel{}, core.Tokenizer{}.Encode(prompt), n)
 }
-
-func equal(a, b []int) bool { return slices.Equal(a, b) }

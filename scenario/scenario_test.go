@@ -2,8 +2,10 @@ package scenario_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,14 +109,14 @@ func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
 		res, err := run(t, scenario.AbortReuse, true, seed, st, false)
 		var v *props.Violation
-		if err != nil && errorsAs(err, &v) && v.Property == props.NoStaleDelivery && (bestSteps < 0 || res.Steps < bestSteps) {
+		if err != nil && errors.As(err, &v) && v.Property == props.NoStaleDelivery && (bestSteps < 0 || res.Steps < bestSteps) {
 			best, bestSteps = seed, res.Steps
 		}
 	}
 	require.Positive(t, bestSteps)
 	res, err := run(t, scenario.AbortReuse, true, best, st, false)
 	var want *props.Violation
-	require.True(t, errorsAs(err, &want))
+	require.True(t, errors.As(err, &want))
 	runSchedule := func(opts sim.Options) (sim.Result, error) {
 		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true, Seed: best})
 		opts.Seed = best
@@ -124,7 +126,7 @@ func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 	sameFailure := func(opts sim.Options) (sim.Result, bool) {
 		r, err := runSchedule(opts)
 		var v *props.Violation
-		return r, errorsAs(err, &v) && v.Property == want.Property && v.Task == want.Task && v.Point == want.Point
+		return r, errors.As(err, &v) && v.Property == want.Property && v.Task == want.Task && v.Point == want.Point
 	}
 	shrunk, stats, err := sim.Shrink(t.Context(), res.Schedule, sameFailure, sim.ShrinkOptions{})
 	require.NoError(t, err)
@@ -138,7 +140,7 @@ func TestGoldenStoryOfTheFoundingRace(t *testing.T) {
 	assert.Equal(t, replayed.TraceHash, told.TraceHash, "the story is the replayed run")
 
 	var b bytes.Buffer
-	b.WriteString("# abort-reuse on the legacy engine, seed " + itoa(best) + ", strategy " + st.String() + ": the shortest failing\n")
+	b.WriteString("# abort-reuse on the legacy engine, seed " + strconv.FormatUint(best, 10) + ", strategy " + st.String() + ": the shortest failing\n")
 	b.WriteString("# interleaving of the first 200 seeds, shrunk from " + stats.Before.String() + "\n")
 	b.WriteString("# to " + stats.After.String() + ". Regenerate: go test ./scenario -run Golden -rewrite\n#\n")
 	b.WriteString("# " + strings.ReplaceAll(terr.Error(), "\n", "\n# ") + "\n#\n")

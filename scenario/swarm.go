@@ -11,7 +11,6 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -95,8 +94,9 @@ func swarm(x *Run) error {
 	f := drawFeatures(x)
 	cfg := sc.cfg
 	if f.faults && len(x.Opts.Failpoints) == 0 {
-		specs := append(drawFaults(x), x.Faults.Specs()...)
-		faults, err := failpoints.NewSet(sim.NewPCGChooser(x.Opts.Seed, sim.StreamFaults), specs...)
+		o := x.Opts
+		o.Failpoints = drawFaults(x)
+		faults, err := o.faults()
 		if err != nil {
 			return fmt.Errorf("swarm drew failpoints it cannot arm: %w", err)
 		}
@@ -149,32 +149,34 @@ const (
 func drawScript(x *Run, f features, ids []string, model core.Model) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
-	var script []op
+	kinds := []opKind{opDrain}
+	if f.abort {
+		kinds = append(kinds, opAbort)
+	}
+	if f.cancel {
+		kinds = append(kinds, opCancel)
+	}
+	if f.walkAway {
+		kinds = append(kinds, opWalkAway)
+	}
+	if f.batchAbort {
+		kinds = append(kinds, opBatch)
+	}
+	if f.waitIdle {
+		kinds = append(kinds, opWaitIdle)
+	}
+	script := make([]op, 0, n)
 	for i := 0; i < n; i++ {
 		o := op{id: ids[r.Intn(len(ids))], prompt: swarmPrompts[r.Intn(len(swarmPrompts))], reads: r.Intn(4)}
 		o.params = engine.Params{MaxTokens: 1 + r.Intn(12), Output: engine.OutputKind(r.Intn(3))}
-		var kinds []opKind
-		kinds = append(kinds, opDrain)
-		if f.abort {
-			kinds = append(kinds, opAbort)
-		}
-		if f.cancel {
-			kinds = append(kinds, opCancel)
-		}
-		if f.walkAway {
-			kinds = append(kinds, opWalkAway)
-		}
-		if f.batchAbort {
-			kinds = append(kinds, opBatch)
-		}
-		if f.waitIdle {
-			kinds = append(kinds, opWaitIdle)
-		}
 		o.kind = kinds[r.Intn(len(kinds))]
 		if f.long && o.kind != opDrain && r.Intn(2) == 0 {
 			o.params.MaxTokens = 40 + r.Intn(60) // long enough to be cut short
 		}
-		ts := core.Tokens(model, core.Tokenizer{}.Encode(o.prompt), o.params.MaxTokens)
+		var ts []int
+		if f.stopTokens || f.stopStrings {
+			ts = core.Tokens(model, core.Tokenizer{}.Encode(o.prompt), o.params.MaxTokens)
+		}
 		if f.minTokens && r.Intn(3) == 0 {
 			o.params.MinTokens = r.Intn(o.params.MaxTokens + 1)
 		}
