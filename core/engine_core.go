@@ -165,7 +165,7 @@ func (c *EngineCore) handle(in Input) bool {
 			c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 			return true
 		}
-		c.held.Store(int64(c.sched.NumRequests()))
+		c.syncHeld()
 		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
 	case InputAbort:
 		c.abort(in.IDs)
@@ -188,11 +188,11 @@ func (c *EngineCore) abort(ids []string) {
 		var ext string
 		if r, ok := c.sched.Get(id); ok {
 			inc, ext = r.Incarnation, r.ExternalID
-			c.sched.FinishRequests([]string{id}, StatusFinishedAborted)
+			c.sched.finish(r, StatusFinishedAborted)
 		}
 		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc})
 	}
-	c.held.Store(int64(c.sched.NumRequests()))
+	c.syncHeld()
 }
 
 // runStep is vLLM's step: schedule, execute the model, process the aborts
@@ -223,7 +223,7 @@ func (c *EngineCore) runStep() {
 	c.processAborts()
 	out, room := newBatch(len(so.Scheduled))
 	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
-	c.held.Store(int64(c.sched.NumRequests()))
+	c.syncHeld()
 	c.putBatch(out, frames)
 }
 
@@ -249,18 +249,13 @@ func (c *EngineCore) processAborts() {
 	c.abortsPending.Add(-n)
 }
 
-// rejectUnschedulable ends the head of the waiting queue when nothing could
-// be scheduled although nothing runs: it needs more KV blocks than the whole
-// cache has, and would otherwise wait forever.
+// rejectUnschedulable ends, with an error frame, a request that nothing
+// could schedule although nothing runs (Scheduler.RejectUnschedulable).
 func (c *EngineCore) rejectUnschedulable() {
-	st := c.sched.Stats()
-	if st.Running > 0 || st.Waiting == 0 {
-		return
+	if r, ok := c.sched.RejectUnschedulable(); ok {
+		c.syncHeld()
+		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 	}
-	r := c.sched.waiting[0]
-	c.sched.finish(r, StatusFinishedError)
-	c.held.Store(int64(c.sched.NumRequests()))
-	c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 }
 
 // newBatch returns an Outputs and room for n frames, in one allocation for
@@ -290,21 +285,19 @@ func newBatch(n int) (*Outputs, []Frame) {
 }
 
 func (c *EngineCore) put(frames []Frame) {
-	out, _ := newBatch(0)
-	c.putBatch(out, frames)
+	c.putBatch(&Outputs{}, frames)
 }
 
 func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 	if len(frames) == 0 {
 		return
 	}
-	for i := range frames {
-		if c.cfg.Observer == nil {
-			break // the events are built only when someone listens
+	if c.cfg.Observer != nil { // the events are built only when someone listens
+		for i := range frames {
+			f := &frames[i]
+			c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
 		}
-		f := &frames[i]
-		c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
-			Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
 	c.batches.Add(1)
@@ -317,3 +310,7 @@ func (c *EngineCore) emit(e Event) {
 		c.cfg.Observer(e)
 	}
 }
+
+// syncHeld publishes how many requests the core holds, for the frontend's
+// WaitIdle to read.
+func (c *EngineCore) syncHeld() { c.held.Store(int64(c.sched.NumRequests())) }

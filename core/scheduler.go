@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -115,29 +116,37 @@ func (s *Scheduler) FinishRequests(ids []string, status Status) []*Request {
 // FinishAll ends every live request with status, oldest first.
 func (s *Scheduler) FinishAll(status Status) []*Request {
 	all := append(append([]*Request(nil), s.running...), s.waiting...)
-	slices.SortStableFunc(all, func(a, b *Request) int { return cmpU64(a.Incarnation, b.Incarnation) })
+	slices.SortFunc(all, func(a, b *Request) int { return cmp.Compare(a.Incarnation, b.Incarnation) }) // incarnations are unique
 	for _, r := range all {
 		s.finish(r, status)
 	}
 	return all
 }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
+// finish ends r with status: it leaves whichever queue holds it (a live
+// request is in exactly one) and gives its blocks back.
 func (s *Scheduler) finish(r *Request, status Status) {
 	r.Status = status
 	s.freeBlocks(r)
-	s.running = remove(s.running, r)
-	s.waiting = remove(s.waiting, r)
+	if i := slices.Index(s.running, r); i >= 0 {
+		s.running = slices.Delete(s.running, i, i+1)
+	} else {
+		s.waiting = remove(s.waiting, r)
+	}
 	delete(s.requests, r.InternalID)
+}
+
+// RejectUnschedulable ends the head of the waiting queue with an error when
+// nothing runs and it still could not be scheduled: it needs more KV blocks
+// than the whole cache has, and would otherwise wait forever. It returns the
+// request it ended.
+func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
+	if len(s.running) > 0 || len(s.waiting) == 0 {
+		return nil, false
+	}
+	r := s.waiting[0]
+	s.finish(r, StatusFinishedError)
+	return r, true
 }
 
 func remove(rs []*Request, r *Request) []*Request {

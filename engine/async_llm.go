@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,12 +226,27 @@ func (e *AsyncLLM) Abort(ids ...string) {
 
 // abortLocked removes a live incarnation and puts its final abort output.
 func (e *AsyncLLM) abortLocked(st *reqState) {
-	e.dropLocked(st)
-	e.stats.FinishedAbort++
 	e.emit(Event{Kind: core.EventAbort, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Reason: FinishAbort})
 	out, _ := e.makeOutput(st, nil, true, FinishAbort, "")
 	st.c.put(out)
-	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: FinishAbort, Tokens: st.tokens})
+	e.endLocked(st, FinishAbort, nil)
+}
+
+// endLocked forgets an incarnation whose final output (or error) its
+// collector holds, counts how it finished, and tells the observer.
+func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
+	e.dropLocked(st)
+	switch reason {
+	case FinishStop:
+		e.stats.FinishedStop++
+	case FinishLength:
+		e.stats.FinishedLength++
+	case FinishAbort:
+		e.stats.FinishedAbort++
+	default:
+		e.stats.FinishedError++
+	}
+	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: reason, Err: err, Tokens: st.tokens})
 }
 
 func (e *AsyncLLM) dropLocked(st *reqState) {
@@ -334,15 +350,7 @@ func (e *AsyncLLM) liveSortedLocked() []*reqState {
 	for _, st := range e.states {
 		all = append(all, st)
 	}
-	slices.SortFunc(all, func(a, b *reqState) int {
-		switch {
-		case a.incarnation < b.incarnation:
-			return -1
-		case a.incarnation > b.incarnation:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b *reqState) int { return cmp.Compare(a.incarnation, b.incarnation) })
 	return all
 }
 
@@ -354,10 +362,8 @@ func (e *AsyncLLM) die(cause error) {
 	if e.dead == nil {
 		e.dead = err
 		for _, st := range e.liveSortedLocked() {
-			e.dropLocked(st)
-			e.stats.FinishedError++
 			st.c.fail(err)
-			e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: FinishError, Err: err, Tokens: st.tokens})
+			e.endLocked(st, FinishError, err)
 		}
 	}
 	e.mu.Unlock()
@@ -392,8 +398,8 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 		end := min(start+chunk, len(frames))
 		e.mu.Lock()
 		for i := start; i < end; i++ {
-			if id, abort := e.processFrameLocked(&frames[i]); abort {
-				toAbort = append(toAbort, id)
+			if e.processFrameLocked(&frames[i]) {
+				toAbort = append(toAbort, frames[i].InternalID)
 			}
 		}
 		if end == len(frames) {
@@ -411,10 +417,10 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 	}
 }
 
-// processFrameLocked routes one frame to its request. It reports the
-// internal id to abort in the core when a stop string finished a request the
-// core still runs.
-func (e *AsyncLLM) processFrameLocked(f *core.Frame) (string, bool) {
+// processFrameLocked routes one frame to its request. It reports whether
+// the core must abort the frame's request: a stop string finished it while
+// the core still runs it.
+func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	st, ok := e.states[f.InternalID]
 	if !ok {
 		e.stats.StaleFramesDropped++
@@ -422,7 +428,7 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) (string, bool) {
 			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 		}
-		return "", false
+		return false
 	}
 	if e.obs != nil { // built only when someone listens: this is the hot path
 		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
@@ -446,21 +452,10 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) (string, bool) {
 		st.c.put(out)
 	}
 	if !finished {
-		return "", false
+		return false
 	}
-	e.dropLocked(st)
-	switch reason {
-	case FinishStop:
-		e.stats.FinishedStop++
-	case FinishLength:
-		e.stats.FinishedLength++
-	case FinishAbort:
-		e.stats.FinishedAbort++
-	default:
-		e.stats.FinishedError++
-	}
-	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: reason, Tokens: st.tokens})
-	return st.internalID, !f.Finished
+	e.endLocked(st, reason, nil)
+	return !f.Finished
 }
 
 // makeOutput builds the output of a request after new tokens, as vLLM's
