@@ -41,29 +41,13 @@ func (g guidedStrategy) NewPolicy(Chooser) Policy { return &guidedPolicy{s: g.s}
 
 type guidedPolicy struct {
 	s     *Schedule
-	run   int             // index into s.runs
-	used  int             // entries taken from s.runs[run]
+	c     cursor
 	noted []time.Duration // by task ID: the end of the withholding last noted
-}
-
-// next takes the schedule's next entry: a task (≥ 0), or -1 and a wait's
-// time. ok is false once the schedule is exhausted.
-func (p *guidedPolicy) next() (task int, until time.Duration, ok bool) {
-	for p.run < len(p.s.runs) {
-		task, n, until := p.s.run(p.run)
-		if p.used < n {
-			p.used++
-			return task, until, true
-		}
-		p.run++
-		p.used = 0
-	}
-	return 0, 0, false
 }
 
 func (p *guidedPolicy) Pick(v *View) Decision {
 	for {
-		task, until, ok := p.next()
+		task, until, ok := p.c.next(p.s)
 		if !ok {
 			return Pick(0)
 		}
@@ -104,7 +88,7 @@ func (p *guidedPolicy) noteWithheld(v *View, until time.Duration) {
 			continue
 		}
 		end := until
-		for r := p.run + 1; r < len(p.s.runs); r++ {
+		for r := p.c.run + 1; r < len(p.s.runs); r++ {
 			task, _, u := p.s.run(r)
 			if task == t.id {
 				break

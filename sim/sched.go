@@ -53,9 +53,7 @@ type sched struct {
 	err       error
 	ended     bool
 	unwinding bool
-	mainDone  bool
 	mainErr   error
-	goexit    bool // a task's Goexit is parked and must be released
 }
 
 var (
@@ -166,7 +164,6 @@ func (s *sched) finish(t *Task) {
 			s.fail(&PanicError{TaskID: t.id, Task: t.name, Goexit: true})
 			s.exitTask(t)
 			t.state = stateGoexit
-			s.goexit = true
 			s.next = nil
 			t.co.yield()
 			return
@@ -185,7 +182,6 @@ func (s *sched) finish(t *Task) {
 	}
 	s.exitTask(t)
 	if t.id == 0 {
-		s.mainDone = true
 		s.ended = true
 		s.next = nil
 		return
@@ -195,7 +191,9 @@ func (s *sched) finish(t *Task) {
 		return
 	}
 	defer func() {
-		// The strategy's chooser may panic (rapid ends a draw that way).
+		// The strategy may panic (a bad index, a wait that is not after
+		// now): the run fails with it. Chooser panics are caught earlier,
+		// by guardedDraws.
 		if r := recover(); r != nil {
 			s.fail(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack(), site: panicSite(r)})
 			s.next = nil
@@ -203,7 +201,6 @@ func (s *sched) finish(t *Task) {
 	}()
 	t.point, t.kind = "exit", PointExit
 	if next := s.decide(nil, t); next != nil {
-		s.removeRunnable(next)
 		s.switches++
 		s.next = next
 	}
@@ -271,7 +268,8 @@ func (s *sched) fail(err error) {
 
 // decide asks the strategy which task runs next. cur is the task at the
 // point when it may go on, or nil when it blocked or exited; at is the task
-// at the point either way. It returns nil when the run is over.
+// at the point either way. The task it returns has left the runnable set;
+// it returns nil when the run is over.
 func (s *sched) decide(cur, at *Task) *Task {
 	for {
 		if s.ended {
@@ -292,12 +290,11 @@ func (s *sched) decide(cur, at *Task) *Task {
 			}
 			continue
 		}
-		s.steps++
-		if s.stepsMax > 0 && s.steps > s.stepsMax {
-			s.steps--
+		if s.stepsMax > 0 && s.steps >= s.stepsMax {
 			s.fail(&StepLimitError{Steps: s.stepsMax, At: s.now})
 			return nil
 		}
+		s.steps++
 		v := &s.view
 		v.Now, v.Step, v.Candidates, v.Live, v.liveVersion = s.now, s.steps, cands, s.live, s.liveVer
 		v.At, v.CanContinue = at, cur != nil
@@ -331,6 +328,11 @@ func (s *sched) decide(cur, at *Task) *Task {
 		}
 		t := cands[d.Index]
 		s.slots[0] = nil
+		if cur == nil {
+			s.slots = slices.Delete(s.slots, d.Index+1, d.Index+2)
+		} else if d.Index > 0 {
+			s.slots = slices.Delete(s.slots, d.Index, d.Index+1)
+		}
 		s.schedule.appendRun(t.id)
 		if !s.opts.NoHash {
 			// The time needs no word here: every move of the clock is
@@ -400,7 +402,6 @@ func (s *sched) block(point string) {
 	}
 	next := s.decide(nil, t)
 	if next == t { // a timer woke it while the clock moved on
-		s.removeRunnable(t)
 		t.state = stateRunning
 		return
 	}
@@ -411,7 +412,6 @@ func (s *sched) block(point string) {
 // t holds it again.
 func (s *sched) handOff(t, next *Task) {
 	if next != nil {
-		s.removeRunnable(next)
 		s.switches++
 	}
 	s.next = next

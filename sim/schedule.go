@@ -359,25 +359,36 @@ func (r replayStrategy) String() string { return "replay" }
 func (r replayStrategy) NewPolicy(Chooser) Policy { return &replayPolicy{s: r.s} }
 
 type replayPolicy struct {
-	s    *Schedule
+	s *Schedule
+	c cursor
+}
+
+// cursor walks a schedule's decisions one at a time.
+type cursor struct {
 	run  int // index into s.runs
-	used int // decisions taken from s.runs[run]
+	used int // entries taken from s.runs[run]
+}
+
+// next takes the schedule's next entry: a task (≥ 0), or -1 and a wait's
+// time. ok is false once the schedule is exhausted.
+func (c *cursor) next(s *Schedule) (task int, until time.Duration, ok bool) {
+	for c.run < len(s.runs) {
+		task, n, until := s.run(c.run)
+		if c.used < n {
+			c.used++
+			return task, until, true
+		}
+		c.run++
+		c.used = 0
+	}
+	return 0, 0, false
 }
 
 func (p *replayPolicy) Pick(v *View) Decision {
-	task, n, until := -1, 0, time.Duration(0)
-	for p.run < len(p.s.runs) {
-		task, n, until = p.s.run(p.run)
-		if p.used < n {
-			break
-		}
-		p.run++
-		p.used = 0
-	}
-	if p.run >= len(p.s.runs) {
+	task, until, ok := p.c.next(p.s)
+	if !ok {
 		return Fail(&ScheduleMismatchError{Step: v.Step, Reason: fmt.Sprintf("the schedule ends after %d decisions, but the run goes on", p.s.steps)})
 	}
-	p.used++
 	if task < 0 {
 		if until <= v.Now {
 			return Fail(&ScheduleMismatchError{Step: v.Step, Reason: fmt.Sprintf("the schedule waits until %v, but the clock already reads %v", until, v.Now)})

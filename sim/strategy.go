@@ -144,21 +144,18 @@ func (p pctStrategy) NewPolicy(c Chooser) Policy {
 }
 
 type pctPolicy struct {
-	depth    int
-	changes  []int64 // steps at which the running task drops, ascending
-	changed  int     // change points passed
-	prio     []int64 // by task ID; 0 = not seen yet
-	low      int64   // next priority for a task that yields: below all others
-	assigned []bool
+	depth   int
+	changes []int64 // steps at which the running task drops, ascending
+	changed int     // change points passed
+	prio    []int64 // by task ID; 0 = not seen yet
+	low     int64   // next priority for a task that yields: below all others
 }
 
 func (p *pctPolicy) priority(t *Task, c Chooser) int64 {
 	for len(p.prio) <= t.id {
 		p.prio = append(p.prio, 0)
-		p.assigned = append(p.assigned, false)
 	}
-	if !p.assigned[t.id] {
-		p.assigned[t.id] = true
+	if p.prio[t.id] == 0 {
 		p.prio[t.id] = int64(p.depth) + int64(c.Intn(1<<30))
 	}
 	return p.prio[t.id]

@@ -48,6 +48,12 @@ func (m *simMutex) Unlock() {
 		}
 		panic("sim: unlock of unlocked mutex " + m.name)
 	}
+	m.release()
+}
+
+// release hands the held mutex to its longest waiter, if any.
+func (m *simMutex) release() {
+	s := m.s
 	if s.unwinding || len(m.waiters) == 0 {
 		m.owner = nil
 		return
@@ -75,7 +81,7 @@ func (c *simCond) Wait(point string) {
 		panic("sim: Cond.Wait without holding mutex " + c.m.name)
 	}
 	c.waiters = append(c.waiters, t)
-	c.m.Unlock()
+	c.m.release()
 	s.block(point)
 	c.m.acquire()
 }

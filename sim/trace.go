@@ -85,9 +85,7 @@ func Note(rt task.Runtime, a Annotation) {
 		return
 	}
 	if !s.opts.NoHash {
-		s.hash.word(hkNote)
-		s.hashPoint(a.Kind())
-		s.hash.word(a.Fingerprint())
+		s.hashNote(a.Kind(), a.Fingerprint())
 	}
 	if s.trace != nil {
 		s.event(Event{Kind: EvNote, Task: s.cur.id, Note: a})
@@ -328,6 +326,11 @@ func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
 	if !ok || s.cur == nil || s.opts.NoHash {
 		return
 	}
+	s.hashNote(kind, fingerprint)
+}
+
+// hashNote folds an application event into the trace hash.
+func (s *sched) hashNote(kind string, fingerprint uint64) {
 	s.hash.word(hkNote)
 	s.hashPoint(kind)
 	s.hash.word(fingerprint)
