@@ -278,6 +278,9 @@ func (s *sched) decide(cur, at *Task) *Task {
 		if len(s.watches) > 0 {
 			s.pollContexts()
 		}
+		if len(s.timers) > 0 && s.timers[0].deadline <= s.now {
+			s.advance(s.now) // an AfterFunc(d ≤ 0) is due
+		}
 		cands := s.slots[1:]
 		if cur != nil {
 			s.slots[0] = cur

@@ -545,3 +545,30 @@ func TestRepanicKeepsDifferentPanicsApart(t *testing.T) {
 	assert.NotEqual(t, a1, b, "different panics are raised again from different sites")
 	goleak.VerifyNone(t)
 }
+
+// TestZeroDelayTimerFiresAtOnce: an AfterFunc due now runs at the next
+// decision, even while the strategy withholds every task, and the schedule
+// such a run records parses and replays to the same run.
+func TestZeroDelayTimerFiresAtOnce(t *testing.T) {
+	program := func(rt task.Runtime) error {
+		fired := false
+		rt.AfterFunc(0, func() { fired = true })
+		for i := 0; i < 50 && !fired; i++ {
+			rt.Yield("spin")
+		}
+		if !fired {
+			return errors.New("a timer due now did not run while main kept yielding")
+		}
+		return nil
+	}
+	for seed := uint64(1); seed <= 30; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Starve("main")}, program)
+		require.NoError(t, res.Err, "seed %d", seed)
+		text := res.Schedule.String()
+		sch, err := sim.ParseSchedule(text)
+		require.NoError(t, err, "seed %d: the recorded schedule does not parse:\n%s", seed, text)
+		again := sim.Run(sim.Options{Strategy: sim.Replay(sch)}, program)
+		require.NoError(t, again.Err, "seed %d", seed)
+		assert.Equal(t, res.TraceHash, again.TraceHash, "seed %d", seed)
+	}
+}
