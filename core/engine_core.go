@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/llmdst/llmdst/failpoints"
@@ -258,30 +259,39 @@ func (c *EngineCore) rejectUnschedulable() {
 	}
 }
 
-// newBatch returns an Outputs and room for n frames, in one allocation for
-// the small batches that are most steps.
+// batches holds the Outputs their consumers released, frames' room and
+// all, for the core's later steps. What it reuses is memory only: a batch
+// taken from it is overwritten whole, so nothing a run does depends on
+// whether the pool had one.
+var batches sync.Pool
+
+// minBatchRoom is the room for frames a new batch gets: enough for the
+// small steps that are most of them.
+const minBatchRoom = 4
+
+// newBatch returns an Outputs and room for n frames in it, a released batch
+// when one with the room is at hand.
 func newBatch(n int) (*Outputs, []Frame) {
-	switch {
-	case n <= 1:
-		b := &struct {
-			out    Outputs
-			frames [1]Frame
-		}{}
-		return &b.out, b.frames[:0]
-	case n <= 2:
-		b := &struct {
-			out    Outputs
-			frames [2]Frame
-		}{}
-		return &b.out, b.frames[:0]
-	case n <= 4:
-		b := &struct {
-			out    Outputs
-			frames [4]Frame
-		}{}
-		return &b.out, b.frames[:0]
+	if out, _ := batches.Get().(*Outputs); out != nil {
+		if cap(out.Frames) >= n {
+			return out, out.Frames[:0]
+		}
+		out.Release() // too small for this step: leave it for a smaller one
 	}
-	return &Outputs{}, make([]Frame, 0, n)
+	return &Outputs{}, make([]Frame, 0, max(n, minBatchRoom))
+}
+
+// Release gives the batch back to the core once its consumer is done with it:
+// the consumer must keep no pointer into Frames, and must not use the batch
+// again. The frames' NewTokens are the requests' own and stay valid. A batch
+// that is never released is collected as usual.
+func (o *Outputs) Release() {
+	if o == nil || cap(o.Frames) == 0 {
+		return
+	}
+	clear(o.Frames) // let the frames' strings go
+	*o = Outputs{Frames: o.Frames[:0]}
+	batches.Put(o)
 }
 
 func (c *EngineCore) put(frames []Frame) {

@@ -111,3 +111,56 @@ func TestEngineCoreModelPanicIsDeath(t *testing.T) {
 	require.NotEmpty(t, outs)
 	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: failpoint core/model-panic: boom")
 }
+
+// TestReleasedBatchesAreReusedAndTokensStay releases every batch as soon as
+// it is read, as the frontend does, while keeping the frames' tokens: the
+// core reuses the batches, and the tokens kept stay the model's.
+func TestReleasedBatchesAreReusedAndTokensStay(t *testing.T) {
+	model := core.ToyModel{}
+	reqs := []struct {
+		id     string
+		prompt []int
+		max    int
+	}{{"a", []int{1, 2}, 300}, {"b", []int{3}, 40}, {"c", []int{4, 5, 6}, 700}}
+	kept := map[string][][]int{} // each frame's NewTokens, as they were handed over
+	batches, seen := 0, map[*core.Outputs]bool{}
+	res := sim.Run(sim.Options{Seed: 3}, func(rt task.Runtime) error {
+		in := task.NewQueue[core.Input](rt)
+		out := task.NewQueue[*core.Outputs](rt)
+		c := core.NewEngineCore(rt, core.Config{Model: model}.WithDefaults(), in, task.NewQueue[[]string](rt), out, nil)
+		g := task.NewGroup(rt, "g")
+		g.Go("engine-core", c.Run)
+		for i, r := range reqs {
+			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: r.id, Prompt: r.prompt,
+				Params: core.SamplingParams{MaxTokens: r.max, IgnoreEOS: true}, Incarnation: uint64(i + 1)}})
+		}
+		for finished := 0; finished < len(reqs); {
+			o, ok := out.Get()
+			require.True(t, ok)
+			batches++
+			seen[o] = true
+			for _, f := range o.Frames {
+				if len(f.NewTokens) > 0 {
+					require.Len(t, kept[f.InternalID], f.Position)
+					kept[f.InternalID] = append(kept[f.InternalID], f.NewTokens)
+				}
+				if f.Finished {
+					finished++
+				}
+			}
+			o.Release()
+		}
+		c.Send(core.Input{Kind: core.InputShutdown})
+		g.Wait()
+		return nil
+	})
+	require.NoError(t, res.Err)
+	assert.Less(t, len(seen), batches/2, "released batches come back")
+	for _, r := range reqs {
+		key := model.Prepare(r.prompt)
+		require.Len(t, kept[r.id], r.max, r.id)
+		for i, toks := range kept[r.id] {
+			require.Equal(t, []int{model.TokenAt(key, i)}, toks, "%s token %d", r.id, i)
+		}
+	}
+}

@@ -36,8 +36,6 @@ type Frame struct {
 	Finished    bool
 	Reason      FinishReason
 	StopReason  int // the stop token, or -1
-
-	one [1]int // NewTokens' storage when the step sampled one token
 }
 
 // SchedulerStats are the counts vLLM reports with every batch of outputs.
@@ -286,8 +284,8 @@ func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame
 	return s.UpdateFromOutputInto(nil, so, sampled)
 }
 
-// UpdateFromOutputInto is UpdateFromOutput appending the frames to dst,
-// whose room the caller may have allocated along with something else.
+// UpdateFromOutputInto is UpdateFromOutput appending the frames to dst, a
+// batch's room that the caller reuses.
 func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampled []int) []Frame {
 	frames := dst
 	for i, sc := range so.Scheduled {
@@ -299,22 +297,16 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		if sampled[i] < 0 {
 			continue // a chunk of prefill: nothing sampled yet
 		}
-		if cap(frames)-len(frames) < len(so.Scheduled)-i {
-			// Room for every frame this step can still make, so that the
-			// frames never move once made and NewTokens may point into them.
-			frames = append(make([]Frame, 0, len(frames)+len(so.Scheduled)-i), frames...)
-			for j := range frames {
-				frames[j].NewTokens = frames[j].one[:1:1]
-			}
-		}
 		r.Output = append(r.Output, sampled[i])
 		stopped := s.checkStop(r)
 		s.frames++
+		n := len(r.Output)
+		// NewTokens is the request's own output, which only grows: the
+		// frame, and whatever is made from it, may be kept without a copy,
+		// and the batch it came in can be reused.
 		frames = append(frames, Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
-			Position: len(r.Output) - 1, StopReason: r.StopReason})
+			NewTokens: r.Output[n-1 : n : n], Position: n - 1, StopReason: r.StopReason})
 		f := &frames[len(frames)-1]
-		f.one[0] = sampled[i]
-		f.NewTokens = f.one[:1:1]
 		if stopped {
 			f.Finished, f.Reason = true, r.Status.Reason()
 			s.finish(r, r.Status)

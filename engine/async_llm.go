@@ -385,6 +385,7 @@ func (e *AsyncLLM) outputHandler() {
 		} else {
 			e.process(outs)
 		}
+		outs.Release() // nothing made from it points into it
 		e.batchesHandled.Add(1)
 		e.notify()
 	}

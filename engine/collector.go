@@ -40,7 +40,7 @@ func (c *collector) put(o Output) {
 			if !c.merged {
 				c.merged = true
 				c.text = append(c.text[:0], c.slot.Text...)
-				c.slot.TokenIDs = append([]int(nil), c.slot.TokenIDs...) // the frame's, not ours to grow
+				c.slot.TokenIDs = append([]int(nil), c.slot.TokenIDs...) // the core's, not ours to grow
 			}
 			c.slot.TokenIDs = append(c.slot.TokenIDs, o.TokenIDs...)
 			c.text = append(c.text, o.Text...)
