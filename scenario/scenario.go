@@ -70,11 +70,11 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 		x.Opts.Engine(&cfg)
 	}
 	x.Checker.SetModel(cfg.Model)
-	check := x.Checker.Observe
+	checker := x.Checker
 	rt := x.RT
 	tracing, hashing := sim.Tracing(rt), sim.Hashing(rt)
 	cfg.Observer = func(ev engine.Event) {
-		check(ev)
+		checker.ObserveEvent(&ev) // a method call, so that ev stays on the stack
 		switch {
 		case tracing:
 			sim.Note(rt, annotate(ev))
