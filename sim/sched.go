@@ -25,9 +25,8 @@ type sched struct {
 	policy Policy
 	choose Chooser // the policy's draws, guarded unless they cannot fail
 
-	tasks   []*Task // every task ever started, by id
-	live    []*Task // tasks not done, by id
-	liveVer int64   // bumped whenever live changes
+	tasks []*Task // every task ever started, by id
+	live  []*Task // tasks not done, by id
 	// slots[1:] are the runnable tasks other than the running one, by id;
 	// slots[0] is where the task at a point goes when it may continue, so
 	// that the candidates are one slice without copying.
@@ -119,7 +118,7 @@ func (s *sched) spawn(name string, fn func()) *Task {
 	t.co = newCoroutine(s.sw, s.opts.Pool, func() { s.body(t) })
 	s.tasks = append(s.tasks, t)
 	s.live = append(s.live, t)
-	s.liveVer++
+	s.liveChanged()
 	s.slots = append(s.slots, t) // the newest id sorts last
 	s.hash.word(hkSpawn)
 	s.hash.word(uint64(t.id))
@@ -206,12 +205,18 @@ func (s *sched) finish(t *Task) {
 	}
 }
 
+// liveChanged shows the strategies the new set of live tasks.
+func (s *sched) liveChanged() {
+	s.view.Live = s.live
+	s.view.liveVersion++
+}
+
 func (s *sched) exitTask(t *Task) {
 	t.state = stateDone
 	for i, l := range s.live {
 		if l == t {
 			s.live = append(s.live[:i], s.live[i+1:]...)
-			s.liveVer++
+			s.liveChanged()
 			break
 		}
 	}
@@ -269,7 +274,8 @@ func (s *sched) fail(err error) {
 // decide asks the strategy which task runs next. cur is the task at the
 // point when it may go on, or nil when it blocked or exited; at is the task
 // at the point either way. The task it returns has left the runnable set;
-// it returns nil when the run is over.
+// it returns nil when the run is over. What is rare (a wait, an error, a bad
+// pick) is kept out of line: this runs at every scheduling point.
 func (s *sched) decide(cur, at *Task) *Task {
 	for {
 		if s.ended {
@@ -293,41 +299,23 @@ func (s *sched) decide(cur, at *Task) *Task {
 			}
 			continue
 		}
-		if s.stepsMax > 0 && s.steps >= s.stepsMax {
+		if s.steps >= s.stepsMax && s.stepsMax > 0 {
 			s.fail(&StepLimitError{Steps: s.stepsMax, At: s.now})
 			return nil
 		}
 		s.steps++
 		v := &s.view
-		v.Now, v.Step, v.Candidates, v.Live, v.liveVersion = s.now, s.steps, cands, s.live, s.liveVer
+		v.Now, v.Step, v.Candidates = s.now, s.steps, cands
 		v.At, v.CanContinue = at, cur != nil
 		d := s.policy.Pick(v)
-		if s.ended { // the chooser failed
-			return nil
-		}
-		if d.Err != nil {
-			s.fail(d.Err)
-			return nil
-		}
-		if d.wait {
-			if d.Until <= s.now {
-				panic(fmt.Sprintf("sim: strategy %s asked to wait until %v, which is not after now (%v)", s.opts.strategy(), d.Until, s.now))
+		if d.wait || d.Err != nil || s.ended {
+			if !s.unusual(d) {
+				return nil
 			}
-			target := d.Until
-			if len(s.timers) > 0 && s.timers[0].deadline < target {
-				target = s.timers[0].deadline
-			}
-			s.schedule.appendWait(target)
-			s.hash.word(hkWait)
-			s.hash.word(uint64(target))
-			if s.trace != nil {
-				s.event(Event{Kind: EvWait, Task: -1, Arg: int(target - s.now)})
-			}
-			s.advance(target)
 			continue
 		}
-		if d.Index < 0 || d.Index >= len(cands) {
-			panic(fmt.Sprintf("sim: strategy %s picked candidate %d of %d", s.opts.strategy(), d.Index, len(cands)))
+		if uint(d.Index) >= uint(len(cands)) {
+			s.badPick(d.Index, len(cands))
 		}
 		t := cands[d.Index]
 		s.slots[0] = nil
@@ -348,6 +336,40 @@ func (s *sched) decide(cur, at *Task) *Task {
 		}
 		return t
 	}
+}
+
+// unusual carries out a decision that picks no task: the chooser failed, the
+// strategy ended the run, or it waits. It reports whether to decide again.
+//
+//go:noinline
+func (s *sched) unusual(d Decision) bool {
+	if s.ended { // the chooser failed
+		return false
+	}
+	if d.Err != nil {
+		s.fail(d.Err)
+		return false
+	}
+	if d.Until <= s.now {
+		panic(fmt.Sprintf("sim: strategy %s asked to wait until %v, which is not after now (%v)", s.opts.strategy(), d.Until, s.now))
+	}
+	target := d.Until
+	if len(s.timers) > 0 && s.timers[0].deadline < target {
+		target = s.timers[0].deadline
+	}
+	s.schedule.appendWait(target)
+	s.hash.word(hkWait)
+	s.hash.word(uint64(target))
+	if s.trace != nil {
+		s.event(Event{Kind: EvWait, Task: -1, Arg: int(target - s.now)})
+	}
+	s.advance(target)
+	return true
+}
+
+//go:noinline
+func (s *sched) badPick(i, n int) {
+	panic(fmt.Sprintf("sim: strategy %s picked candidate %d of %d", s.opts.strategy(), i, n))
 }
 
 // advance moves the clock to target, or to the next timer when target < 0,
