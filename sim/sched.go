@@ -98,18 +98,57 @@ func (s *sched) run(main func(rt task.Runtime) error) {
 	})
 	s.removeRunnable(m)
 	s.next = m
+	// The loop is the root of the chain of hand-offs (see pass): it resumes
+	// a task only when the chain above it is empty, which is at the start
+	// and, with SwitchChan, at every hand-off.
 	for s.next != nil {
-		t := s.next
-		s.next = nil
-		s.cur = t
-		t.state = stateRunning
-		t.co.resume()
-		if t.state == stateDone {
-			s.release(t) // its body returned (or recovered a panic)
-		}
+		s.resume(nil, s.next)
 	}
 	s.cur = nil
 	s.unwind()
+}
+
+// resume runs t, which waits at home, until it hands the baton back down
+// the chain. by is the task whose goroutine resumes it, nil for the loop;
+// by waits in the chain meanwhile.
+func (s *sched) resume(by, t *Task) {
+	s.cur = t
+	t.state = stateRunning
+	if by != nil {
+		by.inChain = true
+	}
+	t.co.resume()
+	if by != nil {
+		by.inChain = false
+	}
+	if t.state == stateDone {
+		s.release(t) // its body returned (or recovered a panic)
+	}
+}
+
+// pass hands the baton from me, whose goroutine runs, to s.next (nil ends
+// the run), and returns when me holds it again.
+//
+// A task waits either at home, parked in its own coroutine, or in the
+// chain: inside the resume of the task above it. The loop is the chain's
+// root. A next task that waits at home is resumed from here, a single
+// coroutine switch, and me waits in the chain; one that waits in the chain
+// is reached by returning down the chain, me going home. So two tasks that
+// take turns switch once per hand-off, where a loop in the middle would
+// switch twice; every resume is returned from at most once, so no hand-off
+// costs more than two switches over a run.
+func (s *sched) pass(me *Task) {
+	for s.next != me {
+		if next := s.next; next != nil && !next.inChain && s.sw == SwitchPull {
+			s.resume(me, next)
+			continue
+		}
+		if !me.co.yield() {
+			panic(unwinding{})
+		}
+	}
+	s.cur = me
+	me.state = stateRunning
 }
 
 // spawn creates a runnable task. It does not start running until chosen.
@@ -199,9 +238,9 @@ func (s *sched) finish(t *Task) {
 		}
 	}()
 	t.point, t.kind = "exit", PointExit
-	if next := s.decide(nil, t); next != nil {
+	s.next = s.decide(nil, t)
+	if s.next != nil {
 		s.switches++
-		s.next = next
 	}
 }
 
@@ -440,9 +479,7 @@ func (s *sched) handOff(t, next *Task) {
 		s.switches++
 	}
 	s.next = next
-	if !t.co.yield() {
-		panic(unwinding{})
-	}
+	s.pass(t)
 }
 
 // wake makes a blocked task runnable on behalf of the running task.

@@ -53,6 +53,9 @@ type Task struct {
 	point string
 	kind  PointKind
 	co    coroutine
+	// inChain: the task's goroutine waits inside the resume of another
+	// task, not in its own coroutine (see sched.pass).
+	inChain bool
 
 	returned  bool      // fn returned normally
 	waitingOn *simMutex // for deadlock reports
