@@ -174,8 +174,8 @@ func (o *observedPolicy) Pick(v *View) Decision {
 	switch {
 	case d.Err != nil:
 		return d
-	case d.wait:
-		c.Task, c.Wait, c.Until = -1, true, d.Until
+	case d.waits():
+		c.Task, c.Wait, c.Until = -1, true, d.until()
 	case d.Index >= 0 && d.Index < len(v.Candidates):
 		c.Task = v.Candidates[d.Index].id
 	default:

@@ -347,7 +347,7 @@ func (s *sched) decide(cur, at *Task) *Task {
 		v.Now, v.Step, v.Candidates = s.now, s.steps, cands
 		v.At, v.CanContinue = at, cur != nil
 		d := s.policy.Pick(v)
-		if d.wait || d.Err != nil || s.ended {
+		if d.waits() || d.Err != nil || s.ended {
 			if !s.unusual(d) {
 				return nil
 			}
@@ -390,7 +390,7 @@ func (s *sched) unusual(d Decision) bool {
 		return false
 	}
 	if d.Until <= s.now {
-		panic(fmt.Sprintf("sim: strategy %s asked to wait until %v, which is not after now (%v)", s.opts.strategy(), d.Until, s.now))
+		panic(fmt.Sprintf("sim: strategy %s asked to wait until %v, which is not after now (%v)", s.opts.strategy(), d.until(), s.now))
 	}
 	target := d.Until
 	if len(s.timers) > 0 && s.timers[0].deadline < target {

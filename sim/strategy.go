@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,8 @@ func (v *View) Note(msg string) {
 	}
 }
 
-// Decision is what a Policy decided.
+// Decision is what a Policy decided; Pick, WaitUntil and Fail make them.
+// A Decision whose Until is set waits, whatever its Index.
 type Decision struct {
 	// Index is the candidate to run.
 	Index int
@@ -74,16 +76,38 @@ type Decision struct {
 	// candidate.
 	Until time.Duration
 	// Err ends the run with this error.
-	Err  error
-	wait bool
+	Err error
+	// The three words above and no more: a Decision then stays in
+	// registers, where a bigger one is copied through memory at every
+	// decision.
+}
+
+// waits reports whether the decision withholds every candidate.
+func (d Decision) waits() bool { return d.Until != 0 }
+
+// until is the time a waiting decision asked for.
+func (d Decision) until() time.Duration {
+	if d.Until == waitAtZero {
+		return 0
+	}
+	return d.Until
 }
 
 // Pick runs Candidates[i].
 func Pick(i int) Decision { return Decision{Index: i} }
 
+// waitAtZero is what WaitUntil(0) records: Until 0 means no wait, and a
+// wait until 0 is as wrong as this one, since the clock starts at 0.
+const waitAtZero time.Duration = math.MinInt64
+
 // WaitUntil withholds every candidate: the clock moves on to t, or to the
 // next timer if that comes first. t must be after now.
-func WaitUntil(t time.Duration) Decision { return Decision{Until: t, wait: true} }
+func WaitUntil(t time.Duration) Decision {
+	if t == 0 {
+		t = waitAtZero
+	}
+	return Decision{Until: t}
+}
 
 // Fail ends the run with err.
 func Fail(err error) Decision { return Decision{Err: err} }

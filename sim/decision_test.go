@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// waitAt is a strategy that waits until a fixed time at its first decision
+// and picks the first candidate afterwards.
+type waitAt time.Duration
+
+func (w waitAt) String() string           { return fmt.Sprintf("wait-at(%v)", time.Duration(w)) }
+func (w waitAt) NewPolicy(Chooser) Policy { return &waitAtPolicy{until: time.Duration(w)} }
+
+type waitAtPolicy struct {
+	until time.Duration
+	done  bool
+}
+
+func (p *waitAtPolicy) Pick(v *View) Decision {
+	if p.done {
+		return Pick(0)
+	}
+	p.done = true
+	return WaitUntil(p.until)
+}
+
+func TestStrategyWaitsAreCheckedAgainstNow(t *testing.T) {
+	prog := func(rt task.Runtime) error { rt.Yield("point"); return nil }
+	res := Run(Options{Strategy: waitAt(3 * time.Millisecond)}, prog)
+	require.NoError(t, res.Err)
+	assert.Equal(t, 3*time.Millisecond, res.Elapsed, "the clock moves to the wait's end")
+	for _, until := range []time.Duration{0, -time.Millisecond} {
+		res := Run(Options{Strategy: waitAt(until)}, prog)
+		var pe *PanicError
+		require.ErrorAs(t, res.Err, &pe, "a wait until %v", until)
+		assert.Equal(t, fmt.Sprintf("sim: strategy wait-at(%v) asked to wait until %v, which is not after now (0s)", until, until), pe.Value)
+	}
+}
