@@ -5,10 +5,12 @@ import "iter"
 // coroutine is how the simulator hands the baton to a task and back. Exactly
 // one of the loop and the tasks runs at any moment.
 type coroutine interface {
-	// resume runs the task, from the loop, until it yields or returns.
+	// resume runs the task, from the loop or another task, until it yields
+	// or returns.
 	resume()
-	// yield gives control back to the loop, from inside the task. It
-	// reports false when the run is over and the task must unwind.
+	// yield gives control back to whoever resumed the task, from inside
+	// the task. It reports false when the run is over and the task must
+	// unwind.
 	yield() bool
 	// stop unwinds a parked task. It is called from a throwaway goroutine, so
 	// that a runtime.Goexit during unwinding cannot end the caller of Run.

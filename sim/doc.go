@@ -54,8 +54,10 @@
 //		// again.TraceHash == res.TraceHash
 //	}
 //
-// Tasks are driven as iter.Pull coroutines from one loop: a switch is a
-// direct handoff inside the Go runtime. Panics and runtime.Goexit in a task
+// Tasks are driven as iter.Pull coroutines that hand the baton to each
+// other: a switch is a direct handoff inside the Go runtime, one per hand-off
+// when two tasks take turns, with a loop at the root for the start and the
+// end of the run. Panics and runtime.Goexit in a task
 // are caught inside its coroutine; tasks still parked when main returns are
 // unwound (their deferred calls run) from throwaway goroutines, so no
 // goroutine outlives Run and a task's t.FailNow cannot end Run's caller.

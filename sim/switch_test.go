@@ -116,15 +116,27 @@ func (alternate) Pick(v *View) Decision {
 }
 
 // BenchmarkYieldSwitch is two tasks that only yield, under a strategy that
-// hands the baton over at every yield.
+// hands the baton over at every yield. The "-sweep" cases run as a sweep's
+// seeds do, without recording the schedule or hashing the trace.
 func BenchmarkYieldSwitch(b *testing.B) {
-	for _, sw := range []Switcher{SwitchPull, SwitchChan} {
-		b.Run(sw.String(), func(b *testing.B) {
+	cases := []struct {
+		name string
+		opts Options
+	}{
+		{"pull", Options{switcher: SwitchPull}},
+		{"chan", Options{switcher: SwitchChan}},
+		{"pull-sweep", Options{switcher: SwitchPull, NoRecord: true, NoHash: true}},
+		{"chan-sweep", Options{switcher: SwitchChan, NoRecord: true, NoHash: true}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
 			const yields = 10_000
 			var switches int64
 			for done := 0; done < b.N; done += 2 * yields {
 				n := min(yields, (b.N-done+1)/2)
-				res := Run(Options{Strategy: alternate{}, switcher: sw}, func(rt task.Runtime) error {
+				opts := c.opts
+				opts.Strategy = alternate{}
+				res := Run(opts, func(rt task.Runtime) error {
 					rt.Go("other", func() {
 						for i := 0; i < n; i++ {
 							rt.Yield("other")

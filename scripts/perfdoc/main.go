@@ -211,17 +211,21 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 
 	p("## The simulator's switch")
 	p("")
-	p("A task switch passes the baton from one task to the loop and from the loop to the next")
-	p("task: two coroutine switches. The raw floors are a bare pair of goroutines handing off.")
+	p("A task hands the baton to the next task itself: one coroutine switch when two tasks take")
+	p("turns, and never more than two a hand-off over a run (see `sched.pass`). The raw floor is a")
+	p("bare pair of goroutines handing off; a task switch adds the decision (strategy, schedule")
+	p("record, trace hash) and the simulator's bookkeeping; \"as in a sweep\" leaves out the record")
+	p("and the hash, as a sweep's seeds run.")
 	p("")
-	p("| mechanism | raw floor, ns per switch | a task switch in the simulator, ns (decision included) | ping-pong through a Queue, ns per switch |")
-	p("|---|---|---|---|")
+	p("| mechanism | raw floor, ns per switch | a task switch in the simulator, ns | as in a sweep, ns | ping-pong through a Queue, ns per switch |")
+	p("|---|---|---|---|---|")
 	for _, m := range []string{"pull", "chan"} {
 		raw, ok1 := get(b, "BenchmarkRawSwitch/"+m+"-2", "ns/switch")
 		ys, ok2 := get(b, "BenchmarkYieldSwitch/"+m+"-2", "ns/switch")
+		ysw, ok4 := get(b, "BenchmarkYieldSwitch/"+m+"-sweep-2", "ns/switch")
 		q, ok3 := get(b, "BenchmarkSwitch/"+m+"-2", "ns/switch")
-		name := map[string]string{"pull": "iter.Pull coroutines (kept)", "chan": "channel hand-off"}[m]
-		p("| %s | %s | %s | %s |", name, num(raw, ok1, "%.0f"), num(ys, ok2, "%.0f"), num(q, ok3, "%.0f"))
+		name := map[string]string{"pull": "iter.Pull coroutines (kept)", "chan": "channels, through a loop"}[m]
+		p("| %s | %s | %s | %s | %s |", name, num(raw, ok1, "%.0f"), num(ys, ok2, "%.0f"), num(ysw, ok4, "%.0f"), num(q, ok3, "%.0f"))
 	}
 	for _, st := range []string{"calm", "random", "chaos"} {
 		dec, ok := get(b, "BenchmarkDecision/"+st+"-2", "ns/op")
