@@ -359,9 +359,9 @@ func (s *sched) decide(cur, at *Task) *Task {
 		t := cands[d.Index]
 		s.slots[0] = nil
 		if cur == nil {
-			s.slots = slices.Delete(s.slots, d.Index+1, d.Index+2)
+			s.dropSlot(d.Index + 1)
 		} else if d.Index > 0 {
-			s.slots = slices.Delete(s.slots, d.Index, d.Index+1)
+			s.dropSlot(d.Index)
 		}
 		s.schedule.appendRun(t.id)
 		if !s.opts.NoHash {
@@ -508,25 +508,35 @@ func (s *sched) wakeBy(t *Task, by int) {
 	}
 }
 
+// The runnable set is short: its shifts are loops of single pointer moves,
+// cheaper than the runtime's bulk copy and clear at this size.
+
 func (s *sched) insertRunnable(t *Task) {
-	i := len(s.slots)
-	for i > 1 && s.slots[i-1].id > t.id {
-		i--
+	s.slots = append(s.slots, t)
+	i := len(s.slots) - 1
+	for ; i > 1 && s.slots[i-1].id > t.id; i-- {
+		s.slots[i] = s.slots[i-1]
 	}
-	s.slots = append(s.slots, nil)
-	copy(s.slots[i+1:], s.slots[i:])
 	s.slots[i] = t
 }
 
 func (s *sched) removeRunnable(t *Task) {
 	for i := 1; i < len(s.slots); i++ {
 		if s.slots[i] == t {
-			copy(s.slots[i:], s.slots[i+1:])
-			s.slots[len(s.slots)-1] = nil
-			s.slots = s.slots[:len(s.slots)-1]
+			s.dropSlot(i)
 			return
 		}
 	}
+}
+
+// dropSlot removes slots[i], keeping the order.
+func (s *sched) dropSlot(i int) {
+	last := len(s.slots) - 1
+	for ; i < last; i++ {
+		s.slots[i] = s.slots[i+1]
+	}
+	s.slots[last] = nil
+	s.slots = s.slots[:last]
 }
 
 // pointHash caches the hash of a point name (or an annotation's kind),
