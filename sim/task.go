@@ -53,6 +53,7 @@ type Task struct {
 	point string
 	kind  PointKind
 	co    coroutine
+	pull  *pullCoro // co, when it is one: the hand-off calls it directly
 	// inChain: the task's goroutine waits inside the resume of another
 	// task, not in its own coroutine (see sched.pass).
 	inChain bool
