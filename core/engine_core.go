@@ -266,19 +266,25 @@ func (c *EngineCore) rejectUnschedulable() {
 var batches sync.Pool
 
 // minBatchRoom is the room for frames a new batch gets: enough for the
-// small steps that are most of them.
+// small steps that are most of them. Smaller batches (a final frame put
+// alone) are not kept: one taken from the pool would be too small for most
+// steps.
 const minBatchRoom = 4
 
 // newBatch returns an Outputs and room for n frames in it, a released batch
 // when one with the room is at hand.
 func newBatch(n int) (*Outputs, []Frame) {
-	if out, _ := batches.Get().(*Outputs); out != nil {
-		if cap(out.Frames) >= n {
-			return out, out.Frames[:0]
-		}
-		out.Release() // too small for this step: leave it for a smaller one
+	if out, _ := batches.Get().(*Outputs); out != nil && cap(out.Frames) >= n {
+		return out, out.Frames[:0]
 	}
-	return &Outputs{}, make([]Frame, 0, max(n, minBatchRoom))
+	if n <= minBatchRoom {
+		b := &struct { // one allocation for the batch and its room
+			out    Outputs
+			frames [minBatchRoom]Frame
+		}{}
+		return &b.out, b.frames[:0]
+	}
+	return &Outputs{}, make([]Frame, 0, n)
 }
 
 // Release gives the batch back to the core once its consumer is done with it:
@@ -286,7 +292,7 @@ func newBatch(n int) (*Outputs, []Frame) {
 // again. The frames' NewTokens are the requests' own and stay valid. A batch
 // that is never released is collected as usual.
 func (o *Outputs) Release() {
-	if o == nil || cap(o.Frames) == 0 {
+	if o == nil || cap(o.Frames) < minBatchRoom {
 		return
 	}
 	clear(o.Frames) // let the frames' strings go
