@@ -136,6 +136,7 @@ func render(doc string) (string, error) {
 // error.
 func run(cmd, filter string) (text string, code int, wall time.Duration, err error) {
 	c := exec.Command("bash", "-c", cmd)
+	c.Env = userEnv()
 	var buf bytes.Buffer
 	c.Stdout, c.Stderr = &buf, &buf
 	start := time.Now()
@@ -159,6 +160,22 @@ func run(cmd, filter string) (text string, code int, wall time.Duration, err err
 		return "", 0, wall, fmt.Errorf("filter %q: %v: %s", filter, err, strings.TrimSpace(ferr.String()))
 	}
 	return fout.String(), code, wall, nil
+}
+
+// userEnv is this process's environment without what make passes down, so
+// that a documented make command prints what it prints for a user, not a
+// sub-make's "Entering directory" lines.
+func userEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 func wallString(d time.Duration) string {
