@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	_ "embed"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -22,6 +23,12 @@ import (
 	"strings"
 	"time"
 )
+
+// history is what each optimisation bought, as measured when it was made,
+// and what the targets not met would take: written by hand, appended as is.
+//
+//go:embed history.md
+var history string
 
 // result is one benchmark's metrics over its counts.
 type result struct {
@@ -311,4 +318,6 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 			return 1e6 / s / st
 		}(), true, "%.2f"))
 	p("decision, whatever the shape of the workload.")
+	p("")
+	p("%s", strings.TrimRight(history, "\n"))
 }
