@@ -126,49 +126,6 @@ func (s *sched) resume(by, t *Task) {
 	}
 }
 
-// pass hands the baton from me, whose goroutine runs, to s.next (nil ends
-// the run), and returns when me holds it again.
-//
-// A task waits either at home, parked in its own coroutine, or in the
-// chain: inside the resume of the task above it. The loop is the chain's
-// root. A next task that waits at home is resumed from here, a single
-// coroutine switch, and me waits in the chain; one that waits in the chain
-// is reached by returning down the chain, me going home. So two tasks that
-// take turns switch once per hand-off, where a loop in the middle would
-// switch twice; every resume is returned from at most once, so no hand-off
-// costs more than two switches over a run.
-func (s *sched) pass(me *Task) {
-	// resume's work is written out here and the coroutine's functions are
-	// called directly: after a switch every return up the stack is
-	// mispredicted, so the fewer frames between a task and its switch, the
-	// cheaper the switch.
-	for s.next != me {
-		next := s.next
-		if next == nil || next.inChain || next.pull == nil {
-			var ok bool
-			if me.pull != nil {
-				ok = me.pull.yieldf(struct{}{})
-			} else {
-				ok = me.co.yield()
-			}
-			if !ok {
-				panic(unwinding{})
-			}
-			continue
-		}
-		s.cur = next
-		next.state = stateRunning
-		me.inChain = true
-		next.pull.next()
-		me.inChain = false
-		if next.state == stateDone {
-			s.release(next)
-		}
-	}
-	s.cur = me
-	me.state = stateRunning
-}
-
 // spawn creates a runnable task. It does not start running until chosen.
 func (s *sched) spawn(name string, fn func()) *Task {
 	t := &Task{id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
@@ -462,43 +419,77 @@ func (s *sched) advance(target time.Duration) bool {
 }
 
 // point is a scheduling point where the running task could go on.
-func (s *sched) point(kind PointKind, point string) {
-	t := s.cur
-	t.point, t.kind = point, kind
-	next := s.decide(t, t)
-	if next == t {
-		return
-	}
-	t.state = stateRunnable
-	s.insertRunnable(t)
-	s.handOff(t, next)
-}
+func (s *sched) point(kind PointKind, point string) { s.stop(kind, point, true) }
 
 // block parks the running task at point until something wakes it.
-func (s *sched) block(point string) {
-	t := s.cur
-	t.point, t.kind = point, PointBlock
-	t.state = stateBlocked
-	s.hash.word(hkBlock)
-	if s.trace != nil {
-		s.event(Event{Kind: EvBlock, Task: t.id, Point: point})
-	}
-	next := s.decide(nil, t)
-	if next == t { // a timer woke it while the clock moved on
-		t.state = stateRunning
-		return
-	}
-	s.handOff(t, next)
-}
+func (s *sched) block(point string) { s.stop(PointBlock, point, false) }
 
-// handOff gives the baton from t to next (nil ends the run) and returns when
-// t holds it again.
-func (s *sched) handOff(t, next *Task) {
+// stop is a scheduling point of the running task: the strategy decides who
+// runs next, and the baton passes to it. It returns when the task holds the
+// baton again. Yield, Lock, Wait and the rest come here through point and
+// block, which are inlined: after a switch every return up the stack is
+// mispredicted, so the hand-off is written out here rather than called.
+//
+// A task waits either at home, parked in its own coroutine, or in the
+// chain: inside the resume of the task above it. The loop is the chain's
+// root. A next task that waits at home is resumed from here, a single
+// coroutine switch, and this one waits in the chain; one that waits in the
+// chain is reached by returning down the chain, this one going home. So
+// two tasks that take turns switch once per hand-off, where a loop in the
+// middle would switch twice; every resume is returned from at most once,
+// so no hand-off costs more than two switches over a run.
+func (s *sched) stop(kind PointKind, point string, canGoOn bool) {
+	me := s.cur
+	me.point, me.kind = point, kind
+	var next *Task
+	if canGoOn {
+		next = s.decide(me, me)
+		if next == me {
+			return
+		}
+		me.state = stateRunnable
+		s.insertRunnable(me)
+	} else {
+		me.state = stateBlocked
+		s.hash.word(hkBlock)
+		if s.trace != nil {
+			s.event(Event{Kind: EvBlock, Task: me.id, Point: point})
+		}
+		next = s.decide(nil, me)
+		if next == me { // a timer woke it while the clock moved on
+			me.state = stateRunning
+			return
+		}
+	}
 	if next != nil {
 		s.switches++
 	}
-	s.next = next
-	s.pass(t)
+	s.next = next // nil ends the run
+	for s.next != me {
+		t := s.next
+		if t == nil || t.inChain || t.pull == nil { // down the chain
+			var ok bool
+			if me.pull != nil {
+				ok = me.pull.yieldf(struct{}{})
+			} else {
+				ok = me.co.yield()
+			}
+			if !ok {
+				panic(unwinding{})
+			}
+			continue
+		}
+		s.cur = t // t waits at home: resume it, waiting in the chain
+		t.state = stateRunning
+		me.inChain = true
+		t.pull.next()
+		me.inChain = false
+		if t.state == stateDone {
+			s.release(t)
+		}
+	}
+	s.cur = me
+	me.state = stateRunning
 }
 
 // wake makes a blocked task runnable on behalf of the running task.

@@ -55,7 +55,7 @@ type Task struct {
 	co    coroutine
 	pull  *pullCoro // co, when it is one: the hand-off calls it directly
 	// inChain: the task's goroutine waits inside the resume of another
-	// task, not in its own coroutine (see sched.pass).
+	// task, not in its own coroutine (see sched.stop).
 	inChain bool
 
 	returned  bool      // fn returned normally

@@ -219,7 +219,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("## The simulator's switch")
 	p("")
 	p("A task hands the baton to the next task itself: one coroutine switch when two tasks take")
-	p("turns, and never more than two a hand-off over a run (see `sched.pass`). The raw floor is a")
+	p("turns, and never more than two a hand-off over a run (see `sched.stop`). The raw floor is a")
 	p("bare pair of goroutines handing off; a task switch adds the decision (strategy, schedule")
 	p("record, trace hash) and the simulator's bookkeeping; \"as in a sweep\" leaves out the record")
 	p("and the hash, as a sweep's seeds run.")
