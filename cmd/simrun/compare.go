@@ -265,12 +265,15 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 	for i := range r.Modes {
 		m := &r.Modes[i]
-		o := sp.run(m.FirstSeed, sim.Options{})
+		// A seed whose two runs differed runs twice again, so that the
+		// schedule written is one of a pair that was compared.
+		nondet := m.Signature == "nondeterministic"
+		o := sp.run(m.FirstSeed, sim.Options{CheckDeterminism: nondet})
 		file := sp.scheduleFile(dir, m.FirstSeed, "")
 		if err := writeSchedule(file, sp, &o); err != nil {
 			return err
 		}
-		m.Replay = replayCommand(file)
+		m.Replay = sp.reproducer(m.FirstSeed, o.strategy, nondet, file)
 		if r.FirstFailure != nil && m.FirstSeed == *r.FirstFailure {
 			r.Replay = m.Replay
 		}

@@ -93,6 +93,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	of.register(fs)
 	seed := fs.Uint64("seed", 1, "the seed")
+	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -100,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o := sp.run(*seed, sim.Options{Trace: of.tracing()})
+	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
 	return report(sp, &o, &of, nil, stdout)
 }
 
@@ -172,7 +173,7 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 		if o.failed() {
 			j.Error, j.Signature = o.err.Error(), signature(o.err)
 			if schedFile != "" {
-				j.Replay = replayCommand(schedFile)
+				j.Replay = sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)
 			}
 		}
 		if err := writeJSON(stdout, j); err != nil {
@@ -202,7 +203,7 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 			fmt.Fprintf(stdout, "  timeline: %s\n", of.html)
 		}
 		if o.failed() && schedFile != "" {
-			fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(schedFile))
+			fmt.Fprintf(stdout, "  replay: %s\n", sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile))
 		}
 		if of.story && o.res.Trace != nil {
 			fmt.Fprintln(stdout)

@@ -222,6 +222,23 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 // replayCommand is the one command that replays a failure.
 func replayCommand(file string) string { return "simrun replay " + shellQuote(file) }
 
+// reproducer is the command that shows a failure again: the replay of its
+// schedule file; or, when two runs of the seed differed, the seed run twice
+// again, since a schedule replays one run and cannot show a difference.
+func (s *spec) reproducer(seed uint64, strategy string, nondeterministic bool, schedFile string) string {
+	if nondeterministic {
+		return s.runCommand(seed, strategy) + " -check-determinism"
+	}
+	return replayCommand(schedFile)
+}
+
+// isNondeterministic reports whether err says that two runs of a seed
+// differed.
+func isNondeterministic(err error) bool {
+	var nd *sim.NondeterminismError
+	return errors.As(err, &nd)
+}
+
 // runCommand is the command that runs the same seed again.
 func (s *spec) runCommand(seed uint64, strategy string) string {
 	cmd := fmt.Sprintf("simrun run -scenario %s -seed %d -strategy %s", s.scenario.Name, seed, shellQuote(strategy))
@@ -289,8 +306,7 @@ func signature(err error) string {
 	if errors.As(err, &mm) {
 		return "replay diverged"
 	}
-	var nd *sim.NondeterminismError
-	if errors.As(err, &nd) {
+	if isNondeterministic(err) {
 		return "nondeterministic"
 	}
 	return maskDigits(firstLine(err.Error()))

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/scenario"
+)
+
+// wobbleRuns makes the wobble scenario differ from one run to the next, as
+// a program reading wall time or ranging over a map would.
+var wobbleRuns atomic.Uint64
+
+func init() {
+	scenario.Register(&scenario.Scenario{Name: "test-wobble", Summary: "a scenario no seed of which runs the same twice", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			for range 1 + wobbleRuns.Add(1)%3 {
+				x.RT.Yield("wobble")
+			}
+			return nil
+		}})
+}
+
+// TestNondeterministicSeedsAreReproducedByRunningThemTwice: a schedule replays
+// one run and cannot show that two runs differ, so the command sweep gives
+// for a nondeterministic seed runs it twice again, and that command fails.
+func TestNondeterministicSeedsAreReproducedByRunningThemTwice(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "sweep", "-scenario", "test-wobble", "-seeds", "1-6", "-check-determinism", "100%", "-out", dir, "-quiet")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "gave different trace hashes")
+	m := regexp.MustCompile(`nondeterministic\n\s+first seed \d+: (simrun run .*)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	assert.True(t, strings.HasSuffix(m[1], " -check-determinism"), m[1])
+	assert.NotContains(t, m[1], "simrun replay")
+
+	args, err := splitCommand(strings.TrimPrefix(m[1], "simrun "))
+	require.NoError(t, err)
+	code, out, _ = simrun(t, append(args, "-out", dir)...)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "is not deterministic")
+	assert.Regexp(t, `replay: simrun run -scenario test-wobble -seed \d+ .*-check-determinism`, out)
+
+	code, out, _ = simrun(t, append(args[:len(args)-1], "-out", dir)...) // without -check-determinism
+	assert.Equal(t, 0, code, "one run alone passes: %s", out)
+}
