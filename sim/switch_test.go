@@ -64,15 +64,62 @@ func TestSwitchersMakeTheSameRuns(t *testing.T) {
 			rt.Sleep(time.Minute)
 			return nil
 		},
+		"crowd": crowd,
 	}
 	for name, p := range programs {
-		for seed := uint64(0); seed < 10; seed++ {
+		for seed := uint64(0); seed < 30; seed++ {
 			a := Run(Options{Seed: seed, Strategy: Chaos(), switcher: SwitchPull}, p)
 			b := Run(Options{Seed: seed, Strategy: Chaos(), switcher: SwitchChan}, p)
 			assert.Equal(t, a.TraceHash, b.TraceHash, "%s seed %d", name, seed)
 			assert.Equal(t, a.Err == nil, b.Err == nil, "%s seed %d", name, seed)
+			if name == "crowd" {
+				assert.NoError(t, a.Err, "seed %d", seed)
+				assert.Greater(t, a.Switches, a.Steps/2, "seed %d: the baton moves at most decisions", seed)
+			}
 		}
 	}
+}
+
+// crowd is many tasks that yield, sleep, contend for a lock, pass items
+// along a queue, start tasks and end at different times: deep chains of
+// hand-offs, tasks that end while others wait in the chain, and a run that
+// ends with tasks parked everywhere.
+func crowd(rt task.Runtime) error {
+	mu := rt.NewMutex("shared")
+	q := task.NewQueue[int](rt, task.QueueName("items"))
+	shared := 0
+	for i := range 12 {
+		rt.Go("worker", func() {
+			for j := range 3 + i%4 {
+				rt.Yield("work")
+				mu.Lock()
+				shared++
+				if j%2 == 0 {
+					rt.Yield("holding")
+				}
+				mu.Unlock()
+				if (i+j)%3 == 0 {
+					q.Put(i)
+				}
+				if (i+j)%5 == 0 {
+					rt.Go("child", func() { rt.Yield("child"); q.Put(-1) })
+				}
+				rt.Sleep(time.Duration(i%3) * time.Millisecond)
+			}
+		})
+	}
+	rt.Go("reader", func() {
+		for {
+			if _, ok := q.Get(); !ok {
+				return
+			}
+		}
+	})
+	rt.Go("parked", func() { rt.Sleep(time.Hour) }) // still parked when main returns
+	rt.Sleep(50 * time.Millisecond)
+	q.Close()
+	rt.Yield("done")
+	return nil
 }
 
 func TestPingPongSwitchesTwicePerItem(t *testing.T) {
