@@ -32,7 +32,7 @@ type sched struct {
 	// that the candidates are one slice without copying.
 	slots []*Task
 	cur   *Task // the task holding the baton
-	next  *Task // the task the loop resumes next; nil ends the loop
+	next  *Task // the task that runs next; nil ends the run
 	view  View
 
 	pointCache *pointCache // a pool's, shared by its runs, or the run's own
@@ -98,29 +98,22 @@ func (s *sched) run(main func(rt task.Runtime) error) {
 	})
 	s.removeRunnable(m)
 	s.next = m
-	// The loop is the root of the chain of hand-offs (see pass): it resumes
+	// The loop is the root of the chain of hand-offs (see stop): it resumes
 	// a task only when the chain above it is empty, which is at the start
 	// and, with SwitchChan, at every hand-off.
 	for s.next != nil {
-		s.resume(nil, s.next)
+		s.resume(s.next)
 	}
 	s.cur = nil
 	s.unwind()
 }
 
-// resume runs t, which waits at home, until it hands the baton back down
-// the chain. by is the task whose goroutine resumes it, nil for the loop;
-// by waits in the chain meanwhile.
-func (s *sched) resume(by, t *Task) {
+// resume runs t, which waits at home, from the loop until t hands the
+// baton back down the chain. stop does the same from a task.
+func (s *sched) resume(t *Task) {
 	s.cur = t
 	t.state = stateRunning
-	if by != nil {
-		by.inChain = true
-	}
 	t.co.resume()
-	if by != nil {
-		by.inChain = false
-	}
 	if t.state == stateDone {
 		s.release(t) // its body returned (or recovered a panic)
 	}
