@@ -12,14 +12,29 @@ BENCHSTAT=${BENCHSTAT:-"$GO run golang.org/x/perf/cmd/benchstat@v0.0.0-202609082
 mkdir -p "$OUT"
 export GOGC=400 # as simrun runs its sweeps
 
-{
-	$GO test -run '^$' -bench 'BenchmarkSwitch|BenchmarkYieldSwitch|BenchmarkRawSwitch|BenchmarkDecision|BenchmarkRun200|BenchmarkRunPooled' -benchmem -count "$COUNT" ./sim
-	$GO test -run '^$' -bench 'BenchmarkSeed$|BenchmarkScale' -benchmem -cpu 1 -count "$COUNT" ./scenario
-	$GO test -run '^$' -bench 'BenchmarkSeedParallel' -benchmem -cpu 1,2 -count "$COUNT" ./scenario
-	$GO test -run '^$' -bench 'BenchmarkThroughput|BenchmarkVirtualTime' -benchmem -count "$COUNT" ./engine
-	$GO test -run '^$' -bench 'BenchmarkRealYield' -count "$COUNT" ./task
-	$GO test -run '^$' -bench 'BenchmarkDisarmed' -count "$COUNT" ./failpoints
-} | tee "$OUT/bench.txt"
+# Each package's benchmarks are built once, then every benchmark runs once
+# per round, COUNT rounds: this machine's speed drifts over minutes, and
+# spreading a benchmark's counts over the whole run keeps one slow spell
+# from moving all of them.
+bin=$(pwd)/$OUT/bin
+mkdir -p "$bin"
+for pkg in sim scenario engine task failpoints; do
+	$GO test -c -o "$bin/$pkg.test" "./$pkg"
+done
+bench() { # PKG ARGS...: one round of a package's benchmarks, from its directory
+	local pkg=$1
+	shift
+	(cd "$pkg" && "$bin/$pkg.test" -test.run '^$' "$@")
+}
+for round in $(seq "$COUNT"); do
+	echo "bench: round $round of $COUNT" >&2
+	bench sim -test.bench 'BenchmarkSwitch|BenchmarkYieldSwitch|BenchmarkRawSwitch|BenchmarkDecision|BenchmarkRun200|BenchmarkRunPooled' -test.benchmem
+	bench scenario -test.bench 'BenchmarkSeed$|BenchmarkScale' -test.benchmem -test.cpu 1
+	bench scenario -test.bench 'BenchmarkSeedParallel' -test.benchmem -test.cpu 1,2
+	bench engine -test.bench 'BenchmarkThroughput|BenchmarkVirtualTime' -test.benchmem
+	bench task -test.bench 'BenchmarkRealYield'
+	bench failpoints -test.bench 'BenchmarkDisarmed'
+done | tee "$OUT/bench.txt"
 
 $GO build -o bin/simrun ./cmd/simrun
 $GO test -c -o bin/engine.test ./engine
