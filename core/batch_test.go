@@ -27,3 +27,18 @@ func TestBatchesTooSmallForAStepAreNotKept(t *testing.T) {
 	}
 	assert.Positive(t, hits, "a released batch with room comes back")
 }
+
+// TestBigBatchesAreNotKept: a step of many requests is cheaper to allocate
+// afresh than to clear on one core and fill on another, and a big batch
+// kept would be wasted on small steps.
+func TestBigBatchesAreNotKept(t *testing.T) {
+	for range 20 {
+		big, room := newBatch(256)
+		big.Frames = room[:256]
+		big.Release()
+		out, _ := newBatch(2)
+		assert.NotSame(t, big, out)
+		again, _ := newBatch(256)
+		assert.NotSame(t, big, again)
+	}
+}
