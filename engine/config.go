@@ -136,7 +136,8 @@ type Output struct {
 	// RequestID is the caller's id.
 	RequestID string
 	// TokenIDs are the generated tokens: all so far, or the new ones for
-	// Delta.
+	// Delta. A Delta output's may share memory with the engine, which goes
+	// on generating beside it: read it, or copy it before changing it.
 	TokenIDs []int
 	// Text is the detokenized text of TokenIDs, cut before a stop string;
 	// while a request runs with stop strings, the last few characters that
