@@ -21,11 +21,11 @@ func writeHTML(file string, sp *spec, o *outcome, schedFile string) error {
 		{Key: "engine", Value: sp.engineName()},
 		{Key: "trace hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)},
 	}
+	label := "run again"
 	if schedFile != "" && schedFile != "-" {
-		header = append(header, timeline.Field{Key: "replay", Value: replayCommand(schedFile)})
-	} else {
-		header = append(header, timeline.Field{Key: "run again", Value: sp.runCommand(o.seed, o.strategy)})
+		label = "replay"
 	}
+	header = append(header, timeline.Field{Key: label, Value: sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)})
 	opts := timeline.Options{
 		Title:     fmt.Sprintf("%s seed %d, %s engine", sp.scenario.Name, o.seed, sp.engineName()),
 		Header:    header,

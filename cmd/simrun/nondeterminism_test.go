@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -41,10 +43,14 @@ func TestNondeterministicSeedsAreReproducedByRunningThemTwice(t *testing.T) {
 
 	args, err := splitCommand(strings.TrimPrefix(m[1], "simrun "))
 	require.NoError(t, err)
-	code, out, _ = simrun(t, append(args, "-out", dir)...)
+	page := filepath.Join(dir, "run.html")
+	code, out, _ = simrun(t, append(args, "-out", dir, "-html", page)...)
 	require.Equal(t, 1, code, out)
 	assert.Contains(t, out, "is not deterministic")
 	assert.Regexp(t, `replay: simrun run -scenario test-wobble -seed \d+ .*-check-determinism`, out)
+	html, err := os.ReadFile(page)
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "-check-determinism", "the timeline's header gives the same command")
 
 	code, out, _ = simrun(t, append(args[:len(args)-1], "-out", dir)...) // without -check-determinism
 	assert.Equal(t, 0, code, "one run alone passes: %s", out)

@@ -222,14 +222,18 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 // replayCommand is the one command that replays a failure.
 func replayCommand(file string) string { return "simrun replay " + shellQuote(file) }
 
-// reproducer is the command that shows a failure again: the replay of its
-// schedule file; or, when two runs of the seed differed, the seed run twice
-// again, since a schedule replays one run and cannot show a difference.
+// reproducer is the command that shows a run again: the replay of its
+// schedule file, or the seed run again when there is no file; and, when two
+// runs of the seed differed, the seed run twice again, since a schedule
+// replays one run and cannot show a difference.
 func (s *spec) reproducer(seed uint64, strategy string, nondeterministic bool, schedFile string) string {
-	if nondeterministic {
+	switch {
+	case nondeterministic:
 		return s.runCommand(seed, strategy) + " -check-determinism"
+	case schedFile != "" && schedFile != "-":
+		return replayCommand(schedFile)
 	}
-	return replayCommand(schedFile)
+	return s.runCommand(seed, strategy)
 }
 
 // isNondeterministic reports whether err says that two runs of a seed
