@@ -4,10 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
@@ -78,13 +75,10 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	aFlags := fs.String("a", "", "variant A's flags, as run takes them, e.g. '-legacy'; empty: the common flags alone")
 	bFlags := fs.String("b", "", "variant B's flags, e.g. '-strategy chaos'; empty: the common flags alone")
-	seedsFlag := fs.String("seeds", "1-1000", "seeds to run each variant on: a range A-B, a seed, or a list such as 1,5,9-12")
-	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
-	jsonOut := fs.Bool("json", false, "print one JSON object instead of text")
+	var wf sweepFlags
+	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode")
 	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed")
-	detFlag := fs.String("check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
-	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -96,23 +90,17 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seeds, err := parseSeeds(*seedsFlag)
+	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
 		return err
 	}
-	if *jobs < 1 {
-		return usagef("-j must be ≥ 1, got %d", *jobs)
-	}
-	det, err := parseFraction(*detFlag)
+	det, err := wf.check()
 	if err != nil {
 		return err
 	}
-	var bar *progressbar.ProgressBar
-	if !*quiet && !*jsonOut && isTerminal(stderr) {
-		bar = newBar(stderr, int64(2*seeds.n), "runs")
-	}
+	bar := wf.progress(stderr, 2*seeds.n, "runs")
 	tally := func() *sweepState {
-		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: *jobs, sigs: map[uint64]string{}}
+		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: wf.jobs, sigs: map[uint64]string{}}
 	}
 	stA := sweepInto(tally(), spA, seeds, det, bar)
 	stB := sweepInto(tally(), spB, seeds, det, bar)
@@ -144,7 +132,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *jsonOut {
+	if wf.json {
 		if err := writeJSON(stdout, res); err != nil {
 			return err
 		}

@@ -67,14 +67,11 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var sf specFlags
 	sf.register(fs)
-	seedsFlag := fs.String("seeds", "1-1000", "seeds to run: a range A-B, a seed, or a list such as 1,5,9-12")
-	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
+	var wf sweepFlags
+	wf.register(fs, "seeds to run", "print one JSON summary object instead of text")
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the seeds (contiguous parts), for a CI matrix; add the results up with simrun merge")
-	jsonOut := fs.Bool("json", false, "print one JSON summary object instead of text")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
-	detFlag := fs.String("check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
-	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
@@ -96,7 +93,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seeds, err := parseSeeds(*seedsFlag)
+	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
 		return err
 	}
@@ -107,21 +104,15 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		seeds = seeds.shard(i, n)
 		if seeds.n == 0 {
-			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, *seedsFlag)
+			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, wf.seeds)
 		}
 	}
-	if *jobs < 1 {
-		return usagef("-j must be ≥ 1, got %d", *jobs)
-	}
-	det, err := parseFraction(*detFlag)
+	det, err := wf.check()
 	if err != nil {
 		return err
 	}
-	var bar *progressbar.ProgressBar
-	if !*quiet && !*jsonOut && isTerminal(stderr) {
-		bar = newBar(stderr, int64(seeds.n), "seeds")
-	}
-	sw := sweep(sp, seeds, *jobs, det, bar)
+	bar := wf.progress(stderr, seeds.n, "seeds")
+	sw := sweep(sp, seeds, wf.jobs, det, bar)
 	if bar != nil {
 		bar.Finish()
 	}
@@ -136,7 +127,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *jsonOut {
+	if wf.json {
 		if err := writeJSON(stdout, res); err != nil {
 			return err
 		}
@@ -147,6 +138,40 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// sweepFlags are the flags sweep and compare share: which seeds, on how
+// many workers, what share of them runs twice, and how the tally is shown.
+type sweepFlags struct {
+	seeds, det  string
+	jobs        int
+	json, quiet bool
+}
+
+func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
+	fs.StringVar(&f.seeds, "seeds", "1-1000", seedsDoc+": a range A-B, a seed, or a list such as 1,5,9-12")
+	fs.IntVar(&f.jobs, "j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
+	fs.BoolVar(&f.json, "json", false, jsonDoc)
+	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar, even on a terminal")
+}
+
+// check validates -j and returns the share of seeds -check-determinism
+// asks for.
+func (f *sweepFlags) check() (float64, error) {
+	if f.jobs < 1 {
+		return 0, usagef("-j must be ≥ 1, got %d", f.jobs)
+	}
+	return parseFraction(f.det)
+}
+
+// progress returns a progress bar over n runs on a terminal, nil otherwise
+// or when asked for quiet or JSON.
+func (f *sweepFlags) progress(stderr io.Writer, n uint64, unit string) *progressbar.ProgressBar {
+	if f.quiet || f.json || !isTerminal(stderr) {
+		return nil
+	}
+	return newBar(stderr, int64(n), unit)
 }
 
 // sweepState is the tally of a sweep in progress.
