@@ -215,22 +215,7 @@ func TestShrinkStopsAtItsBounds(t *testing.T) {
 
 func TestShrinkOfAScheduleThatNoLongerFails(t *testing.T) {
 	failed := firstFailure(t, sim.Random(), lostUpdate)
-	fixed := func(rt task.Runtime) error {
-		mu := rt.NewMutex("counter")
-		counter := 0
-		g := task.NewGroup(rt, "incrementers")
-		for _, name := range []string{"inc-a", "inc-b"} {
-			g.Go(name, func() {
-				mu.Lock()
-				v := counter
-				rt.Yield("between-read-and-write")
-				counter = v + 1
-				mu.Unlock()
-			})
-		}
-		g.Wait()
-		return nil
-	}
+	fixed := increments(true, "inc-a", "inc-b")
 	_, _, err := sim.Shrink(context.Background(), failed.Schedule, shrinkTest(fixed, failed.Err), sim.ShrinkOptions{})
 	assert.ErrorIs(t, err, sim.ErrShrinkNoFailure)
 }

@@ -22,21 +22,36 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // lostUpdate is two tasks incrementing a counter with a read, a yield and a
 // write: the classic lost update.
-func lostUpdate(rt task.Runtime) error {
-	counter := 0
-	g := task.NewGroup(rt, "incrementers")
-	for _, name := range []string{"inc-a", "inc-b"} {
-		g.Go(name, func() {
-			v := counter
-			rt.Yield("between-read-and-write")
-			counter = v + 1
-		})
+func lostUpdate(rt task.Runtime) error { return increments(false, "inc-a", "inc-b")(rt) }
+
+// increments is a task per name incrementing a counter with a read, a yield
+// and a write, under a lock when locked; it fails when an increment was
+// lost.
+func increments(locked bool, names ...string) func(rt task.Runtime) error {
+	return func(rt task.Runtime) error {
+		var mu task.Mutex
+		if locked {
+			mu = rt.NewMutex("counter")
+		}
+		counter := 0
+		g := task.NewGroup(rt, "incrementers")
+		for _, name := range names {
+			g.Go(name, func() {
+				if locked {
+					mu.Lock()
+					defer mu.Unlock()
+				}
+				v := counter
+				rt.Yield("between-read-and-write")
+				counter = v + 1
+			})
+		}
+		g.Wait()
+		if counter != len(names) {
+			return fmt.Errorf("lost update: counter is %d after %d increments", counter, len(names))
+		}
+		return nil
 	}
-	g.Wait()
-	if counter != 2 {
-		return fmt.Errorf("lost update: counter is %d after two increments", counter)
-	}
-	return nil
 }
 
 func TestLostUpdateIsFoundAndReplays(t *testing.T) {
@@ -67,25 +82,7 @@ func TestLostUpdateIsFoundAndReplays(t *testing.T) {
 
 func TestMutexPreventsLostUpdate(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
-		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
-			mu := rt.NewMutex("counter")
-			counter := 0
-			g := task.NewGroup(rt, "incrementers")
-			for i := 0; i < 3; i++ {
-				g.Go("inc", func() {
-					mu.Lock()
-					v := counter
-					rt.Yield("between-read-and-write")
-					counter = v + 1
-					mu.Unlock()
-				})
-			}
-			g.Wait()
-			if counter != 3 {
-				return fmt.Errorf("counter %d", counter)
-			}
-			return nil
-		})
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, increments(true, "inc", "inc", "inc"))
 		require.NoError(t, res.Err, "seed %d", seed)
 	}
 }
