@@ -112,8 +112,8 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if res.Seconds > 0 {
 		res.SeedsPerSec = float64(seeds.n) / res.Seconds
 	}
-	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, seeds, "")}
-	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, seeds, "")}
+	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, "")}
+	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, "")}
 	for _, side := range []struct {
 		sp *spec
 		r  *sweepResult

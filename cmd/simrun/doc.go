@@ -6,7 +6,7 @@
 //
 //	simrun list [-failpoints]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-story] [-trace F.json] [-html F.html] [-json]
-//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-j N] [-shard I/N] [-json] [-junit F.xml]
+//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-j N] [-shard I/N] [-for D] [-stop-after N] [-json] [-junit F.xml]
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
@@ -18,7 +18,10 @@
 // NAME=TERMS (repeatable) arms a failpoint in every run. Every failure
 // prints the command that replays it and writes its schedule file; sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson
-// interval, first occurrence and a command that reproduces it.
+// interval, first occurrence and a command that reproduces it. A sweep
+// given -for (a wall-time budget) or -stop-after (a number of failures)
+// stops taking seeds early and reports the seeds that ran, the first ones
+// of -seeds.
 //
 // Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
 // bad usage or bad input, with a sentence saying what was wrong.

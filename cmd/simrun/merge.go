@@ -115,8 +115,8 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	m := &mergeResult{Files: files}
 	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
 	shardOf := map[string]string{} // shard → file; looked up, never ranged
-	var spans []span
-	var spanFile []string
+	var spans, requested []span
+	var spanFile, stops []string
 	for i, r := range shards {
 		if kind(r) != kind(first) {
 			return nil, usagef("cannot merge %s (%s) with %s (%s): shards must come from one sweep — the same scenario, strategy and engine",
@@ -138,6 +138,18 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		if set.n != r.Seeds {
 			return nil, usagef("%s is damaged: its seed_range %s holds %d seeds, but it says %d", files[i], r.SeedRange, set.n, r.Seeds)
 		}
+		asked := set
+		if r.Stopped != "" {
+			who := name
+			if r.Shard != "" {
+				who = "shard " + r.Shard
+			}
+			stops = append(stops, who+": "+r.Stopped)
+			if asked, err = parseSeeds(r.Requested); err != nil {
+				return nil, usagef("%s: its requested_seed_range %q is not a seed set", files[i], r.Requested)
+			}
+		}
+		requested = append(requested, asked.spans...)
 		for _, sp := range set.spans {
 			for k, other := range spans {
 				if sp.lo <= other.hi && other.lo <= sp.hi {
@@ -184,6 +196,10 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		m.SeedsPerSec = float64(m.Seeds) / seconds
 	}
 	m.SeedRange = seedSet{spans: mergeSpans(spans)}.String()
+	if len(stops) > 0 { // a shard stopped early: say which, and what was asked
+		m.Stopped = strings.Join(stops, "; ")
+		m.Requested = seedSet{spans: mergeSpans(requested)}.String()
+	}
 	rate := triage.Rate{K: int(m.Failures), N: int(m.Seeds)}
 	m.Rate = rate.P()
 	m.CI95[0], m.CI95[1] = rate.CI95()

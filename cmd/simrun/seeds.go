@@ -62,9 +62,10 @@ func (s seedSet) at(i uint64) uint64 {
 }
 
 // shard returns the I-th of n contiguous parts of the set (1-based).
-func (s seedSet) shard(i, n uint64) seedSet {
-	lo := s.n * (i - 1) / n
-	hi := s.n * i / n
+func (s seedSet) shard(i, n uint64) seedSet { return s.slice(s.n*(i-1)/n, s.n*i/n) }
+
+// slice returns the seeds at indices [lo, hi), in order.
+func (s seedSet) slice(lo, hi uint64) seedSet {
 	var out seedSet
 	for k := lo; k < hi; {
 		first := s.at(k)

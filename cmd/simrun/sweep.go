@@ -31,6 +31,8 @@ type sweepResult struct {
 	Strategy      string      `json:"strategy"`
 	Engine        string      `json:"engine"`
 	SeedRange     string      `json:"seed_range"`
+	Requested     string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
+	Stopped       string      `json:"stopped,omitempty"`              // why it stopped early
 	Seeds         uint64      `json:"seeds"`
 	Failures      uint64      `json:"failures"`
 	Rate          float64     `json:"rate"`
@@ -73,8 +75,13 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
+	budget := fs.Duration("for", 0, "stop taking seeds once `DURATION` of wall time is spent (a CI budget): the result covers the seeds that ran, the first ones of -seeds (0: no budget)")
+	stopAfter := fs.Uint64("stop-after", 0, "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	if *budget < 0 {
+		return usagef("-for %v: want a wall-time budget, as in 30s or 5m (0: none)", *budget)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -112,11 +119,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	bar := wf.progress(stderr, seeds.n, "seeds")
-	sw := sweep(sp, seeds, wf.jobs, det, bar)
+	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: *budget, stopAfter: *stopAfter}
+	sw := sweepInto(st, sp, seeds, det, bar)
 	if bar != nil {
 		bar.Finish()
 	}
-	res := sw.summary(sp, seeds, *shardFlag)
+	res := sw.summary(sp, *shardFlag)
 	// Schedule files and replay commands for the first failing seed of
 	// every mode.
 	if err := writeModeSchedules(sp, &res, *out); err != nil {
@@ -190,6 +198,17 @@ type sweepState struct {
 	elapsed   time.Duration
 	firstErrs map[uint64]error
 	sigs      map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
+
+	// A sweep may stop taking seeds early: after budget of wall time, or
+	// once stopAfter failures are seen (zero: never). The seeds that ran
+	// are then the first ones asked for: every chunk handed out is run to
+	// its end.
+	budget    time.Duration
+	stopAfter uint64
+	halt      atomic.Bool
+	stopped   string  // why the sweep stopped early; "" when it ran every seed
+	requested seedSet // the seeds asked for
+	ran       seedSet // the seeds that ran
 }
 
 type modeTally struct {
@@ -198,15 +217,10 @@ type modeTally struct {
 	err       error
 }
 
-// sweep runs every seed of seeds on workers goroutines. Each run is
+// sweepInto runs the seeds on st.workers goroutines, into the tally st
+// (compare keeps each failing seed's signature in it). Each run is
 // single-threaded and independent, so the sweep scales with cores; the
 // tally does not depend on which worker ran which seed.
-func sweep(sp *spec, seeds seedSet, workers int, det float64, bar *progressbar.ProgressBar) *sweepState {
-	return sweepInto(&sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: workers}, sp, seeds, det, bar)
-}
-
-// sweepInto is sweep into a tally the caller made (compare keeps each
-// failing seed's signature).
 func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progressbar.ProgressBar) *sweepState {
 	workers := st.workers
 	every := uint64(0)
@@ -228,7 +242,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 			defer wg.Done()
 			pool := sim.NewPool() // this worker's runs reuse their goroutines
 			defer pool.Close()
-			for {
+			for !st.halt.Load() {
 				lo := next.Add(chunk) - chunk
 				if lo >= seeds.n {
 					return
@@ -244,11 +258,21 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 				if bar != nil {
 					bar.Add64(int64(hi - lo))
 				}
+				if st.budget > 0 && time.Since(start) >= st.budget {
+					st.stop(fmt.Sprintf("the %v budget (-for) ran out", st.budget))
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	st.elapsed = time.Since(start)
+	st.requested, st.ran = seeds, seeds
+	if done := next.Load(); done < seeds.n {
+		st.ran = seeds.slice(0, done)
+	} else {
+		st.stopped = "" // it stopped, but with every seed run
+	}
+	st.seeds = st.ran.n
 	sort.Slice(st.failing, func(i, j int) bool { return st.failing[i] < st.failing[j] })
 	sort.Slice(st.nondet, func(i, j int) bool { return st.nondet[i] < st.nondet[j] })
 	return st
@@ -274,6 +298,9 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 		st.firstFail = time.Since(st.start)
 	}
 	st.failing = append(st.failing, seed)
+	if st.stopAfter > 0 && uint64(len(st.failing)) == st.stopAfter {
+		st.stopLocked(fmt.Sprintf("%d failure(s) seen (-stop-after)", st.stopAfter))
+	}
 	if st.sigs != nil {
 		st.sigs[seed] = sig
 	}
@@ -288,12 +315,29 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	}
 }
 
-func (st *sweepState) summary(sp *spec, seeds seedSet, shard string) sweepResult {
+// stop makes the workers take no more seeds, for the reason given first.
+func (st *sweepState) stop(why string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.stopLocked(why)
+}
+
+func (st *sweepState) stopLocked(why string) {
+	if st.stopped == "" {
+		st.stopped = why
+	}
+	st.halt.Store(true)
+}
+
+func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	r := sweepResult{
 		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
-		SeedRange: seeds.String(), Seeds: st.seeds, Failures: uint64(len(st.failing)), StepLimited: st.limited,
+		SeedRange: st.ran.String(), Seeds: st.seeds, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
 		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
 		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
+	}
+	if st.stopped != "" {
+		r.Requested = st.requested.String()
 	}
 	if r.FailingSeeds == nil {
 		r.FailingSeeds = []uint64{}
@@ -342,10 +386,16 @@ func sortModes(ms []sweepMode) {
 
 func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	fmt.Fprintf(w, "sweep %s: strategy %s, %s engine, seeds %s", r.Scenario, r.Strategy, r.Engine, r.SeedRange)
+	if r.Requested != "" {
+		fmt.Fprintf(w, " of %s", r.Requested)
+	}
 	if r.Shard != "" {
 		fmt.Fprintf(w, " (shard %s)", r.Shard)
 	}
 	fmt.Fprintln(w)
+	if r.Stopped != "" {
+		fmt.Fprintf(w, "  stopped early: %s; the result covers only the seeds that ran\n", r.Stopped)
+	}
 	fmt.Fprintf(w, "  %d seeds in %.2fs: %.0f seeds/s with %d worker(s), %.0f steps a seed\n",
 		r.Seeds, r.Seconds, r.SeedsPerSec, r.Workers, float64(r.Steps)/float64(max(r.Seeds, 1)))
 	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sweepJSON runs sweep -json with args and returns its exit code and result.
+func sweepJSON(t *testing.T, args ...string) (int, sweepResult) {
+	t.Helper()
+	code, out, errOut := simrun(t, append([]string{"sweep", "-json", "-out", t.TempDir()}, args...)...)
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "exit %d: %s", code, errOut)
+	return code, r
+}
+
+// requirePrefix checks that a sweep that stopped early ran the first seeds
+// of what it was asked, and says so.
+func requirePrefix(t *testing.T, r sweepResult, asked string) {
+	t.Helper()
+	want, err := parseSeeds(asked)
+	require.NoError(t, err)
+	require.Positive(t, r.Seeds)
+	require.Less(t, r.Seeds, want.n, "stopped early")
+	assert.Equal(t, asked, r.Requested)
+	assert.Equal(t, want.slice(0, r.Seeds).String(), r.SeedRange, "the seeds that ran are the first ones asked for")
+}
+
+func TestSweepStopAfterRunsAPrefixThatReplaysTheSame(t *testing.T) {
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-100000", "-stop-after", "3", "-j", "2")
+	require.Equal(t, 1, code)
+	requirePrefix(t, r, "1-100000")
+	assert.Contains(t, r.Stopped, "3 failure(s) seen")
+	assert.GreaterOrEqual(t, r.Failures, uint64(3))
+	for _, seed := range r.FailingSeeds {
+		assert.LessOrEqual(t, seed, r.Seeds, "failing seeds lie in the prefix")
+	}
+
+	// The prefix, swept whole, is the same result: what stopped the sweep
+	// left nothing out of the seeds it reports.
+	code, whole := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", r.SeedRange, "-j", "1")
+	require.Equal(t, 1, code)
+	assert.Empty(t, whole.Stopped)
+	assert.Empty(t, whole.Requested)
+	assert.Equal(t, r.Seeds, whole.Seeds)
+	assert.Equal(t, r.Failures, whole.Failures)
+	assert.Equal(t, r.FailingSeeds, whole.FailingSeeds)
+	assert.Equal(t, r.Steps, whole.Steps)
+}
+
+func TestSweepStopAfterOverAListOfSeeds(t *testing.T) {
+	asked := "5,10-20,100-300,1000-2000"
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", asked, "-stop-after", "1", "-j", "2")
+	require.Equal(t, 1, code)
+	requirePrefix(t, r, asked)
+	require.NotNil(t, r.FirstFailure)
+	assert.Equal(t, uint64(5), *r.FirstFailure, "legacy seed 5 fails")
+}
+
+func TestSweepForStopsAtTheBudget(t *testing.T) {
+	const asked = "1-100000000" // more than any machine runs in a test
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", asked, "-for", "1ms", "-j", "2")
+	require.Equal(t, 0, code)
+	requirePrefix(t, r, asked)
+	assert.Equal(t, "the 1ms budget (-for) ran out", r.Stopped)
+	assert.Zero(t, r.Failures)
+	assert.Positive(t, r.SeedsPerSec)
+
+	_, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", asked, "-for", "1ms", "-quiet", "-out", t.TempDir())
+	assert.Contains(t, out, " of "+asked+"\n")
+	assert.Contains(t, out, "stopped early: the 1ms budget (-for) ran out; the result covers only the seeds that ran")
+}
+
+func TestSweepThatRanEverySeedDidNotStopEarly(t *testing.T) {
+	// Seed 1 fails, but the one chunk of ten seeds it is in runs to the end.
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-10", "-stop-after", "1", "-j", "1")
+	require.Equal(t, 1, code)
+	assert.Equal(t, uint64(10), r.Seeds)
+	assert.Equal(t, "1-10", r.SeedRange)
+	assert.Empty(t, r.Stopped)
+	assert.Empty(t, r.Requested)
+}
+
+func TestSweepStopFlagsRefuseBadValues(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"-for -1s", "-for -1s: want a wall-time budget"},
+		{"-for soon", `invalid value "soon" for flag -for`},
+		{"-stop-after -1", `invalid value "-1" for flag -stop-after`},
+	} {
+		var flag, value string
+		_, err := fmt.Sscan(c.args, &flag, &value)
+		require.NoError(t, err)
+		code, _, errOut := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-10", flag, value)
+		assert.Equal(t, 2, code, c.args)
+		assert.Contains(t, errOut, c.want, c.args)
+	}
+}
+
+func TestMergeSaysWhichShardStoppedEarly(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, args := range [][]string{
+		{"-shard", "1/2", "-stop-after", "1"},
+		{"-shard", "2/2"},
+	} {
+		_, out, errOut := simrun(t, append([]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-200", "-j", "1", "-json", "-out", dir}, args...)...)
+		file := filepath.Join(dir, fmt.Sprintf("shard%d.json", i+1))
+		require.NoError(t, os.WriteFile(file, []byte(out), 0o644), errOut)
+		files = append(files, file)
+	}
+	code, out, errOut := simrun(t, append([]string{"merge", "-json"}, files...)...)
+	require.Equal(t, 1, code, errOut)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, "1-200", m.Requested)
+	assert.Equal(t, "shard 1/2: 1 failure(s) seen (-stop-after)", m.Stopped)
+	first, err := readSweepJSON(files[0])
+	require.NoError(t, err)
+	require.Less(t, first.Seeds, uint64(100))
+	assert.Equal(t, fmt.Sprintf("1-%d,101-200", first.Seeds), m.SeedRange, "the first seeds of shard 1, all of shard 2")
+	assert.Equal(t, first.Seeds+100, m.Seeds)
+}
