@@ -58,19 +58,29 @@ func seconds(d time.Duration) string {
 func (r *StressReport) WriteTable(w io.Writer) error {
 	p := &printer{w: w}
 	tw := tabwriter.NewWriter(p, 0, 8, 2, ' ', 0)
+	rounds := r.roundsShown()
 	head := []string{"variant"}
-	for i := range r.Config.Rounds {
-		head = append(head, fmt.Sprintf("round %d", i+1))
+	if rounds > tableRoundsMax {
+		head = append(head, "rounds", "failures a round")
+	}
+	for i := range rounds {
+		if rounds <= tableRoundsMax {
+			head = append(head, fmt.Sprintf("round %d", i+1))
+		}
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "total"), "\t"))
 	for _, v := range r.Variants {
 		row := []string{v.Name + ": " + v.Label()}
-		for i := range r.Config.Rounds {
-			cell := "-" // a round the run did not complete
-			if i < len(v.Rounds) {
-				cell = fmt.Sprintf("%d/%d", v.Rounds[i].K, v.Rounds[i].N)
+		if rounds > tableRoundsMax {
+			row = append(row, fmt.Sprint(len(v.Rounds)), v.roundSpread())
+		} else {
+			for i := range rounds {
+				cell := "-" // a round the run did not complete
+				if i < len(v.Rounds) {
+					cell = fmt.Sprintf("%d/%d", v.Rounds[i].K, v.Rounds[i].N)
+				}
+				row = append(row, cell)
 			}
-			row = append(row, cell)
 		}
 		fmt.Fprintln(tw, strings.Join(append(row, tableRate(v.Total)), "\t"))
 	}
@@ -106,16 +116,47 @@ func (r *StressReport) WriteTable(w io.Writer) error {
 	return p.err
 }
 
+// tableRoundsMax is the most rounds WriteTable gives a column each; more
+// are summed up as their number and the spread of their failures.
+const tableRoundsMax = 12
+
+// roundsShown is how many rounds the table has: those asked for, or those
+// that ran when the budget ended the run.
+func (r *StressReport) roundsShown() int {
+	if r.BudgetSpent && len(r.Variants) > 0 {
+		return len(r.Variants[0].Rounds)
+	}
+	return r.Config.Rounds
+}
+
+// roundSpread gives the fewest and most failures of a round, as "0–3/40".
+func (v *VariantReport) roundSpread() string {
+	if len(v.Rounds) == 0 {
+		return "-"
+	}
+	lo, hi := v.Rounds[0].K, v.Rounds[0].K
+	for _, rd := range v.Rounds {
+		lo, hi = min(lo, rd.K), max(hi, rd.K)
+	}
+	return fmt.Sprintf("%d–%d/%d", lo, hi, v.Rounds[0].N)
+}
+
 // Conditions is one line stating how the run was made: parallelism,
-// rounds, load, temporary directories, timeout and wall time.
+// rounds, budget, load, temporary directories, timeout and wall time.
 func (r *StressReport) Conditions() string {
 	c := r.Config
 	parts := []string{
 		fmt.Sprintf("%d copies at once", c.Parallel),
-		fmt.Sprintf("%d round(s) per variant", c.Rounds),
+		fmt.Sprintf("%d round(s) per variant", r.roundsShown()),
 	}
 	if len(r.Variants) == 2 {
 		parts[1] += ", A and B alternating"
+	}
+	switch {
+	case r.BudgetSpent:
+		parts[1] += ", when the " + c.Budget.String() + " budget ran out"
+	case c.Budget > 0:
+		parts[1] += ", within a " + c.Budget.String() + " budget"
 	}
 	if c.Load > 0 {
 		parts = append(parts, fmt.Sprintf("load %d spinning goroutine(s) (GOMAXPROCS %d)", c.Load, r.GOMAXPROCS))
@@ -158,11 +199,13 @@ func (p *printer) printf(format string, args ...any) {
 // Summary is a StressReport for machines, shaped for encoding/json.
 type Summary struct {
 	Parallel       int                 `json:"parallel"`
-	Rounds         int                 `json:"rounds"`
+	Rounds         int                 `json:"rounds"` // asked for, or run when the budget ended the run
 	Load           int                 `json:"load"`
 	GOMAXPROCS     int                 `json:"gomaxprocs"`
 	PrivateTmp     bool                `json:"private_tmp"`
 	TimeoutSeconds float64             `json:"timeout_seconds"`
+	BudgetSeconds  float64             `json:"budget_seconds,omitempty"`
+	BudgetSpent    bool                `json:"budget_spent,omitempty"` // the budget ended the run before Rounds rounds
 	ElapsedSeconds float64             `json:"elapsed_seconds"`
 	Variants       []VariantSummary    `json:"variants"`
 	Comparisons    []ComparisonSummary `json:"comparisons,omitempty"`
@@ -223,8 +266,9 @@ func ci95(r Rate) [2]float64 {
 func (r *StressReport) Summary() Summary {
 	c := r.Config
 	s := Summary{
-		Parallel: c.Parallel, Rounds: c.Rounds, Load: c.Load, GOMAXPROCS: r.GOMAXPROCS,
+		Parallel: c.Parallel, Rounds: r.roundsShown(), Load: c.Load, GOMAXPROCS: r.GOMAXPROCS,
 		PrivateTmp: c.PrivateTmp, TimeoutSeconds: c.Timeout.Seconds(), ElapsedSeconds: r.Elapsed.Seconds(),
+		BudgetSeconds: c.Budget.Seconds(), BudgetSpent: r.BudgetSpent,
 		Variants: []VariantSummary{},
 	}
 	for _, v := range r.Variants {

@@ -3,6 +3,7 @@ package triage
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,24 @@ func TestWriteTableGolden(t *testing.T) {
 	} {
 		assert.Contains(t, b.String(), s)
 	}
+}
+
+func TestWriteTableSumsUpManyRounds(t *testing.T) {
+	r := foundingReport()
+	for i := range r.Variants {
+		v := &r.Variants[i]
+		v.Rounds = nil
+		for k := range 20 {
+			v.Rounds = append(v.Rounds, Rate{K: k % 4 * (1 - i), N: 40})
+		}
+	}
+	r.Config.Rounds = 20
+	var b bytes.Buffer
+	require.NoError(t, r.WriteTable(&b))
+	lines := strings.Split(b.String(), "\n")
+	assert.Regexp(t, `^variant +rounds +failures a round +total$`, lines[0])
+	assert.Regexp(t, ` 20 +0–3/40 +31/120 `, lines[1])
+	assert.Regexp(t, ` 20 +0–0/40 +0/120 `, lines[2])
 }
 
 type failingWriter struct{ n int }

@@ -81,6 +81,11 @@ type StressConfig struct {
 	// it is killed, with its process group, and counts as failed with the
 	// signature "timed out after <dur>".
 	Timeout time.Duration
+	// Budget bounds the run's wall time; 0 means no bound. Once Budget has
+	// passed since the start, no new round begins (with VsCmd, no new pair
+	// of rounds, so that both variants run as many), and the rounds under
+	// way end as usual. Rounds still bounds the rounds.
+	Budget time.Duration
 	// Dir is the copies' working directory; "" means this process's.
 	Dir string
 	// OutputMax is the tail of a copy's combined stdout and stderr kept, in
@@ -104,6 +109,8 @@ func (cfg StressConfig) validate() (StressConfig, error) {
 		return cfg, fmt.Errorf("stress: Load must be ≥ 0 and ≤ %d, got %d", LoadMax, cfg.Load)
 	case cfg.Timeout < 0:
 		return cfg, fmt.Errorf("stress: Timeout must be ≥ 0 (0 means none), got %v", cfg.Timeout)
+	case cfg.Budget < 0:
+		return cfg, fmt.Errorf("stress: Budget must be ≥ 0 (0 means none), got %v", cfg.Budget)
 	case cfg.OutputMax < 0:
 		return cfg, fmt.Errorf("stress: OutputMax must be ≥ 0 bytes (0 means %d), got %d", DefaultOutputMax, cfg.OutputMax)
 	}
@@ -210,6 +217,9 @@ type StressReport struct {
 	GOMAXPROCS int
 	// Elapsed is the wall time of the whole run.
 	Elapsed time.Duration
+	// BudgetSpent is set when Config.Budget ended the run before
+	// Config.Rounds rounds.
+	BudgetSpent bool
 }
 
 type variant struct {
@@ -220,7 +230,8 @@ type variant struct {
 // Stress runs the command (and VsCmd, interleaved) Parallel copies at a
 // time for Rounds rounds each and reports the failures and their modes.
 // progress, if not nil, is called after every copy with the copies ended
-// and the copies planned, from Stress's goroutine, never concurrently.
+// and the copies planned (-1 with a Budget), from Stress's goroutine, never
+// concurrently.
 //
 // A configuration mistake returns a nil report and an error before
 // anything runs. A copy that cannot start ends the run after its round;
@@ -238,6 +249,9 @@ func Stress(ctx context.Context, cfg StressConfig, progress func(done, total int
 		variants = append(variants, variant{"B", cfg.VsCmd})
 	}
 	total := len(variants) * cfg.Rounds * cfg.Parallel
+	if cfg.Budget > 0 {
+		total = -1 // how many rounds fit in the budget is not known
+	}
 
 	parent := ""
 	if cfg.PrivateTmp {
@@ -259,8 +273,13 @@ func Stress(ctx context.Context, cfg StressConfig, progress func(done, total int
 	}
 	var copies []CopyResult
 	var runErr error
+	spent := false
 rounds:
 	for round := 1; round <= cfg.Rounds; round++ {
+		if round > 1 && cfg.Budget > 0 && time.Since(start) >= cfg.Budget {
+			spent = true
+			break
+		}
 		for i, v := range variants {
 			results, busy, err := st.runRound(ctx, v, round)
 			if err != nil {
@@ -278,7 +297,7 @@ rounds:
 			runErr = fmt.Errorf("stress: cannot remove the private temporary directories: %w", err)
 		}
 	}
-	r := &StressReport{Config: cfg, Variants: reports, Copies: copies, GOMAXPROCS: runtime.GOMAXPROCS(0), Elapsed: time.Since(start)}
+	r := &StressReport{Config: cfg, Variants: reports, Copies: copies, GOMAXPROCS: runtime.GOMAXPROCS(0), Elapsed: time.Since(start), BudgetSpent: spent}
 	if len(reports) == 2 {
 		r.Comparisons = CompareModes(reports[0].Tally(), reports[1].Tally())
 		r.P, r.Verdict = CompareRates(reports[0].Total, reports[1].Total)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -272,6 +273,36 @@ func TestStressAlternatesVariants(t *testing.T) {
 	assert.Len(t, s.Comparisons, 3)
 }
 
+func TestStressStopsBetweenPairsOfRoundsOnceTheBudgetIsSpent(t *testing.T) {
+	bin := flakyBin(t)
+	cfg := StressConfig{Parallel: 4, Rounds: 5, Cmd: []string{bin}, VsCmd: []string{bin, "-fixed-tok"}, Budget: time.Nanosecond}
+	totals := map[int]bool{}
+	rep, err := Stress(t.Context(), cfg, func(done, total int) { totals[total] = true })
+	require.NoError(t, err, "a spent budget is not an error")
+	assert.Equal(t, map[int]bool{-1: true}, totals, "with a budget, the copies to come are not known")
+	assert.True(t, rep.BudgetSpent)
+	require.Len(t, rep.Copies, 8, "the first pair of rounds runs whatever the budget")
+	for _, v := range rep.Variants {
+		assert.Len(t, v.Rounds, 1, "variant %s: both variants run as many rounds", v.Name)
+	}
+	assert.Contains(t, rep.Conditions(), "; 1 round(s) per variant, A and B alternating, when the 1ns budget ran out;")
+	s := rep.Summary()
+	assert.Equal(t, 1, s.Rounds)
+	assert.True(t, s.BudgetSpent)
+	assert.Equal(t, 1e-9, s.BudgetSeconds)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), "round 1  total\n", "only the round that ran has a column")
+
+	// A budget that is not spent changes nothing but the conditions.
+	cfg = StressConfig{Parallel: 2, Rounds: 2, Cmd: []string{bin}, Budget: time.Hour}
+	rep, err = Stress(t.Context(), cfg, nil)
+	require.NoError(t, err)
+	assert.False(t, rep.BudgetSpent)
+	assert.Len(t, rep.Copies, 4)
+	assert.Contains(t, rep.Conditions(), "; 2 round(s) per variant, within a 1h0m0s budget;")
+}
+
 func TestStressValidatesItsConfig(t *testing.T) {
 	cmd := []string{"true"}
 	for _, tc := range []struct {
@@ -286,6 +317,7 @@ func TestStressValidatesItsConfig(t *testing.T) {
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, VsCmd: []string{}}, "stress: VsCmd is set but empty: want the argv of variant B, or nil for one variant"},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Load: -1}, "stress: Load must be ≥ 0 and ≤ 1024, got -1"},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Timeout: -1}, "stress: Timeout must be ≥ 0 (0 means none), got -1ns"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Budget: -time.Second}, "stress: Budget must be ≥ 0 (0 means none), got -1s"},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, OutputMax: -1}, "stress: OutputMax must be ≥ 0 bytes (0 means 65536), got -1"},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"FOO"}}, `stress: Env entry "FOO" is not KEY=VALUE`},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"LLMDST_STRESS_ROUND=2"}}, "stress: Env sets LLMDST_STRESS_ROUND, which the runner sets for every copy; remove it"},

@@ -11,7 +11,7 @@
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
 //	simrun merge   shard-*.json
-//	simrun stress  -p 40 -rounds 3 [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
+//	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
 //
 // -strategy takes random, pct:D, chaos[:MAX], starve:PREFIX[:MAX] or
 // replay:FILE; without it the scenario's default applies. -failpoint
@@ -21,7 +21,7 @@
 // interval, first occurrence and a command that reproduces it. A sweep
 // given -for (a wall-time budget) or -stop-after (a number of failures)
 // stops taking seeds early and reports the seeds that ran, the first ones
-// of -seeds.
+// of -seeds; stress given -for starts no round once the budget is spent.
 //
 // Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
 // bad usage or bad input, with a sentence saying what was wrong.

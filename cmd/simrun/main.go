@@ -80,6 +80,13 @@ func usage(w io.Writer) {
 
 // parseFlags parses a subcommand's flags; it turns errors and stray
 // arguments into usage errors.
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func parseFlags(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

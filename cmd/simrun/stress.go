@@ -50,13 +50,14 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun stress [flags] -- CMD ARGS")
-		fmt.Fprintln(stderr, "Runs CMD -p copies at a time for -rounds rounds (alternating with -vs, if given) and")
+		fmt.Fprintln(stderr, "Runs CMD -p copies at a time for -rounds rounds, or as many as fit in -for (alternating with -vs, if given), and")
 		fmt.Fprintln(stderr, "reports the failures per round and in total, with 95% intervals, split into failure modes.")
 		fmt.Fprintln(stderr, "Every copy gets LLMDST_STRESS_VARIANT, LLMDST_STRESS_ROUND and LLMDST_STRESS_COPY.")
 		fs.PrintDefaults()
 	}
 	parallel := fs.Int("p", 40, "copies run at once")
-	rounds := fs.Int("rounds", 3, "rounds per command; with -vs the commands alternate round by round")
+	rounds := fs.Int("rounds", 3, "rounds per command; with -vs the commands alternate round by round (with -for and no -rounds: as many as fit)")
+	budget := fs.Duration("for", 0, "start no new round once `DURATION` of wall time is spent (a CI budget); the rounds under way end as usual; 0 means none")
 	vs := fs.String("vs", "", "a second command `CMD` to compare with, as a shell would split it (quotes and backslashes; no expansion)")
 	privateTmp := fs.Bool("private-tmp", false, "give every copy its own empty TMPDIR (and TMP, TEMP, TEMPDIR)")
 	var env envFlags
@@ -85,7 +86,13 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	if *timeout < 0 {
 		return usagef("-timeout must be ≥ 0 (0 means no limit), got %v", *timeout)
 	}
-	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout}
+	if *budget < 0 {
+		return usagef("-for must be ≥ 0 (0 means no budget), got %v", *budget)
+	}
+	if *budget > 0 && !flagGiven(fs, "rounds") {
+		*rounds = triage.RoundsMax // the budget decides
+	}
+	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout, Budget: *budget}
 	if *vs != "" {
 		b, err := splitCommand(*vs)
 		if err != nil {

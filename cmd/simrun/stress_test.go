@@ -68,6 +68,7 @@ func TestStressUsageErrors(t *testing.T) {
 		{[]string{"-rounds", "0", "--", "true"}, "-rounds must be ≥ 1"},
 		{[]string{"-load", "-1", "--", "true"}, "-load must be ≥ 0"},
 		{[]string{"-timeout", "-1s", "--", "true"}, "-timeout must be ≥ 0"},
+		{[]string{"-for", "-1s", "--", "true"}, "-for must be ≥ 0"},
 		{[]string{"-env", "NOEQUALS", "--", "true"}, `"NOEQUALS" is not KEY=VALUE`},
 		{[]string{"-env", "=x", "--", "true"}, "is not KEY=VALUE"},
 		{[]string{"-env", "LLMDST_STRESS_ROUND=1", "--", "true"}, "LLMDST_STRESS_ROUND"},
@@ -98,6 +99,27 @@ func TestStressExitCodes(t *testing.T) {
 	assert.Contains(t, out, "2/2")
 	assert.Contains(t, out, "1 failure mode(s)")
 	assert.Contains(t, out, "reproduce: LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 sh -c")
+}
+
+func TestStressForRunsRoundsUntilTheBudgetIsSpent(t *testing.T) {
+	// Without -rounds the budget decides: rounds of 0.1s in a 0.35s budget
+	// end after the fourth, the first to start past it.
+	code, out, errOut := simrun(t, "stress", "-p", "2", "-for", "350ms", "-json", "--", "sleep", "0.1")
+	require.Equal(t, 0, code, errOut)
+	var j stressJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.True(t, j.BudgetSpent)
+	assert.Equal(t, 0.35, j.BudgetSeconds)
+	assert.GreaterOrEqual(t, j.Rounds, 1)
+	assert.LessOrEqual(t, j.Rounds, 4, "no round starts after the budget")
+	assert.Len(t, j.Variants[0].RoundFailures, j.Rounds)
+	assert.Contains(t, j.Conditions, "when the 350ms budget ran out")
+
+	// -rounds still bounds the rounds.
+	code, out, _ = simrun(t, "stress", "-p", "2", "-for", "1h", "-rounds", "2", "--", "true")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "0/4 (0% [")
+	assert.Contains(t, out, "2 round(s) per variant, within a 1h0m0s budget")
 }
 
 // flakyBin builds the triage package's fixture: a program that fails in

@@ -81,7 +81,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		return helpOK(err)
 	}
 	if *budget < 0 {
-		return usagef("-for %v: want a wall-time budget, as in 30s or 5m (0: none)", *budget)
+		return usagef("-for must be ≥ 0 (0 means no budget), got %v", *budget)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

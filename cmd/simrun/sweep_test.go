@@ -89,7 +89,7 @@ func TestSweepThatRanEverySeedDidNotStopEarly(t *testing.T) {
 
 func TestSweepStopFlagsRefuseBadValues(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
-		{"-for -1s", "-for -1s: want a wall-time budget"},
+		{"-for -1s", "-for must be ≥ 0 (0 means no budget), got -1s"},
 		{"-for soon", `invalid value "soon" for flag -for`},
 		{"-stop-after -1", `invalid value "-1" for flag -stop-after`},
 	} {
