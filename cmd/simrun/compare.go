@@ -98,7 +98,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := wf.progress(stderr, 2*seeds.n, "runs")
+	bar := wf.progress(stderr, int64(2*seeds.n), "runs")
 	tally := func() *sweepState {
 		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: wf.jobs, sigs: map[uint64]string{}}
 	}

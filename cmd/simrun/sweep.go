@@ -118,7 +118,11 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := wf.progress(stderr, seeds.n, "seeds")
+	total := int64(seeds.n)
+	if *budget > 0 {
+		total = -1 // how many seeds fit in the budget is not known
+	}
+	bar := wf.progress(stderr, total, "seeds")
 	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: *budget, stopAfter: *stopAfter}
 	sw := sweepInto(st, sp, seeds, det, bar)
 	if bar != nil {
@@ -173,13 +177,13 @@ func (f *sweepFlags) check() (float64, error) {
 	return parseFraction(f.det)
 }
 
-// progress returns a progress bar over n runs on a terminal, nil otherwise
-// or when asked for quiet or JSON.
-func (f *sweepFlags) progress(stderr io.Writer, n uint64, unit string) *progressbar.ProgressBar {
+// progress returns a progress bar over n runs (-1: not known) on a
+// terminal, nil otherwise or when asked for quiet or JSON.
+func (f *sweepFlags) progress(stderr io.Writer, n int64, unit string) *progressbar.ProgressBar {
 	if f.quiet || f.json || !isTerminal(stderr) {
 		return nil
 	}
-	return newBar(stderr, int64(n), unit)
+	return newBar(stderr, n, unit)
 }
 
 // sweepState is the tally of a sweep in progress.
