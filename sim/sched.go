@@ -71,6 +71,7 @@ func newSched(opts *Options, c Chooser) *sched {
 		s.pointCache = new(pointCache)
 	}
 	s.schedule.off = opts.NoRecord
+	s.schedule.record()
 	if pcg, ok := c.(*PCGChooser); ok {
 		s.choose = pcgDraws{pcg}
 	} else {

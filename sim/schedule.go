@@ -3,8 +3,10 @@ package sim
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -65,6 +67,39 @@ func NewSchedule(steps []Step, tasks []string, meta []Meta) *Schedule {
 		}
 	}
 	return s
+}
+
+// runBuffers holds the buffers schedules are recorded into, from run to
+// run: a run takes one as it starts, and keep copies its record out at its
+// final size, so the copying and collecting of a record's growth is paid
+// once per buffer instead of once per run.
+var runBuffers sync.Pool // of *[]uint64
+
+// runBufferMax bounds the entries of a buffer kept in runBuffers.
+const runBufferMax = 1 << 20
+
+// record starts recording into a kept buffer, unless recording is off.
+func (s *Schedule) record() {
+	if s.off {
+		return
+	}
+	if b, _ := runBuffers.Get().(*[]uint64); b != nil {
+		s.runs = (*b)[:0]
+	}
+}
+
+// keep gives the record its own memory, of its final size, and the buffer
+// it grew in back to runBuffers.
+func (s *Schedule) keep() {
+	if s.off || s.runs == nil {
+		return
+	}
+	buf := s.runs
+	s.runs = slices.Clone(buf)
+	if cap(buf) <= runBufferMax {
+		buf = buf[:0]
+		runBuffers.Put(&buf)
+	}
 }
 
 func (s *Schedule) appendRun(task int) {

@@ -38,6 +38,23 @@ func TestScheduleRoundTripsThroughText(t *testing.T) {
 	}
 }
 
+// A run records into a buffer later runs reuse; what it returns must be
+// its own.
+func TestARunsScheduleOutlivesLaterRuns(t *testing.T) {
+	var kept []*sim.Schedule
+	var texts []string
+	for seed := uint64(1); seed <= 20; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, busy)
+		require.NoError(t, res.Err)
+		kept = append(kept, res.Schedule)
+		texts = append(texts, res.Schedule.String())
+	}
+	for i, s := range kept {
+		assert.Equal(t, texts[i], s.String(), "seed %d's schedule after the runs that followed it", i+1)
+	}
+	assert.NotEqual(t, texts[0], texts[1], "seeds record different schedules")
+}
+
 func TestNewScheduleRebuildsSteps(t *testing.T) {
 	steps := []sim.Step{{Task: 0}, {Task: 0}, {Task: 1}, {Wait: true, Task: -1, Until: time.Millisecond}, {Task: 1}}
 	s := sim.NewSchedule(steps, []string{"main", "w"}, nil)

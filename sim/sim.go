@@ -137,6 +137,7 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 		names[i] = t.name
 	}
 	s.schedule.Tasks = names
+	s.schedule.keep()
 	if s.trace != nil {
 		s.trace.Tasks = names
 	}
