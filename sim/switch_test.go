@@ -219,6 +219,31 @@ func BenchmarkRawSwitch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/switch")
 	})
+	b.Run("handoff", func(b *testing.B) {
+		// Two coroutines that resume each other, as sched.stop's chain
+		// does, each switch behind a Yield called through an interface,
+		// and a decision that only picks the other: the simulator's
+		// hand-off with nothing else of the simulator.
+		h := &handoff{}
+		var y yielder = h
+		n := b.N / 2
+		body := func() {
+			for range n {
+				y.Yield("point")
+			}
+		}
+		for i := range h.co {
+			c := &h.co[i]
+			c.next, c.stop = iter.Pull(func(yield func(struct{}) bool) {
+				c.yield = yield
+				body()
+			})
+			defer c.stop()
+		}
+		b.ResetTimer()
+		h.co[0].next()
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(h.switches, 1)), "ns/switch")
+	})
 	b.Run("chan", func(b *testing.B) {
 		ping, pong := make(chan int), make(chan int)
 		go func() {
@@ -237,6 +262,36 @@ func BenchmarkRawSwitch(b *testing.B) {
 		<-pong
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/switch")
 	})
+}
+
+type yielder interface{ Yield(point string) }
+
+// handoff is BenchmarkRawSwitch/handoff's pair of coroutines.
+type handoff struct {
+	co [2]struct {
+		next    func() (struct{}, bool)
+		stop    func()
+		yield   func(struct{}) bool
+		inChain bool
+	}
+	cur, switches int
+	point         string
+}
+
+func (h *handoff) Yield(point string) {
+	me := h.cur
+	h.point = point
+	next := 1 - me // the decision
+	h.cur = next
+	h.switches++
+	if h.co[next].inChain {
+		h.co[me].yield(struct{}{}) // down the chain
+	} else {
+		h.co[me].inChain = true
+		h.co[next].next()
+		h.co[me].inChain = false
+	}
+	h.cur = me
 }
 
 // twoTasks200 is a 2-task run of about 200 decisions.

@@ -235,6 +235,12 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 		name := map[string]string{"pull": "iter.Pull coroutines (kept)", "chan": "channels, through a loop"}[m]
 		p("| %s | %s | %s | %s | %s |", name, num(raw, ok1, "%.0f"), num(ys, ok2, "%.0f"), num(ysw, ok4, "%.0f"), num(q, ok3, "%.0f"))
 	}
+	if h, ok := get(b, "BenchmarkRawSwitch/handoff-2", "ns/switch"); ok {
+		p("")
+		p("The same hand-off with nothing of the simulator around it (two coroutines resuming each other")
+		p("behind a `Yield` called through an interface, a decision that only picks the other): %s.", num(h, ok, "%.0f ns"))
+		p("What a task switch costs above it is the decision, the runnable set and the checks of `sched.stop`.")
+	}
 	for _, st := range []string{"calm", "random", "chaos"} {
 		dec, ok := get(b, "BenchmarkDecision/"+st+"-2", "ns/op")
 		p("")
