@@ -120,10 +120,10 @@ func (r *StressReport) WriteTable(w io.Writer) error {
 // are summed up as their number and the spread of their failures.
 const tableRoundsMax = 12
 
-// roundsShown is how many rounds the table has: those asked for, or those
-// that ran when the budget ended the run.
+// roundsShown is how many rounds the table has: those asked for, or, under
+// a budget, which decides how many, those that ran.
 func (r *StressReport) roundsShown() int {
-	if r.BudgetSpent && len(r.Variants) > 0 {
+	if r.Config.Budget > 0 && len(r.Variants) > 0 {
 		return len(r.Variants[0].Rounds)
 	}
 	return r.Config.Rounds

@@ -357,6 +357,18 @@ func TestStressInterruptedBeforeItBegins(t *testing.T) {
 	assert.Empty(t, rep.Copies)
 }
 
+func TestStressUnderABudgetCountsTheRoundsThatRan(t *testing.T) {
+	// Interrupted at once: no round ran, and the planned rounds, which the
+	// budget was to decide, are not claimed.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	rep, err := Stress(ctx, StressConfig{Parallel: 1, Rounds: RoundsMax, Cmd: []string{flakyBin(t)}, Budget: time.Hour}, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, rep.BudgetSpent)
+	assert.Equal(t, 0, rep.Summary().Rounds)
+	assert.Contains(t, rep.Conditions(), "; 0 round(s) per variant, within a 1h0m0s budget;")
+}
+
 func TestTailBufferKeepsWholeLinesOfTheTail(t *testing.T) {
 	tb := &tailBuffer{max: 16}
 	fmt.Fprint(tb, "short\n")
