@@ -18,6 +18,8 @@ func init() {
 // same seeds, paired by seed.
 type compareResult struct {
 	SeedRange   string        `json:"seed_range"`
+	Requested   string        `json:"requested_seed_range,omitempty"` // set when the budget ended A early
+	Stopped     string        `json:"stopped,omitempty"`
 	Seeds       uint64        `json:"seeds"`
 	Seconds     float64       `json:"elapsed_seconds"`
 	SeedsPerSec float64       `json:"seeds_per_sec"`
@@ -69,6 +71,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "Runs variants A and B over the same seeds, pairs the runs by seed, and tests the")
 		fmt.Fprintln(stderr, "difference in failures, overall and for each failure mode apart (Fisher's exact test).")
 		fmt.Fprintln(stderr, "-a and -b take run's flags (-scenario, -strategy, -legacy, -steps-max), added to the common ones.")
+		fmt.Fprintln(stderr, "With -for, A runs for half the budget and B over the seeds A ran.")
 		fs.PrintDefaults()
 	}
 	var sf specFlags
@@ -98,17 +101,27 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bar := wf.progress(stderr, int64(2*seeds.n), "runs")
+	bar := wf.progress(stderr, 2*seeds.n, "runs")
 	tally := func() *sweepState {
-		return &sweepState{modes: map[string]*modeTally{}, seeds: seeds.n, workers: wf.jobs, sigs: map[uint64]string{}}
+		return &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, sigs: map[uint64]string{}}
 	}
-	stA := sweepInto(tally(), spA, seeds, det, bar)
-	stB := sweepInto(tally(), spB, seeds, det, bar)
+	// Under a budget, A runs for half of it and B over the seeds A ran,
+	// so that the two stay paired seed by seed.
+	a := tally()
+	a.budget = wf.budget / 2
+	stA := sweepInto(a, spA, seeds, det, bar)
+	stB := sweepInto(tally(), spB, stA.ran, det, bar)
 	if bar != nil {
 		bar.Finish()
 	}
+	asked := seeds
+	seeds = stA.ran
 
 	res := compareResult{SeedRange: seeds.String(), Seeds: seeds.n, Seconds: (stA.elapsed + stB.elapsed).Seconds()}
+	if stA.stopped != "" {
+		res.Requested = asked.String()
+		res.Stopped = fmt.Sprintf("the %v budget (-for) ran out, half of it for A", wf.budget)
+	}
 	if res.Seconds > 0 {
 		res.SeedsPerSec = float64(seeds.n) / res.Seconds
 	}
@@ -277,7 +290,14 @@ func flagsOrNone(f string) string {
 }
 
 func printCompare(w io.Writer, r *compareResult) {
-	fmt.Fprintf(w, "compare over seeds %s: %d seeds per variant, paired by seed, in %.2fs\n", r.SeedRange, r.Seeds, r.Seconds)
+	fmt.Fprintf(w, "compare over seeds %s", r.SeedRange)
+	if r.Requested != "" {
+		fmt.Fprintf(w, " of %s", r.Requested)
+	}
+	fmt.Fprintf(w, ": %d seeds per variant, paired by seed, in %.2fs\n", r.Seeds, r.Seconds)
+	if r.Stopped != "" {
+		fmt.Fprintf(w, "  stopped early: %s; B ran the seeds A ran\n", r.Stopped)
+	}
 	for _, s := range []struct {
 		name string
 		side *compareSide

@@ -37,6 +37,28 @@ func modeOf(t *testing.T, r compareResult, prefix string) compareMode {
 	return compareMode{}
 }
 
+func TestCompareForPairsThePrefixARanInHalfTheBudget(t *testing.T) {
+	const asked = "1-100000000"
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", asked, "-a", "-legacy", "-b", "", "-for", "2ms")
+	want, err := parseSeeds(asked)
+	require.NoError(t, err)
+	require.Positive(t, r.Seeds)
+	require.Less(t, r.Seeds, want.n)
+	assert.Equal(t, asked, r.Requested)
+	assert.Equal(t, "the 2ms budget (-for) ran out, half of it for A", r.Stopped)
+	assert.Equal(t, want.slice(0, r.Seeds).String(), r.SeedRange)
+	assert.Equal(t, r.Seeds, r.A.Seeds)
+	assert.Equal(t, r.Seeds, r.B.Seeds, "B runs the seeds A ran")
+	assert.Equal(t, r.SeedRange, r.B.SeedRange)
+
+	// Compared again over the range that ran, without a budget: the same.
+	whole := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", r.SeedRange, "-a", "-legacy", "-b", "")
+	assert.Empty(t, whole.Stopped)
+	assert.Equal(t, r.Paired, whole.Paired)
+	assert.Equal(t, r.A.Failures, whole.A.Failures)
+	assert.Equal(t, r.P, whole.P)
+}
+
 func TestCompareLegacyAgainstFixed(t *testing.T) {
 	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-150", "-a", "-legacy", "-b", "")
 	assert.Equal(t, uint64(150), r.Seeds)

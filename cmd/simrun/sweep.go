@@ -75,13 +75,9 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
-	budget := fs.Duration("for", 0, "stop taking seeds once `DURATION` of wall time is spent (a CI budget): the result covers the seeds that ran, the first ones of -seeds (0: no budget)")
 	stopAfter := fs.Uint64("stop-after", 0, "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
-	}
-	if *budget < 0 {
-		return usagef("-for must be ≥ 0 (0 means no budget), got %v", *budget)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -118,12 +114,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	total := int64(seeds.n)
-	if *budget > 0 {
-		total = -1 // how many seeds fit in the budget is not known
-	}
-	bar := wf.progress(stderr, total, "seeds")
-	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: *budget, stopAfter: *stopAfter}
+	bar := wf.progress(stderr, seeds.n, "seeds")
+	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: *stopAfter}
 	sw := sweepInto(st, sp, seeds, det, bar)
 	if bar != nil {
 		bar.Finish()
@@ -153,10 +145,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 }
 
 // sweepFlags are the flags sweep and compare share: which seeds, on how
-// many workers, what share of them runs twice, and how the tally is shown.
+// many workers and in what budget, what share of them runs twice, and how
+// the tally is shown.
 type sweepFlags struct {
 	seeds, det  string
 	jobs        int
+	budget      time.Duration
 	json, quiet bool
 }
 
@@ -166,24 +160,33 @@ func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
 	fs.BoolVar(&f.json, "json", false, jsonDoc)
 	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar, even on a terminal")
+	fs.DurationVar(&f.budget, "for", 0, "stop taking seeds once `DURATION` of wall time is spent (a CI budget): the result covers the seeds that ran, the first ones of -seeds (0: no budget)")
 }
 
-// check validates -j and returns the share of seeds -check-determinism
-// asks for.
+// check validates -j and -for and returns the share of seeds
+// -check-determinism asks for.
 func (f *sweepFlags) check() (float64, error) {
 	if f.jobs < 1 {
 		return 0, usagef("-j must be ≥ 1, got %d", f.jobs)
 	}
+	if f.budget < 0 {
+		return 0, usagef("-for must be ≥ 0 (0 means no budget), got %v", f.budget)
+	}
 	return parseFraction(f.det)
 }
 
-// progress returns a progress bar over n runs (-1: not known) on a
-// terminal, nil otherwise or when asked for quiet or JSON.
-func (f *sweepFlags) progress(stderr io.Writer, n int64, unit string) *progressbar.ProgressBar {
+// progress returns a progress bar over n runs on a terminal, nil otherwise
+// or when asked for quiet or JSON. Under a budget it counts runs without a
+// total: how many fit is not known.
+func (f *sweepFlags) progress(stderr io.Writer, n uint64, unit string) *progressbar.ProgressBar {
 	if f.quiet || f.json || !isTerminal(stderr) {
 		return nil
 	}
-	return newBar(stderr, n, unit)
+	total := int64(n)
+	if f.budget > 0 {
+		total = -1
+	}
+	return newBar(stderr, total, unit)
 }
 
 // sweepState is the tally of a sweep in progress.
