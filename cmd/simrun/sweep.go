@@ -208,8 +208,8 @@ type sweepState struct {
 
 	// A sweep may stop taking seeds early: after budget of wall time, or
 	// once stopAfter failures are seen (zero: never). The seeds that ran
-	// are then the first ones asked for: every chunk handed out is run to
-	// its end.
+	// are then the first ones asked for: every seed taken is run to its
+	// end.
 	budget    time.Duration
 	stopAfter uint64
 	halt      atomic.Bool
@@ -238,7 +238,9 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 		}
 	}
 	strategy := sp.strategyOrDefault()
-	const chunk = 32
+	// Workers take seeds one at a time, in order: a seed costs tens of
+	// microseconds, so the shared counter is no cost, and a sweep that
+	// stops early overshoots by at most a seed a worker.
 	var next atomic.Uint64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -250,20 +252,17 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 			pool := sim.NewPool() // this worker's runs reuse their goroutines
 			defer pool.Close()
 			for !st.halt.Load() {
-				lo := next.Add(chunk) - chunk
-				if lo >= seeds.n {
+				i := next.Add(1) - 1
+				if i >= seeds.n {
 					return
 				}
-				hi := min(lo+chunk, seeds.n)
-				for i := lo; i < hi; i++ {
-					seed := seeds.at(i)
-					check := every > 0 && seed%every == 0
-					o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
-					st.steps.Add(uint64(o.res.Steps))
-					st.record(seed, &o, check)
-				}
+				seed := seeds.at(i)
+				check := every > 0 && seed%every == 0
+				o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
+				st.steps.Add(uint64(o.res.Steps))
+				st.record(seed, &o, check)
 				if bar != nil {
-					bar.Add64(int64(hi - lo))
+					bar.Add64(1)
 				}
 				if st.budget > 0 && time.Since(start) >= st.budget {
 					st.stop(fmt.Sprintf("the %v budget (-for) ran out", st.budget))

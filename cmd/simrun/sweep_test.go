@@ -77,12 +77,26 @@ func TestSweepForStopsAtTheBudget(t *testing.T) {
 	assert.Contains(t, out, "stopped early: the 1ms budget (-for) ran out; the result covers only the seeds that ran")
 }
 
-func TestSweepThatRanEverySeedDidNotStopEarly(t *testing.T) {
-	// Seed 1 fails, but the one chunk of ten seeds it is in runs to the end.
-	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-10", "-stop-after", "1", "-j", "1")
+func TestSweepStopAfterOvershootsByAtMostASeedAWorker(t *testing.T) {
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-1000", "-stop-after", "1", "-j", "1")
 	require.Equal(t, 1, code)
-	assert.Equal(t, uint64(10), r.Seeds)
-	assert.Equal(t, "1-10", r.SeedRange)
+	assert.Equal(t, "1", r.SeedRange, "legacy seed 1 fails, and one worker takes no other")
+	// With two workers the other may finish a seed or a few (how many
+	// depends on timing) before it sees the stop; the result is still
+	// the first seeds asked for.
+	code, r = sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-1000", "-stop-after", "1", "-j", "2")
+	require.Equal(t, 1, code)
+	requirePrefix(t, r, "1-1000")
+	require.NotNil(t, r.FirstFailure)
+	assert.Equal(t, uint64(1), *r.FirstFailure)
+}
+
+func TestSweepThatRanEverySeedDidNotStopEarly(t *testing.T) {
+	// Seed 1 fails and stops the sweep, but it was the only seed.
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1", "-stop-after", "1", "-j", "1")
+	require.Equal(t, 1, code)
+	assert.Equal(t, uint64(1), r.Seeds)
+	assert.Equal(t, "1", r.SeedRange)
 	assert.Empty(t, r.Stopped)
 	assert.Empty(t, r.Requested)
 }
@@ -123,6 +137,6 @@ func TestMergeSaysWhichShardStoppedEarly(t *testing.T) {
 	first, err := readSweepJSON(files[0])
 	require.NoError(t, err)
 	require.Less(t, first.Seeds, uint64(100))
-	assert.Equal(t, fmt.Sprintf("1-%d,101-200", first.Seeds), m.SeedRange, "the first seeds of shard 1, all of shard 2")
+	assert.Equal(t, seedSet{spans: []span{{1, first.Seeds}, {101, 200}}}.String(), m.SeedRange, "the first seeds of shard 1, all of shard 2")
 	assert.Equal(t, first.Seeds+100, m.Seeds)
 }
