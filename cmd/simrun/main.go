@@ -78,8 +78,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Exit codes: 0 all passed, 1 failures found, 2 bad usage or bad input.")
 }
 
-// parseFlags parses a subcommand's flags; it turns errors and stray
-// arguments into usage errors.
 // flagGiven reports whether the command line set the flag name.
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
@@ -87,6 +85,8 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
+// parseFlags parses a subcommand's flags; it turns errors and stray
+// arguments into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
