@@ -62,9 +62,8 @@ func (r *StressReport) WriteTable(w io.Writer) error {
 	head := []string{"variant"}
 	if rounds > tableRoundsMax {
 		head = append(head, "rounds", "failures a round")
-	}
-	for i := range rounds {
-		if rounds <= tableRoundsMax {
+	} else {
+		for i := range rounds {
 			head = append(head, fmt.Sprintf("round %d", i+1))
 		}
 	}
@@ -199,7 +198,7 @@ func (p *printer) printf(format string, args ...any) {
 // Summary is a StressReport for machines, shaped for encoding/json.
 type Summary struct {
 	Parallel       int                 `json:"parallel"`
-	Rounds         int                 `json:"rounds"` // asked for, or run when the budget ended the run
+	Rounds         int                 `json:"rounds"` // asked for, or, under a budget, run
 	Load           int                 `json:"load"`
 	GOMAXPROCS     int                 `json:"gomaxprocs"`
 	PrivateTmp     bool                `json:"private_tmp"`
