@@ -226,7 +226,7 @@ func pairSeeds(a, b *sweepState, sig string) pairedTable {
 			t.OnlyB++
 		}
 	}
-	t.Neither = a.seeds - t.Both - t.OnlyA - t.OnlyB
+	t.Neither = a.ran.n - t.Both - t.OnlyA - t.OnlyB
 	return t
 }
 

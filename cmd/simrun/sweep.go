@@ -200,7 +200,6 @@ type sweepState struct {
 	limited   uint64
 	checked   uint64
 	steps     atomic.Uint64
-	seeds     uint64
 	workers   int
 	elapsed   time.Duration
 	firstErrs map[uint64]error
@@ -278,7 +277,6 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 	} else {
 		st.stopped = "" // it stopped, but with every seed run
 	}
-	st.seeds = st.ran.n
 	sort.Slice(st.failing, func(i, j int) bool { return st.failing[i] < st.failing[j] })
 	sort.Slice(st.nondet, func(i, j int) bool { return st.nondet[i] < st.nondet[j] })
 	return st
@@ -338,7 +336,7 @@ func (st *sweepState) stopLocked(why string) {
 func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	r := sweepResult{
 		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
-		SeedRange: st.ran.String(), Seeds: st.seeds, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
+		SeedRange: st.ran.String(), Seeds: st.ran.n, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
 		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
 		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
 	}
