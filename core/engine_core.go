@@ -109,9 +109,10 @@ func (c *EngineCore) Held() int { return int(c.held.Load()) }
 // InputsDone returns the number of inputs the core has processed.
 func (c *EngineCore) InputsDone() uint64 { return c.inputsDone.Load() }
 
-// Run is the busy loop. Inputs must come through Send and SendAbort. It returns after InputShutdown, or when the model
-// panics, in which case it first puts an Outputs with Dead set. It closes
-// the output queue on its way out.
+// Run is the busy loop; inputs must come through Send and SendAbort. It
+// returns after InputShutdown, or when the model panics, in which case it
+// first puts an Outputs with Dead set. It closes the output queue on its
+// way out.
 func (c *EngineCore) Run() {
 	defer func() {
 		c.out.Close()

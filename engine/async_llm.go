@@ -153,12 +153,12 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	e.mu.Unlock()
 
 	e.rt.Yield("frontend.add.after-register")
-	e.send(core.Input{Kind: core.InputAdd, Req: &core.Request{
+	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
 		InternalID: internal, ExternalID: id, Incarnation: inc, Prompt: tokens,
 		Params: core.SamplingParams{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs, IgnoreEOS: p.IgnoreEOS},
 	}})
 	for _, ids := range deferred {
-		e.sendAbortNow(ids)
+		e.core.SendAbort(ids)
 	}
 	return &Request{e: e, id: id, internalID: internal, incarnation: inc, c: st.c}, nil
 }
@@ -173,9 +173,6 @@ func (e *AsyncLLM) unusableLocked() error {
 	return nil
 }
 
-// send puts an input on the core's queue, counting it for WaitIdle.
-func (e *AsyncLLM) send(in core.Input) { e.core.Send(in) }
-
 // sendAbort tells the core to abort internal ids, on both of its queues as
 // vLLM's input thread does — unless the failpoint engine/abort-after-add
 // holds it back until after the next ADD.
@@ -186,7 +183,7 @@ func (e *AsyncLLM) sendAbort(ids []string) {
 		e.mu.Unlock()
 		return
 	}
-	e.sendAbortNow(ids)
+	e.core.SendAbort(ids)
 }
 
 // flushAborts sends the aborts the failpoint held back: a transport
@@ -197,11 +194,9 @@ func (e *AsyncLLM) flushAborts() {
 	e.deferredAborts = nil
 	e.mu.Unlock()
 	for _, ids := range held {
-		e.sendAbortNow(ids)
+		e.core.SendAbort(ids)
 	}
 }
-
-func (e *AsyncLLM) sendAbortNow(ids []string) { e.core.SendAbort(ids) }
 
 // Abort aborts the live requests with these external ids, in one batch:
 // their frontend state goes at once, each collector gets a final output with
@@ -334,7 +329,7 @@ func (e *AsyncLLM) Close() error {
 	if first {
 		e.stopped.Store(true)
 		e.flushAborts()
-		e.send(core.Input{Kind: core.InputShutdown})
+		e.core.Send(core.Input{Kind: core.InputShutdown})
 		e.in.Close()
 	}
 	e.tasks.Wait()
