@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet bench sim simrun e2e fuzz docs
+.PHONY: all test test-plain lint fmt-check vet bench bench-ab sim simrun e2e fuzz docs
 
 all: test
 
@@ -44,6 +44,17 @@ docs:
 ## and docs/PERFORMANCE.md written from them
 bench:
 	GO=$(GO) BENCHSTAT="$(BENCHSTAT)" ./scripts/bench.sh
+
+## bench-ab: what a change buys: the benchmarks BENCH of AB_PKGS built from
+## BASE (a git revision, HEAD by default: the uncommitted changes) and from
+## the working tree, run in alternation COUNT rounds, compared by benchstat
+## (out/bench-ab/base.txt and head.txt)
+BASE    ?= HEAD
+BENCH   ?= BenchmarkYieldSwitch|BenchmarkSeedParallel
+AB_PKGS ?= ./sim ./scenario
+COUNT   ?= 6
+bench-ab:
+	GO=$(GO) BENCHSTAT="$(BENCHSTAT)" $(GO) run ./scripts/benchab -base '$(BASE)' -bench '$(BENCH)' -count $(COUNT) $(AB_PKGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in
 ## testdata/fuzz/, to be committed as regression inputs)
