@@ -16,10 +16,13 @@
 // PACKAGE is a directory of the module (./sim, ./scenario; ./sim when none
 // is given). The base tree is extracted with git archive, so uncommitted
 // changes are measured on the working-tree side only. Each round runs every
-// package's binary once from that package's directory with -test.count 1 and
-// -test.benchmem. Outputs: DIR/base.txt and DIR/head.txt (benchstat's input),
-// and benchstat's table on standard output. GOGC is 400 unless set, as simrun
-// runs its sweeps. BENCHSTAT names the benchstat command ("" skips it).
+// package's two binaries, one right after the other, once each from that
+// package's directory with -test.count 1 and -test.benchmem. Outputs: DIR/base.txt and DIR/head.txt (benchstat's input),
+// and on standard output benchstat's tables, then a paired comparison: the
+// ratio of head to base within each round, whose median and signed-rank test
+// are not moved by a drift that both sides of a round share. GOGC is 400
+// unless set, as simrun runs its sweeps. BENCHSTAT names the benchstat
+// command ("" skips it).
 package main
 
 import (
@@ -184,16 +187,18 @@ func run(c config, stdout, stderr io.Writer) error {
 		args = append(args, "-test.cpu", c.cpu)
 	}
 	ran := [2]int{} // benchmark result lines per side
+	res := newResults()
 	for r := 1; r <= c.count; r++ {
 		fmt.Fprintf(stderr, "benchab: round %d of %d\n", r, c.count)
-		for _, i := range order(r) {
-			s := sides[i]
-			for _, p := range c.pkgs {
-				n, err := runBench(s, p, args, env)
+		for _, p := range c.pkgs { // a package's pair back to back
+			for _, i := range order(r) {
+				s := sides[i]
+				n, output, err := runBench(s, p, args, env)
 				if err != nil {
 					return fmt.Errorf("round %d, %s %s: %v", r, s.name, p, err)
 				}
 				ran[i] += n
+				res.add(i, r-1, p, output)
 			}
 		}
 	}
@@ -203,15 +208,15 @@ func run(c config, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stderr, "benchab: wrote %s and %s\n", sides[0].out.Name(), sides[1].out.Name())
-	if c.benchstat == "" {
-		return nil
+	if c.benchstat != "" {
+		fields := strings.Fields(c.benchstat)
+		cmd := exec.Command(fields[0], append(fields[1:], "base="+sides[0].out.Name(), "head="+sides[1].out.Name())...)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("benchstat: %v", err)
+		}
 	}
-	fields := strings.Fields(c.benchstat)
-	cmd := exec.Command(fields[0], append(fields[1:], "base="+sides[0].out.Name(), "head="+sides[1].out.Name())...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("benchstat: %v", err)
-	}
+	writePaired(stdout, res.paired(), c.count)
 	return nil
 }
 
@@ -263,11 +268,12 @@ func build(goCmd string, s *side, p string) error {
 var resultLine = regexp.MustCompile(`(?m)^Benchmark\S*\s+\d+\s`)
 
 // runBench runs one package's binary of side s once, appends what it printed
-// to s's output and returns the number of benchmark results in it.
-func runBench(s *side, p string, args, env []string) (int, error) {
+// to s's output and returns the number of benchmark results in it and the
+// output.
+func runBench(s *side, p string, args, env []string) (int, string, error) {
 	bin := filepath.Join(s.bin, binName(p))
 	if _, err := os.Stat(bin); err != nil {
-		return 0, nil // a package without tests builds no binary
+		return 0, "", nil // a package without tests builds no binary
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = filepath.Join(s.root, p)
@@ -276,12 +282,12 @@ func runBench(s *side, p string, args, env []string) (int, error) {
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
 	if _, werr := s.out.Write(buf.Bytes()); werr != nil {
-		return 0, werr
+		return 0, "", werr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%v\n%s", err, lastLines(buf.String(), 20))
+		return 0, "", fmt.Errorf("%v\n%s", err, lastLines(buf.String(), 20))
 	}
-	return len(resultLine.FindAllStringIndex(buf.String(), -1)), nil
+	return len(resultLine.FindAllStringIndex(buf.String(), -1)), buf.String(), nil
 }
 
 func lastLines(s string, n int) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -88,10 +89,11 @@ func TestRunBuildsBaseFromTheCommitAndHeadFromTheWorkingTree(t *testing.T) {
 	dir := repo(t)
 	t.Chdir(dir)
 	out := filepath.Join(t.TempDir(), "ab")
-	var stderr strings.Builder
+	var stdout, stderr strings.Builder
 	err := run(config{base: "HEAD", bench: "Version", count: 3, benchtime: "1x", out: out,
-		pkgs: []string{"./p", "./q"}, goCmd: "go"}, io.Discard, &stderr)
+		pkgs: []string{"./p", "./q"}, goCmd: "go"}, &stdout, &stderr)
 	require.NoError(t, err, stderr.String())
+	assert.Regexp(t, `\./p\s+Version\S*\s+version\s+2\.000\s+0 of 3\s+0\.250`, stdout.String(), "the paired table: head ÷ base in every round")
 	assert.Equal(t, []string{"1.000", "1.000", "1.000"}, versions(t, filepath.Join(out, "base.txt")), "one result a round, built from the commit")
 	assert.Equal(t, []string{"2.000", "2.000", "2.000"}, versions(t, filepath.Join(out, "head.txt")), "one result a round, built from the working tree")
 	assert.Contains(t, stderr.String(), "uncommitted changes")
@@ -119,4 +121,55 @@ func TestRunSaysWhatIsWrong(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want)
 		}
 	}
+}
+
+func TestSignedRankP(t *testing.T) {
+	// Every one of n differences on the same side: only the two all-same
+	// sign assignments are as extreme, so p = 2/2^n.
+	assert.InDelta(t, 2.0/32, signedRankP([]float64{0.1, 0.2, 0.3, 0.4, 0.5}), 1e-12)
+	assert.InDelta(t, 2.0/1024, signedRankP([]float64{-1, -2, -3, -4, -5, -6, -7, -8, -9, -10}), 1e-12)
+	// n = 10, the smallest rank alone on the other side: W+ = 1, and the
+	// assignments with W+ ≤ 1 or ≥ 54 are 4 of 1024.
+	assert.InDelta(t, 4.0/1024, signedRankP([]float64{-0.01, 2, 3, 4, 5, 6, 7, 8, 9, 10}), 1e-12)
+	// Balanced signs are no evidence at all; zeros are dropped.
+	assert.InDelta(t, 1.0, signedRankP([]float64{1, -1, 2, -2}), 1e-12)
+	assert.Equal(t, 1.0, signedRankP([]float64{0, 0}))
+	// Ties share their mean rank: |d| all equal, 3 positive of 4: W+ = 7.5
+	// (doubled 15 of 20); as or more extreme: 0, 1, 3 or 4 positives, 10 of 16.
+	assert.InDelta(t, 10.0/16, signedRankP([]float64{1, 1, 1, -1}), 1e-12)
+}
+
+func TestPairedCancelsADriftBothSidesShare(t *testing.T) {
+	rs := newResults()
+	// The machine's speed drifts by 2× over the rounds; head is 5% faster
+	// than base within every round.
+	for r, speed := range []float64{1, 1.3, 0.7, 1.9, 1.1, 0.8, 1.5, 1.2} {
+		base := 100 * speed
+		rs.add(0, r, "./sim", fmt.Sprintf("BenchmarkX-2   \t 1000\t %.2f ns/op\t 16 B/op\t 1 allocs/op\t %.1f runs/s\n", base, 1e9/base))
+		rs.add(1, r, "./sim", fmt.Sprintf("BenchmarkX-2   \t 1000\t %.2f ns/op\t 16 B/op\t 1 allocs/op\t %.1f runs/s\nPASS\n", 0.95*base, 1e9/(0.95*base)))
+	}
+	rows := rs.paired()
+	require.Len(t, rows, 2, "B/op and allocs/op are equal in every round and left out")
+	assert.Equal(t, metricKey{"./sim", "X-2", "ns/op"}, rows[0].key)
+	assert.InDelta(t, 0.95, rows[0].ratio, 1e-3)
+	assert.Equal(t, 8, rows[0].lower)
+	assert.InDelta(t, 2.0/256, rows[0].p, 1e-12)
+	assert.Equal(t, "runs/s", rows[1].key.unit)
+	assert.InDelta(t, 1/0.95, rows[1].ratio, 1e-3)
+	assert.Equal(t, 0, rows[1].lower)
+	var out strings.Builder
+	writePaired(&out, rows, 8)
+	assert.Contains(t, out.String(), "0.950")
+	assert.Contains(t, out.String(), "8 of 8")
+}
+
+func TestPairedSkipsRoundsWhereASideHasNoValue(t *testing.T) {
+	rs := newResults()
+	rs.add(0, 0, "p", "BenchmarkY 10 5 ns/op\n")
+	rs.add(1, 0, "p", "BenchmarkY 10 4 ns/op\n")
+	rs.add(1, 1, "p", "BenchmarkY 10 4 ns/op\n") // base printed nothing in round 1
+	rows := rs.paired()
+	require.Len(t, rows, 1)
+	assert.Equal(t, 1, rows[0].pairs)
+	assert.InDelta(t, 0.8, rows[0].ratio, 1e-12)
 }
