@@ -48,6 +48,19 @@ func (r *result) median(unit string) (float64, bool) {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
 }
 
+// span returns the lowest and the highest of a unit's counts.
+func (r *result) span(unit string) (lo, hi float64, ok bool) {
+	vs := r.values[unit]
+	if len(vs) == 0 {
+		return 0, 0, false
+	}
+	lo, hi = vs[0], vs[0]
+	for _, v := range vs[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi, true
+}
+
 // parseBench reads `go test -bench` output. A benchmark's name keeps its
 // -P suffix, which says on how many cores it ran.
 func parseBench(r io.Reader) (map[string]*result, map[string]string, error) {
@@ -154,6 +167,20 @@ func get(b map[string]*result, name, unit string) (float64, bool) {
 	return r.median(unit)
 }
 
+// spread is a benchmark's range over its counts, in format, for the targets
+// table: how far from its target a median might move in the next run.
+func spread(b map[string]*result, name, unit, format string) string {
+	r, ok := b[name]
+	if !ok {
+		return "—"
+	}
+	lo, hi, ok := r.span(unit)
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf(format+" – "+format+" (%d)", lo, hi, len(r.values[unit]))
+}
+
 func num(v float64, ok bool, format string) string {
 	if !ok {
 		return "not measured"
@@ -187,34 +214,45 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 
 	p("## Targets")
 	p("")
-	p("| what | target | measured | |")
-	p("|---|---|---|---|")
+	p("The range is the lowest and the highest of the counts (how many in brackets); a target")
+	p("whose range straddles it is met on some runs and missed on others. The two rows measured by")
+	p("one run each have none.")
+	p("")
+	p("| what | target | measured | range over the counts | |")
+	p("|---|---|---|---|---|")
 	seeds2, ok2 := get(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s")
-	p("| abort-reuse seeds per second, both cores | ≥ 20,000 | %s | %s |", num(seeds2, ok2, "%.0f"), verdict(ok2, seeds2 >= 20000))
+	p("| abort-reuse seeds per second, both cores | ≥ 20,000 | %s | %s | %s |", num(seeds2, ok2, "%.0f"),
+		spread(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s", "%.0f"), verdict(ok2, seeds2 >= 20000))
 	sw, okSw := get(b, "BenchmarkYieldSwitch/pull-2", "ns/switch")
-	p("| a task switch (decision and baton pass) | < 100 ns | %s | %s |", num(sw, okSw, "%.0f ns"), verdict(okSw, sw < 100))
+	p("| a task switch (decision and baton pass) | < 100 ns | %s | %s | %s |", num(sw, okSw, "%.0f ns"),
+		spread(b, "BenchmarkYieldSwitch/pull-2", "ns/switch", "%.0f"), verdict(okSw, sw < 100))
 	vt, okVt := get(b, "BenchmarkVirtualTime-2", "x-realtime")
-	p("| virtual time against wall time, 1,000 steps of 10 ms | ≥ 10,000× | %s | %s |", num(vt, okVt, "%.0f×"), verdict(okVt, vt >= 10000))
+	p("| virtual time against wall time, 1,000 steps of 10 ms | ≥ 10,000× | %s | %s | %s |", num(vt, okVt, "%.0f×"),
+		spread(b, "BenchmarkVirtualTime-2", "x-realtime", "%.0f"), verdict(okVt, vt >= 10000))
 	var ratio float64
 	okRatio := len(stress.Variants) > 0 && stress.Variants[0].ExecsPerSec > 0 && sweep.SeedsPerSec > 0
 	if okRatio {
 		ratio = sweep.SeedsPerSec / stress.Variants[0].ExecsPerSec
 	}
-	p("| simulator executions per second over real processes | ≥ 1,000× | %s | %s |", num(ratio, okRatio, "%.0f×"), verdict(okRatio, ratio >= 1000))
+	p("| simulator executions per second over real processes | ≥ 1,000× | %s | one run | %s |", num(ratio, okRatio, "%.0f×"), verdict(okRatio, ratio >= 1000))
 	okFirst := sweep.FirstFailSecs != nil
 	var first float64
 	if okFirst {
 		first = *sweep.FirstFailSecs
 	}
-	p("| simulator's wall time to the first failure, legacy engine | < 10 ms | %s | %s |", num(first*1000, okFirst, "%.2f ms"), verdict(okFirst, first < 0.010))
+	p("| simulator's wall time to the first failure, legacy engine | < 10 ms | %s | one run | %s |", num(first*1000, okFirst, "%.2f ms"), verdict(okFirst, first < 0.010))
 	tps, okT := get(b, "BenchmarkThroughput-2", "tokens/s")
-	p("| tokens per second to 256 Delta consumers on goroutines | ≥ 2,000,000 | %s | %s |", num(tps, okT, "%.0f"), verdict(okT, tps >= 2e6))
+	p("| tokens per second to 256 Delta consumers on goroutines | ≥ 2,000,000 | %s | %s | %s |", num(tps, okT, "%.0f"),
+		spread(b, "BenchmarkThroughput-2", "tokens/s", "%.0f"), verdict(okT, tps >= 2e6))
 	apt, okA := get(b, "BenchmarkThroughput-2", "allocs/op")
-	p("| allocations per token | ≤ 1 | %s | %s |", num(apt, okA, "%.2f"), verdict(okA, apt <= 1))
+	p("| allocations per token | ≤ 1 | %s | %s | %s |", num(apt, okA, "%.2f"),
+		spread(b, "BenchmarkThroughput-2", "allocs/op", "%.2f"), verdict(okA, apt <= 1))
 	y, okY := get(b, "BenchmarkRealYield-2", "ns/op")
-	p("| Yield on the real runtime | < 2 ns | %s | %s |", num(y, okY, "%.2f ns"), verdict(okY, y < 2))
+	p("| Yield on the real runtime | < 2 ns | %s | %s | %s |", num(y, okY, "%.2f ns"),
+		spread(b, "BenchmarkRealYield-2", "ns/op", "%.2f"), verdict(okY, y < 2))
 	d, okD := get(b, "BenchmarkDisarmed-2", "ns/op")
-	p("| a disarmed failpoint | < 2 ns | %s | %s |", num(d, okD, "%.2f ns"), verdict(okD, d < 2))
+	p("| a disarmed failpoint | < 2 ns | %s | %s | %s |", num(d, okD, "%.2f ns"),
+		spread(b, "BenchmarkDisarmed-2", "ns/op", "%.2f"), verdict(okD, d < 2))
 	p("")
 
 	p("## The simulator's switch")
