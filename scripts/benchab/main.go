@@ -175,6 +175,26 @@ func run(c config, stdout, stderr io.Writer) error {
 		s.out = f
 	}
 
+	res, err := rounds(c, sides, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "benchab: wrote %s and %s\n", sides[0].out.Name(), sides[1].out.Name())
+	if c.benchstat != "" {
+		fields := strings.Fields(c.benchstat)
+		cmd := exec.Command(fields[0], append(fields[1:], "base="+sides[0].out.Name(), "head="+sides[1].out.Name())...)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("benchstat: %v", err)
+		}
+	}
+	writePaired(stdout, res.paired(), c.count)
+	return nil
+}
+
+// rounds runs the two sides' binaries in alternation, c.count rounds, and
+// collects what they printed.
+func rounds(c config, sides [2]*side, stderr io.Writer) (*results, error) {
 	env := os.Environ()
 	if os.Getenv("GOGC") == "" {
 		env = append(env, "GOGC=400")
@@ -195,7 +215,7 @@ func run(c config, stdout, stderr io.Writer) error {
 				s := sides[i]
 				n, output, err := runBench(s, p, args, env)
 				if err != nil {
-					return fmt.Errorf("round %d, %s %s: %v", r, s.name, p, err)
+					return nil, fmt.Errorf("round %d, %s %s: %v", r, s.name, p, err)
 				}
 				ran[i] += n
 				res.add(i, r-1, p, output)
@@ -204,20 +224,10 @@ func run(c config, stdout, stderr io.Writer) error {
 	}
 	for i, s := range sides {
 		if ran[i] == 0 {
-			return fmt.Errorf("no benchmark matched -bench %q in %s's %s", c.bench, s.name, strings.Join(c.pkgs, " "))
+			return nil, fmt.Errorf("no benchmark matched -bench %q in %s's %s", c.bench, s.name, strings.Join(c.pkgs, " "))
 		}
 	}
-	fmt.Fprintf(stderr, "benchab: wrote %s and %s\n", sides[0].out.Name(), sides[1].out.Name())
-	if c.benchstat != "" {
-		fields := strings.Fields(c.benchstat)
-		cmd := exec.Command(fields[0], append(fields[1:], "base="+sides[0].out.Name(), "head="+sides[1].out.Name())...)
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("benchstat: %v", err)
-		}
-	}
-	writePaired(stdout, res.paired(), c.count)
-	return nil
+	return res, nil
 }
 
 // extract writes the tree of rev into dir.
