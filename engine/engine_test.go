@@ -352,6 +352,7 @@ func TestValidation(t *testing.T) {
 			{"r", "", engine.Params{MaxTokens: 1}, "the prompt must not be empty"},
 			{"r", "   ", engine.Params{MaxTokens: 1}, "the prompt must not be empty"},
 			{"r", long, engine.Params{MaxTokens: 1}, "the prompt is 64 tokens, which leaves no room in the model length of 64"},
+			{"r", "hello", engine.Params{MaxTokens: 64, MinTokens: 64}, "MinTokens 64 cannot be reached: the model length of 64 leaves 63 tokens after the prompt's 1"},
 			{"r", "hello", engine.Params{MaxTokens: 1, Output: engine.OutputKind(7)}, "unknown output kind 7"},
 			{"r", "hello", engine.Params{MaxTokens: 1, Stop: []string{"x", ""}}, "stop strings must not be empty"},
 			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
@@ -522,6 +523,47 @@ func TestModelPanicKillsTheEngine(t *testing.T) {
 		assert.ErrorIs(t, err, engine.ErrEngineDead, "later calls fail fast")
 		assert.ErrorIs(t, e.WaitIdle(context.Background()), engine.ErrEngineDead)
 		assert.Equal(t, int64(len(reqs)), e.Stats().FinishedError)
+	})
+}
+
+// TestMinTokensUpToTheModelLength: a request whose MinTokens fills the
+// model length exactly ends there, with reason length, though MaxTokens
+// asks for more.
+func TestMinTokensUpToTheModelLength(t *testing.T) {
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		e := newEngine(t, rt, engine.Config{MaxModelLen: 8})
+		defer e.Close()
+		outs := drain(t, add(t, e, "m", "hello", engine.Params{MaxTokens: 10, MinTokens: 7, Output: engine.Delta}))
+		assert.Equal(t, want("hello", 7), tokensOf(engine.Delta, outs))
+		assert.Equal(t, engine.FinishLength, last(outs).FinishReason)
+		require.NoError(t, e.WaitIdle(context.Background()))
+	})
+}
+
+// negativeModel returns a token no vocabulary has at position 3.
+type negativeModel struct{ core.ToyModel }
+
+func (m negativeModel) TokenAt(key uint64, i int) int {
+	if i == 3 {
+		return -1
+	}
+	return m.ToyModel.TokenAt(key, i)
+}
+
+// TestNegativeTokenKillsTheEngine: -1 is the core's "nothing sampled"; a
+// model returning it would leave its request computed to the end of a
+// sequence it never grew, and the core spinning on it.
+func TestNegativeTokenKillsTheEngine(t *testing.T) {
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		e := newEngine(t, rt, engine.Config{Model: negativeModel{}})
+		defer e.Close()
+		r := add(t, e, "n", "hello", engine.Params{MaxTokens: 10})
+		var err error
+		for err == nil {
+			_, err = r.Next()
+		}
+		assert.ErrorIs(t, err, engine.ErrEngineDead)
+		assert.ErrorContains(t, err, `model engine_test.negativeModel returned token -1 at output position 3 of request "n"; a token id must be ≥ 0`)
 	})
 }
 

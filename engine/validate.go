@@ -26,6 +26,9 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return bad("the prompt must not be empty")
 	case len(prompt) >= e.ccfg.MaxModelLen:
 		return bad("the prompt is %d tokens, which leaves no room in the model length of %d", len(prompt), e.ccfg.MaxModelLen)
+	case p.MinTokens > e.ccfg.MaxModelLen-len(prompt):
+		return bad("MinTokens %d cannot be reached: the model length of %d leaves %d tokens after the prompt's %d",
+			p.MinTokens, e.ccfg.MaxModelLen, e.ccfg.MaxModelLen-len(prompt), len(prompt))
 	}
 	for _, t := range p.StopTokenIDs {
 		if t < 0 {
