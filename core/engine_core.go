@@ -257,6 +257,12 @@ func (c *EngineCore) rejectUnschedulable() {
 	if r, ok := c.sched.RejectUnschedulable(); ok {
 		c.syncHeld()
 		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
+		return
+	}
+	if n := c.sched.Stats().Running; n > 0 {
+		// A running request always has a token to compute; without one
+		// the loop would spin on it forever, and its caller wait forever.
+		panic(fmt.Sprintf("core: %d running requests and none could be scheduled", n))
 	}
 }
 

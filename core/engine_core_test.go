@@ -112,6 +112,19 @@ func TestEngineCoreModelPanicIsDeath(t *testing.T) {
 	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: failpoint core/model-panic: boom")
 }
 
+// TestEngineCoreDiesRatherThanSpin: the core holds a request it can never
+// schedule again (its MinTokens lies past the model length, which the
+// frontend refuses but the core alone does not check): it dies with a
+// message instead of looping on it forever.
+func TestEngineCoreDiesRatherThanSpin(t *testing.T) {
+	outs := drive(t, core.Config{MaxModelLen: 8}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "m", Prompt: []int{1, 2}, Params: core.SamplingParams{MaxTokens: 10, MinTokens: 10}, Incarnation: 1}})
+	})
+	require.NotEmpty(t, outs)
+	assert.Len(t, frames(outs), 7, "the tokens up to the model length, and one more")
+	assert.ErrorContains(t, outs[len(outs)-1].Dead, "core: 1 running requests and none could be scheduled")
+}
+
 // TestReleasedBatchesAreReusedAndTokensStay releases every batch as soon as
 // it is read, as the frontend does, while keeping the frames' tokens: the
 // core reuses the batches, and the tokens kept stay the model's.
