@@ -64,7 +64,19 @@ type reqState struct {
 	c           *collector
 	tokens      []int // every token delivered so far
 	detok       detokenizer
+	// add orders an Abort that comes before AddRequest has sent the ADD:
+	// the ABORT must reach the core after it, or the core would run the
+	// request to its end for nobody.
+	add atomic.Uint32
 }
+
+// The states of reqState.add: exactly one of AddRequest and Abort sends
+// the core the ABORT of a request aborted around its ADD.
+const (
+	addPending uint32 = iota // AddRequest has not sent the ADD yet
+	addSent                  // the ADD is on the core's input queue
+	addAborted               // Abort came first: AddRequest sends the ABORT after its ADD
+)
 
 // Request is one incarnation of a caller's request.
 type Request struct {
@@ -157,6 +169,9 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 		InternalID: internal, ExternalID: id, Incarnation: inc, Prompt: tokens,
 		Params: core.SamplingParams{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs, IgnoreEOS: p.IgnoreEOS},
 	}})
+	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
+		e.sendAbort([]string{internal})
+	}
 	for _, ids := range deferred {
 		e.core.SendAbort(ids)
 	}
@@ -204,19 +219,29 @@ func (e *AsyncLLM) flushAborts() {
 // Unknown and finished ids are ignored.
 func (e *AsyncLLM) Abort(ids ...string) {
 	e.mu.Lock()
-	var internal []string
+	var aborted []*reqState
 	for _, id := range ids {
 		if st, ok := e.live[id]; ok {
 			e.abortLocked(st)
-			internal = append(internal, st.internalID)
+			aborted = append(aborted, st)
 		}
 	}
 	e.mu.Unlock()
-	if len(internal) == 0 {
+	if len(aborted) == 0 {
 		return
 	}
 	e.rt.Yield("frontend.abort.after-state-removed")
-	e.sendAbort(internal)
+	internal := make([]string, 0, len(aborted))
+	for _, st := range aborted {
+		// A request whose ADD is not sent yet gets its ABORT from
+		// AddRequest, right after the ADD.
+		if !st.add.CompareAndSwap(addPending, addAborted) {
+			internal = append(internal, st.internalID)
+		}
+	}
+	if len(internal) > 0 {
+		e.sendAbort(internal)
+	}
 }
 
 // abortLocked removes a live incarnation and puts its final abort output.
