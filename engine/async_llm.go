@@ -156,7 +156,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 		internal = id + "-" + strconv.FormatUint(inc|1<<32, 16)[1:]
 	}
 	st := &reqState{id: id, internalID: internal, incarnation: inc, kind: p.Output, promptLen: len(tokens),
-		c: newCollector(e.rt, p.Output), detok: newDetokenizer(p.Stop, p.Output)}
+		c: newCollector(e.rt, p.Output), detok: newDetokenizer(p.Stop, p.MinTokens, p.Output)}
 	e.states[internal] = st
 	e.live[id] = st
 	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Prompt: tokens, Params: p})

@@ -13,19 +13,23 @@ import (
 // characters are held back, since they could still become a stop string.
 // When new text completes several stop strings, the earliest in the text
 // wins (vLLM takes the first in its list, which can leave an earlier stop
-// string in the text: the output would then show a stop string).
+// string in the text: the output would then show a stop string). As in
+// vLLM, no stop string is looked for until the request has more than
+// MinTokens tokens, and then only one that ends in the text after them.
 type detokenizer struct {
-	tok      core.Tokenizer
-	stops    []string
-	holdback int
-	keep     bool   // keep the text: some output needs more than the newest pieces
-	text     []byte // everything decoded so far, cut before a stop string
-	emitted  int    // bytes of text handed out in Delta outputs
-	pending  string // Delta without text kept: the newest frame's text
+	tok       core.Tokenizer
+	stops     []string
+	minTokens int
+	decoded   int // tokens decoded so far
+	holdback  int
+	keep      bool   // keep the text: some output needs more than the newest pieces
+	text      []byte // everything decoded so far, cut before a stop string
+	emitted   int    // bytes of text handed out in Delta outputs
+	pending   string // Delta without text kept: the newest frame's text
 }
 
-func newDetokenizer(stops []string, kind OutputKind) detokenizer {
-	d := detokenizer{stops: stops}
+func newDetokenizer(stops []string, minTokens int, kind OutputKind) detokenizer {
+	d := detokenizer{stops: stops, minTokens: minTokens}
 	for _, s := range stops {
 		d.holdback = max(d.holdback, len(s)-1)
 	}
@@ -43,11 +47,15 @@ func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
 		}
 		return "", false
 	}
-	before := len(d.text)
+	checkFrom := len(d.text) // a stop string must end after this
 	for _, t := range tokens {
 		d.text = append(d.text, d.tok.Piece(t)...)
+		d.decoded++
+		if d.decoded <= d.minTokens {
+			checkFrom = len(d.text)
+		}
 	}
-	added := len(d.text) - before
+	added := len(d.text) - checkFrom
 	if added == 0 {
 		return "", false
 	}

@@ -437,6 +437,35 @@ func TestEOS(t *testing.T) {
 	})
 }
 
+// TestStopStringsWaitForMinTokens: as in vLLM, a stop string counts only
+// where it ends past the text of the first MinTokens tokens; one inside
+// that text stays in the output.
+func TestStopStringsWaitForMinTokens(t *testing.T) {
+	ts := want("hello", 40)
+	tok := core.Tokenizer{}
+	stop := tok.Piece(ts[1]) // in the text at once
+	guard := len(tok.Decode(ts[:20]))
+	text := tok.Decode(ts)
+	from := max(0, guard-len(stop)+1)
+	wantText, wantReason := text, engine.FinishLength
+	if i := strings.Index(text[from:], stop); i >= 0 {
+		wantText, wantReason = text[:from+i], engine.FinishStop
+	}
+	for _, kind := range allKinds {
+		t.Run(kind.String(), func(t *testing.T) {
+			rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+				e := newEngine(t, rt, engine.Config{})
+				defer e.Close()
+				outs := drain(t, add(t, e, "m", "hello", engine.Params{MaxTokens: 40, MinTokens: 20, Output: kind, Stop: []string{stop}}))
+				assert.Greater(t, len(tokensOf(kind, outs)), 20, "no stop before MinTokens")
+				assert.Equal(t, wantReason, last(outs).FinishReason)
+				assert.Equal(t, wantText, textOf(kind, outs))
+				assert.Contains(t, textOf(kind, outs)[:len(tok.Decode(ts[:2]))], stop, "the stop string inside the first MinTokens tokens stays")
+			})
+		})
+	}
+}
+
 // TestStopStringsFinishInTheFrontendAndAbortInTheCore: a stop string is
 // found by the detokenizer, the text is cut before it, the request
 // finishes with reason stop, and the core is told to abort it.

@@ -9,9 +9,10 @@ import (
 
 // FuzzDetokenizer feeds tokens, one frame at a time, and stop strings to the
 // incremental detokenizer, and checks what any output kind would show: the
-// text never contains a stop string, Delta texts concatenate to the final
-// text, the final text is the decoded tokens cut at the first stop string,
-// and nothing panics.
+// text never contains a stop string that ends past the first MinTokens
+// tokens, Delta texts concatenate to the final text, the final text is the
+// decoded tokens cut at the first such stop string, and nothing panics.
+// perFrame's low two bits give the tokens a frame, the next three MinTokens.
 func FuzzDetokenizer(f *testing.F) {
 	f.Add([]byte{3, 9, 27, 81, 4}, " the", "", uint8(1))
 	f.Add([]byte{1, 2, 3, 4, 5, 6}, "of an", "d", uint8(2))
@@ -28,8 +29,16 @@ func FuzzDetokenizer(f *testing.F) {
 			tokens[i] = int(b) % core.VocabSize
 		}
 		n := int(perFrame%4) + 1
-		delta := newDetokenizer(stops, Delta)
-		cum := newDetokenizer(stops, Cumulative)
+		minTokens := int(perFrame/4) % 8
+		delta := newDetokenizer(stops, minTokens, Delta)
+		cum := newDetokenizer(stops, minTokens, Cumulative)
+		// A stop string counts only where it ends past the text of the
+		// first minTokens tokens.
+		guard := len(core.Tokenizer{}.Decode(tokens[:min(minTokens, len(tokens))]))
+		counted := func(text, s string) bool {
+			from := max(0, guard-len(s)+1)
+			return from < len(text) && strings.Contains(text[from:], s)
+		}
 		var deltas strings.Builder
 		var last string
 		hit := false
@@ -52,8 +61,8 @@ func FuzzDetokenizer(f *testing.F) {
 			t.Fatalf("deltas %q do not concatenate to the final text %q", deltas.String(), last)
 		}
 		for _, s := range stops {
-			if strings.Contains(last, s) && hit {
-				t.Fatalf("the final text %q still contains the stop string %q", last, s)
+			if hit && counted(last, s) {
+				t.Fatalf("the final text %q still contains the stop string %q past MinTokens %d", last, s, minTokens)
 			}
 		}
 		full := core.Tokenizer{}.Decode(tokens)
@@ -62,8 +71,8 @@ func FuzzDetokenizer(f *testing.F) {
 		}
 		if !hit && len(stops) > 0 {
 			for _, s := range stops {
-				if strings.Contains(full, s) {
-					t.Fatalf("%q contains the stop string %q, but no stop was found", full, s)
+				if counted(full, s) {
+					t.Fatalf("%q contains the stop string %q past MinTokens %d, but no stop was found", full, s, minTokens)
 				}
 			}
 		}
