@@ -466,7 +466,13 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	if f.StopReason >= 0 {
 		stopReason = strconv.Itoa(f.StopReason)
 	}
-	if s, hit := st.detok.update(f.NewTokens); hit {
+	text := f.NewTokens
+	if f.Finished && f.Reason == FinishStop && len(text) > 0 {
+		// A stop token (EOS or one of StopTokenIDs) ends the text before
+		// it, as vLLM's detokenizer skips it; its id stays in TokenIDs.
+		text = text[:len(text)-1]
+	}
+	if s, hit := st.detok.update(text); hit {
 		finished, reason, stopReason = true, FinishStop, s
 	}
 	if out, ok := e.makeOutput(st, f.NewTokens, finished, reason, stopReason); ok {

@@ -139,9 +139,11 @@ type Output struct {
 	// Delta. A Delta output's may share memory with the engine, which goes
 	// on generating beside it: read it, or copy it before changing it.
 	TokenIDs []int
-	// Text is the detokenized text of TokenIDs, cut before a stop string;
-	// while a request runs with stop strings, the last few characters that
-	// could start one are held back.
+	// Text is the detokenized text of TokenIDs, cut before a stop string,
+	// and without the stop token that finished the request (EOS or one of
+	// StopTokenIDs: its id is in TokenIDs, as in vLLM); while a request
+	// runs with stop strings, the last few characters that could start one
+	// are held back.
 	Text string
 	// Finished is set on the last output of a request.
 	Finished bool

@@ -393,6 +393,11 @@ func TestStopTokenIDsAndMinTokens(t *testing.T) {
 		assert.Equal(t, ts[:first+1], last(outs).TokenIDs, "stops at the first stop token, which is kept")
 		assert.Equal(t, engine.FinishStop, last(outs).FinishReason)
 		assert.Equal(t, fmt.Sprint(stop), last(outs).StopReason)
+		assert.Equal(t, core.Tokenizer{}.Decode(ts[:first]), last(outs).Text, "the text ends before the stop token, as in vLLM")
+		for _, kind := range []engine.OutputKind{engine.Delta, engine.FinalOnly} {
+			outs := drain(t, add(t, e, "s", "hello", engine.Params{MaxTokens: 40, StopTokenIDs: []int{stop}, Output: kind}))
+			assert.Equal(t, core.Tokenizer{}.Decode(ts[:first]), textOf(kind, outs), kind)
+		}
 
 		outs = drain(t, add(t, e, "m", "hello", engine.Params{MaxTokens: 40, MinTokens: first + 2, StopTokenIDs: []int{ts[first+1], stop}}))
 		got := last(outs).TokenIDs
