@@ -20,6 +20,10 @@ type Point struct {
 	// Terms says which terms it accepts and what its value means.
 	Terms string
 
+	// checkValue says what is wrong with a return term's value, by Terms;
+	// nil takes any value.
+	checkValue func(v string) error
+
 	armed atomic.Bool // armed in the process-wide set
 }
 
@@ -42,25 +46,25 @@ const delayTerms = "return(MICROSECONDS) or return(\"DURATION\") — the delay, 
 var (
 	CoreStallBeforeAbort = register(&Point{Name: "core/stall-before-abort",
 		Doc:   "the engine core stalls before it processes an abort, so that the aborted request keeps running meanwhile",
-		Terms: delayTerms})
+		Terms: delayTerms, checkValue: checkDelay})
 	CoreStallMidStep = register(&Point{Name: "core/stall-mid-step",
 		Doc:   "the engine core stalls in the middle of a step, after the model ran and before it processes aborts and updates requests",
-		Terms: delayTerms})
+		Terms: delayTerms, checkValue: checkDelay})
 	OutputHandlerStall = register(&Point{Name: "engine/output-handler-stall",
 		Doc:   "the output handler stalls before it processes a batch of the core's outputs",
-		Terms: delayTerms})
+		Terms: delayTerms, checkValue: checkDelay})
 	ModelPanic = register(&Point{Name: "core/model-panic",
 		Doc:   "the model panics during a step: the engine dies, every request in flight ends with ErrEngineDead and later calls fail fast",
 		Terms: "panic, or return (the value is the panic's message)"})
 	CoreOutputLate = register(&Point{Name: "core/output-late",
 		Doc:   "a batch of the core's outputs is delivered late: the core holds it before putting it on the output queue",
-		Terms: delayTerms})
+		Terms: delayTerms, checkValue: checkDelay})
 	AbortAfterAdd = register(&Point{Name: "engine/abort-after-add",
 		Doc:   "the core's input queue delivers an ABORT after a later ADD: the frontend holds the abort until it sends its next request (the reordering that leaks requests when ids are reused)",
-		Terms: "return"})
+		Terms: "return", checkValue: checkNoValue})
 	ClientAbandon = register(&Point{Name: "engine/client-abandon",
 		Doc:   "a client abandons a Generate stream without reading it and without cancelling it: the request runs on unread",
-		Terms: "return"})
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint with the short or full name.

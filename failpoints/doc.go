@@ -14,7 +14,10 @@
 // (wall time) and "pause" (a resume from outside) would break replay: a run
 // set refuses them with an error that says what to write instead. Delays
 // are values in microseconds (or quoted Go durations, as return("5ms")),
-// slept on the runtime's clock: virtual under the simulator.
+// slept on the runtime's clock: virtual under the simulator. Arming a
+// failpoint, in either kind of set, refuses a value its terms do not
+// allow: a negative or unreadable delay, or any value for one that only
+// fires.
 //
 // The caller's duties:
 //

@@ -100,6 +100,53 @@ func TestTermsThatWouldBreakReplayAreRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "armed twice")
 }
 
+// TestValuesAreCheckedWhenArmed: a value that a failpoint's terms do not
+// allow is refused when it is armed, in a run set, in the process-wide set
+// and from GO_FAILPOINTS, rather than run as some other value.
+func TestValuesAreCheckedWhenArmed(t *testing.T) {
+	const delay = `the delay must be a whole number of microseconds ≥ 0 or a quoted duration such as "2ms"`
+	refused := map[string]string{
+		"core/stall-mid-step=return(abc)":               "failpoints: core/stall-mid-step: return(abc): " + delay,
+		"core/stall-mid-step=return(-5)":                "failpoints: core/stall-mid-step: return(-5): " + delay,
+		`core/stall-mid-step=return("bogus")`:           `failpoints: core/stall-mid-step: return("bogus"): ` + delay,
+		`core/stall-before-abort=2*off->return("-2ms")`: `failpoints: core/stall-before-abort: return("-2ms"): ` + delay,
+		"engine/output-handler-stall=1/2*return(-1)":    "failpoints: engine/output-handler-stall: 1/2*return(-1): " + delay,
+		"core/output-late=return(true)":                 "failpoints: core/output-late: return(true): " + delay,
+		"core/output-late=return(9223372036854776)":     "failpoints: core/output-late: return(9223372036854776): the delay must be at most 9223372036854775 microseconds, the longest a time.Duration holds",
+		"engine/abort-after-add=return(5)":              "failpoints: engine/abort-after-add: return(5): this failpoint takes no value: write return alone",
+		`engine/client-abandon=3*return("x")`:           `failpoints: engine/client-abandon: 3*return("x"): this failpoint takes no value: write return alone`,
+	}
+	for spec, want := range refused {
+		_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), spec)
+		assert.EqualError(t, err, want, spec)
+		name, terms, _ := strings.Cut(spec, "=")
+		if !strings.Contains(terms, "/") { // pingcap's grammar has no ratios
+			assert.EqualError(t, failpoints.Enable(name, terms), want, "Enable(%s)", spec)
+			p, err := failpoints.Lookup(name)
+			require.NoError(t, err)
+			assert.False(t, (*failpoints.Set)(nil).Fires(p), "%s is not armed", spec)
+		}
+	}
+	assert.EqualError(t, failpoints.Enable(failpoints.CoreStallMidStep.Name, "50%return(-5)"),
+		"failpoints: core/stall-mid-step: 50%return(-5): "+delay, "a value behind pingcap's modifiers is checked too")
+	assert.EqualError(t, failpoints.Enable(failpoints.CoreStallMidStep.Name, `return("1->-2")`),
+		`failpoints: core/stall-mid-step: return("1->-2"): `+delay, "a quoted value is one value")
+
+	for _, spec := range []string{
+		"core/stall-mid-step=return", "core/stall-mid-step=return()", "core/stall-mid-step=return(0)",
+		"core/stall-mid-step=return(400)", `core/stall-mid-step=return("2ms")`, "core/stall-mid-step=panic(not a delay)",
+		"engine/abort-after-add=return", "engine/client-abandon=2*off->return",
+		`core/model-panic=return("any message")`, "core/model-panic=return(7)",
+	} {
+		_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), spec)
+		assert.NoError(t, err, spec)
+	}
+
+	t.Setenv("GO_FAILPOINTS", failpoints.CoreStallMidStep.FullName()+"=return(-5)")
+	_, err := failpoints.EnvSpecs()
+	assert.EqualError(t, err, "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(-5): "+delay)
+}
+
 func TestDelayValues(t *testing.T) {
 	assert.Equal(t, time.Millisecond, failpoints.Delay(""))
 	assert.Equal(t, 400*time.Microsecond, failpoints.Delay("400"))
@@ -126,11 +173,13 @@ func TestScopedArmsAndDisarmsTheProcessWideSet(t *testing.T) {
 	var nilSet *failpoints.Set
 	assert.False(t, nilSet.Fires(failpoints.ClientAbandon))
 	t.Run("armed", func(t *testing.T) {
-		failpoints.Scoped(t, failpoints.ClientAbandon.Name, "1*return(7)")
-		v, ok := nilSet.Value(failpoints.ClientAbandon)
+		failpoints.Scoped(t, failpoints.ClientAbandon.Name, "1*return")
+		assert.True(t, nilSet.Fires(failpoints.ClientAbandon))
+		assert.False(t, nilSet.Fires(failpoints.ClientAbandon), "one time only")
+		failpoints.Scoped(t, failpoints.CoreStallMidStep.Name, "1*return(7)")
+		v, ok := nilSet.Value(failpoints.CoreStallMidStep)
 		assert.True(t, ok)
 		assert.Equal(t, "7", v)
-		assert.False(t, nilSet.Fires(failpoints.ClientAbandon), "one time only")
 	})
 	assert.False(t, nilSet.Fires(failpoints.ClientAbandon), "disarmed at the subtest's cleanup")
 	require.NoError(t, failpoints.Disable(failpoints.ClientAbandon.Name), "disarming twice is a no-op")
@@ -159,6 +208,16 @@ func TestGOFailpointsArmsTheProcessWideSet(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.True(t, strings.Contains(string(out), "PASS"), string(out))
+
+	// A value the failpoint cannot take stops the process at start, as
+	// pingcap does for terms it cannot parse.
+	cmd = exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1",
+		"GO_FAILPOINTS="+failpoints.CoreStallMidStep.FullName()+"=return(-5)")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err, string(out))
+	assert.Contains(t, string(out), "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(-5): the delay must be")
+	assert.NotContains(t, string(out), "PASS")
 }
 
 func ExampleNewSet() {

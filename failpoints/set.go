@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +66,9 @@ func ParseSpec(spec string) (*Point, *chain, error) {
 	c, err := parseChain(strings.TrimSpace(terms))
 	if err != nil {
 		return nil, nil, fmt.Errorf("failpoints: %s: %w", p.Name, err)
+	}
+	if err := p.checkValues(c.terms); err != nil {
+		return nil, nil, fmt.Errorf("failpoints: %w", err)
 	}
 	return p, c, nil
 }
@@ -135,18 +137,14 @@ func (s *Set) stall(rt task.Runtime, p *Point) {
 }
 
 // Delay reads a delay value: microseconds, or a Go duration; empty means
-// 1ms. A value it cannot read is 1ms too: it was validated when armed.
+// 1ms. A value it cannot read is 1ms too: arming a delay failpoint
+// refuses such a value, so only a value that was never armed gets here.
 func Delay(v string) time.Duration {
-	if v == "" {
+	d, err := parseDelay(v)
+	if err != nil {
 		return time.Millisecond
 	}
-	if us, err := strconv.ParseInt(v, 10, 64); err == nil && us >= 0 {
-		return time.Duration(us) * time.Microsecond
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return d
-	}
-	return time.Millisecond
+	return d
 }
 
 func (s *Set) eval(p *Point) (string, bool) {
@@ -180,6 +178,9 @@ func Enable(name, terms string) error {
 	p, err := Lookup(name)
 	if err != nil {
 		return err
+	}
+	if err := p.checkValues(readPingcap(terms)); err != nil {
+		return fmt.Errorf("failpoints: %w", err)
 	}
 	if err := failpoint.Enable(p.FullName(), terms); err != nil {
 		return fmt.Errorf("failpoints: %s: %w", p.Name, err)
@@ -238,7 +239,8 @@ func Scoped(t TB, name, terms string) {
 // EnvSpecs returns the catalogue's failpoints that GO_FAILPOINTS arms, as
 // "name=terms" specs, so that a simulated run can arm the same ones in a
 // set of its own (where a term that would break replay is refused).
-// pingcap already armed them in the process-wide set at start.
+// pingcap already armed them in the process-wide set at start. It refuses
+// a value that a failpoint cannot take.
 func EnvSpecs() ([]string, error) {
 	env := os.Getenv("GO_FAILPOINTS")
 	var specs []string
@@ -254,6 +256,9 @@ func EnvSpecs() ([]string, error) {
 		if err != nil {
 			continue // somebody else's failpoint
 		}
+		if err := p.checkValues(readPingcap(terms)); err != nil {
+			return nil, fmt.Errorf("failpoints: GO_FAILPOINTS: %w", err)
+		}
 		specs = append(specs, p.Name+"="+terms)
 	}
 	return specs, nil
@@ -261,7 +266,13 @@ func EnvSpecs() ([]string, error) {
 
 func init() {
 	// pingcap armed GO_FAILPOINTS in its registry at start; mark ours.
-	specs, _ := EnvSpecs()
+	// pingcap exits on terms it cannot parse; a value that one of ours
+	// cannot take is as wrong, and would otherwise run as something else.
+	specs, err := EnvSpecs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	for _, spec := range specs {
 		name, _, _ := strings.Cut(spec, "=")
 		if p, err := Lookup(name); err == nil {

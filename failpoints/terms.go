@@ -23,6 +23,7 @@ type term struct {
 	act   action
 	val   string // the value inside return(...) or panic(...), unquoted
 	has   bool   // a value was given
+	src   string // the term as written, for errors
 }
 
 // chain is a parsed terms string.
@@ -43,6 +44,7 @@ func parseChain(desc string) (*chain, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", part, err)
 		}
+		t.src = strings.TrimSpace(part)
 		c.terms = append(c.terms, t)
 	}
 	return c, nil

@@ -255,9 +255,11 @@ func TestFailpointFlag(t *testing.T) {
 	assert.Equal(t, 0, code, "the fixed engine survives the faults: %s", out)
 
 	for spec, want := range map[string]string{
-		"core/stall-mid-step=50%return": "would break replay",
-		"core/nope=return":              "unknown failpoint",
-		"core/stall-mid-step":           "want NAME=TERMS",
+		"core/stall-mid-step=50%return":   "would break replay",
+		"core/nope=return":                "unknown failpoint",
+		"core/stall-mid-step":             "want NAME=TERMS",
+		"core/stall-mid-step=return(abc)": `failpoints: core/stall-mid-step: return(abc): the delay must be a whole number of microseconds ≥ 0 or a quoted duration such as "2ms"`,
+		"core/stall-mid-step=return(-5)":  "return(-5): the delay must be",
 	} {
 		code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-failpoint", spec)
 		assert.Equal(t, 2, code, spec)
