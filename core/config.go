@@ -60,7 +60,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = DefaultMaxModelLen
 	}
-	if c.NumBlocks == 0 && c.BlockSize > 0 {
+	// NumBlocks is derived only from valid fields, so that Validate
+	// reports a bad BlockSize or MaxModelLen as itself.
+	if c.NumBlocks == 0 && c.BlockSize >= 1 && c.MaxModelLen >= 2 {
 		c.NumBlocks = c.BlocksFor(2 * c.MaxModelLen)
 	}
 	if c.StepTime == 0 {
@@ -83,10 +85,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxNumBatchedTokens must be ≥ 1, got %d", c.MaxNumBatchedTokens)
 	case c.BlockSize < 1:
 		return fmt.Errorf("core: BlockSize must be ≥ 1, got %d", c.BlockSize)
-	case c.NumBlocks < 1:
-		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
 	case c.MaxModelLen < 2:
 		return fmt.Errorf("core: MaxModelLen must be ≥ 2, got %d", c.MaxModelLen)
+	case c.NumBlocks < 1: // after the fields a zero NumBlocks derives from
+		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
 	}
 	return nil
 }

@@ -229,3 +229,22 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	c.BlockSize = -1
 	assert.ErrorContains(t, c.Validate(), "BlockSize must be ≥ 1, got -1")
 }
+
+// TestConfigErrorsNameTheFieldTheCallerSet: NumBlocks is derived from
+// MaxModelLen and BlockSize, so a bad one of those is reported as itself,
+// not as the NumBlocks the caller never set.
+func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
+	for _, c := range []struct {
+		cfg  core.Config
+		want string
+	}{
+		{core.Config{MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
+		{core.Config{MaxModelLen: 1}, "core: MaxModelLen must be ≥ 2, got 1"},
+		{core.Config{BlockSize: -4}, "core: BlockSize must be ≥ 1, got -4"},
+		{core.Config{BlockSize: -4, MaxModelLen: -100}, "core: BlockSize must be ≥ 1, got -4"},
+		{core.Config{NumBlocks: -3}, "core: NumBlocks must be ≥ 1, got -3"},
+		{core.Config{NumBlocks: -3, MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
+	} {
+		assert.EqualError(t, c.cfg.WithDefaults().Validate(), c.want, "%+v", c.cfg)
+	}
+}

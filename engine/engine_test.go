@@ -376,6 +376,24 @@ func TestValidation(t *testing.T) {
 	})
 }
 
+// TestConfigValidation: New reports the field the caller got wrong, not
+// one derived from it.
+func TestConfigValidation(t *testing.T) {
+	for _, c := range []struct {
+		cfg  engine.Config
+		want string
+	}{
+		{engine.Config{MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
+		{engine.Config{BlockSize: -1}, "core: BlockSize must be ≥ 1, got -1"},
+		{engine.Config{NumBlocks: -1}, "core: NumBlocks must be ≥ 1, got -1"},
+		{engine.Config{OutputChunkSize: -1}, "engine: OutputChunkSize must be ≥ 0, got -1"},
+	} {
+		e, err := engine.New(c.cfg)
+		assert.Nil(t, e)
+		assert.EqualError(t, err, c.want, "%+v", c.cfg)
+	}
+}
+
 func TestStopTokenIDsAndMinTokens(t *testing.T) {
 	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
 		e := newEngine(t, rt, engine.Config{})
