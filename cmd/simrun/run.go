@@ -227,10 +227,10 @@ func indent(s, prefix string) string {
 func writeSchedule(file string, sp *spec, o *outcome, extra ...sim.Meta) error {
 	sch := o.res.Schedule
 	sch.Meta = append(sp.meta(o), extra...)
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+	return writeFile(file, func(w io.Writer) error {
+		_, err := io.WriteString(w, sch.String())
 		return err
-	}
-	return os.WriteFile(file, []byte(sch.String()), 0o644)
+	})
 }
 
 func readSchedule(file string) (*sim.Schedule, error) {
@@ -269,18 +269,36 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // writeFile creates file (and its directory) and fills it with write,
-// reporting the first error of writing or closing.
-func writeFile(file string, write func(w io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+// reporting the first error of writing or closing. It writes a temporary
+// file beside file and renames it into place only when everything was
+// written, so that a failed write (a full disk, a file size limit) leaves
+// no truncated artifact behind, and an older file of the same name intact.
+func writeFile(file string, write func(w io.Writer) error) (err error) {
+	dir, base := filepath.Split(file)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(file)
+	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
 	err = write(f)
+	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp makes the file private
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", file, err)
+	}
+	return os.Rename(f.Name(), file)
 }
