@@ -80,7 +80,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if len(rest) == 1 {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"scenario", "seed", "strategy", "legacy", "steps-max"} {
+		for _, name := range []string{"scenario", "seed", "strategy", "legacy", "steps-max", "failpoint"} {
 			if set[name] {
 				return usagef("-%s does not go with a schedule file: the file says how its run was made", name)
 			}

@@ -104,6 +104,7 @@ func TestShrinkBadInput(t *testing.T) {
 	}{
 		{[]string{"shrink", stale}, "no longer matches the code"},
 		{[]string{"shrink", "-scenario", "abort-reuse", file}, "-scenario does not go with a schedule file"},
+		{[]string{"shrink", "-failpoint", "core/stall-mid-step=return(400)", file}, "-failpoint does not go with a schedule file"},
 		{[]string{"shrink", "/no/such.schedule"}, "cannot read the schedule"},
 		{[]string{"shrink", file, "other"}, `unexpected argument "other"`},
 		{[]string{"shrink", "-scenario", "abort-reuse", "-tries", "0"}, "-tries must be ≥ 1"},
