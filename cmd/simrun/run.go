@@ -61,9 +61,14 @@ func (f *outputFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.trace, "trace", "", "write the run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
 	fs.BoolVar(&f.story, "story", false, "print the run as a story: starvation, engine events, the failure")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
+	fs.StringVar(&f.html, "html", "", "write the run as a self-contained HTML timeline to `FILE`: lanes per task, starvation, frame flows, the stale frame in red")
+}
+
+// registerSchedule registers the flags that say where the run's schedule
+// goes: not for replay, whose schedule is the file it was given.
+func (f *outputFlags) registerSchedule(fs *flag.FlagSet) {
 	fs.StringVar(&f.schedule, "schedule-out", "", "write the run's schedule to `FILE` (by default a failing run's goes to -out)")
 	fs.StringVar(&f.out, "out", "out", "directory for schedule files of failing runs")
-	fs.StringVar(&f.html, "html", "", "write the run as a self-contained HTML timeline to `FILE`: lanes per task, starvation, frame flows, the stale frame in red")
 }
 
 // tracing reports whether the flags need the run's full trace.
@@ -92,6 +97,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	var of outputFlags
 	sf.register(fs)
 	of.register(fs)
+	of.registerSchedule(fs)
 	seed := fs.Uint64("seed", 1, "the seed")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
 	if _, err := parseFlags(fs, args, 0); err != nil {

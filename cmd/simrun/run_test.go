@@ -50,3 +50,24 @@ func TestAFailedWriteLeavesNoPartialFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
 }
+
+func TestReplayOffersOnlyTheFlagsItHonours(t *testing.T) {
+	code, _, errOut := simrun(t, "replay", "-h")
+	require.Equal(t, 0, code)
+	for _, f := range []string{"-trace", "-story", "-json", "-html"} {
+		assert.Regexp(t, `(?m)^  `+f+`\b`, errOut, "replay -h documents %s", f)
+	}
+	for _, f := range []string{"-out", "-schedule-out"} {
+		assert.NotRegexp(t, `(?m)^  `+f+`\b`, errOut, "replay never writes a schedule, so -h does not offer %s", f)
+	}
+
+	dir := t.TempDir()
+	code, _, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code)
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	for _, f := range []string{"-out", "-schedule-out"} {
+		code, _, errOut = simrun(t, "replay", f, filepath.Join(dir, "x"), file)
+		assert.Equal(t, 2, code, f)
+		assert.Contains(t, errOut, "flag provided but not defined: "+f)
+	}
+}
