@@ -46,6 +46,11 @@ func TestRunAndReplayWriteTheTimeline(t *testing.T) {
 		assert.True(t, strings.Contains(replayed, want), "the replay's timeline has no %s", want)
 	}
 	assert.True(t, strings.Contains(string(data), "holds no strategy notes"))
+	// It offers the replay of the file it drew, not a run of the seed,
+	// which shows another run when the file was shrunk or edited.
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	assert.True(t, strings.Contains(string(data), "<tr><th>replay</th><td>simrun replay "+file+"</td></tr>"), "the replay's page offers no replay of its file")
+	assert.False(t, strings.Contains(string(data), "simrun run "), "the replay's page offers a run of the seed")
 }
 
 func TestTimelineOfAPassingRun(t *testing.T) {

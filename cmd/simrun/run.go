@@ -142,16 +142,23 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 		return usagef("%s no longer matches the code: %v", rest[0], mm)
 	}
 	recorded, _ := sch.Get("trace-hash")
-	same := recorded == fmt.Sprintf("%016x", o.res.TraceHash)
-	of.schedule = "-" // never rewrite the file being replayed
-	return report(sp, &o, &of, &same, stdout)
+	rp := &replayed{file: rest[0], same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
+	return report(sp, &o, &of, rp, stdout)
+}
+
+// replayed is what report says of a replay: the schedule file replayed,
+// and whether the run's trace hash is the one the file recorded.
+type replayed struct {
+	file string
+	same bool
 }
 
 // report prints a run, writes its artifacts, and returns errFailed when it
-// failed.
-func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io.Writer) error {
+// failed. rp is nil but for a replay.
+func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Writer) error {
 	schedFile := ""
 	switch {
+	case rp != nil: // never rewrite the file being replayed
 	case of.schedule == "-":
 	case of.schedule != "":
 		schedFile = of.schedule
@@ -169,13 +176,20 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 		}
 	}
 	if of.html != "" && o.res.Trace != nil {
-		if err := writeHTML(of.html, sp, o, schedFile); err != nil {
+		again := schedFile // what the page offers to show the run again
+		if rp != nil {
+			again = rp.file
+		}
+		if err := writeHTML(of.html, sp, o, again); err != nil {
 			return err
 		}
 	}
 	if of.json {
 		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: o.failed(),
-			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile, Replayed: replayedSame}
+			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile}
+		if rp != nil {
+			j.Replayed = &rp.same
+		}
 		if o.failed() {
 			j.Error, j.Signature = o.err.Error(), signature(o.err)
 			if schedFile != "" {
@@ -194,8 +208,8 @@ func report(sp *spec, o *outcome, of *outputFlags, replayedSame *bool, stdout io
 			fmt.Fprintf(stdout, "ok, %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
 		}
 		fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
-		if replayedSame != nil {
-			if *replayedSame {
+		if rp != nil {
+			if rp.same {
 				fmt.Fprint(stdout, " (the same as recorded)")
 			} else {
 				fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
