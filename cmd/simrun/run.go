@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/llmdst/llmdst/failpoints"
@@ -107,7 +109,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r, replaying := sp.strategy.(replayFile)
+	if replaying {
+		if recorded, ok := r.sch.Get("seed"); ok && recorded != strconv.FormatUint(*seed, 10) {
+			return usagef("-strategy replay:%s: the schedule was recorded with seed %s, not %d: give -seed %s, or run %s",
+				r.file, recorded, *seed, recorded, replayCommand(r.file))
+		}
+	}
 	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
+	var mm *sim.ScheduleMismatchError
+	if replaying && errors.As(o.res.Err, &mm) {
+		// As simrun replay says it: the flags match what the file records.
+		return usagef("%s no longer matches the code: %v", r.file, mm)
+	}
 	return report(sp, &o, &of, nil, stdout)
 }
 
@@ -165,7 +179,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 	case o.failed():
 		schedFile = sp.scheduleFile(of.out, o.seed, "")
 	}
-	if schedFile != "" {
+	if schedFile != "" && !replaysFile(sp, schedFile) {
 		if err := writeSchedule(schedFile, sp, o); err != nil {
 			return err
 		}
@@ -236,6 +250,59 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 		return errFailed
 	}
 	return nil
+}
+
+// checkRecorded refuses the replay of a schedule that simrun recorded on
+// another scenario, engine or failpoints than s: it could only diverge, and
+// the divergence would read as if the code had changed.
+func (s *spec) checkRecorded(r replayFile) error {
+	name, ok := r.sch.Get("scenario")
+	if !ok {
+		return nil // not written by simrun: nothing to check against
+	}
+	var diffs []string
+	if name != s.scenario.Name {
+		diffs = append(diffs, fmt.Sprintf("scenario %s, not %s", name, s.scenario.Name))
+	}
+	if eng, ok := r.sch.Get("engine"); ok && eng != s.engineName() {
+		diffs = append(diffs, fmt.Sprintf("the %s engine, not the %s one", eng, s.engineName()))
+	}
+	var fps []string
+	for _, m := range r.sch.Meta {
+		if m.Key == "failpoint" {
+			fps = append(fps, m.Value)
+		}
+	}
+	if !slices.Equal(fps, s.failpoints) {
+		diffs = append(diffs, fmt.Sprintf("%s, not %s", failpointList(fps), failpointList(s.failpoints)))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return usagef("-strategy replay:%s: the schedule was recorded with %s: give the flags it was recorded with, or run %s",
+		r.file, strings.Join(diffs, ", "), replayCommand(r.file))
+}
+
+func failpointList(fps []string) string {
+	if len(fps) == 0 {
+		return "no failpoints"
+	}
+	return "-failpoint " + strings.Join(fps, " -failpoint ")
+}
+
+// replaysFile reports whether sp replays file itself (-strategy
+// replay:FILE), which, as simrun replay, a run must not rewrite.
+func replaysFile(sp *spec, file string) bool {
+	r, ok := sp.strategy.(replayFile)
+	if !ok {
+		return false
+	}
+	a, err := os.Stat(r.file)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(file)
+	return err == nil && os.SameFile(a, b)
 }
 
 func indent(s, prefix string) string {

@@ -71,3 +71,61 @@ func TestReplayOffersOnlyTheFlagsItHonours(t *testing.T) {
 		assert.Contains(t, errOut, "flag provided but not defined: "+f)
 	}
 }
+
+// recordSeed1 records the legacy engine's failure of abort-reuse seed 1 in
+// dir and returns its schedule file and its contents.
+func recordSeed1(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code, out)
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	return file, string(data)
+}
+
+func TestRunReplayRefusesAScheduleRecordedWithOtherFlags(t *testing.T) {
+	dir := t.TempDir()
+	file, _ := recordSeed1(t, dir)
+	replay := "replay:" + file
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "abort-reuse-wait-idle", "-legacy", "-seed", "1"}, "recorded with scenario abort-reuse, not abort-reuse-wait-idle"},
+		{[]string{"-scenario", "abort-reuse", "-seed", "1"}, "recorded with the legacy engine, not the fixed one"},
+		{[]string{"-scenario", "abort-reuse", "-legacy", "-seed", "2"}, "recorded with seed 1, not 2: give -seed 1"},
+		{[]string{"-scenario", "abort-reuse", "-legacy", "-seed", "1", "-failpoint", "core/stall-mid-step=return(400)"},
+			"recorded with no failpoints, not -failpoint core/stall-mid-step=return(400)"},
+	}
+	for _, c := range cases {
+		args := append([]string{"run", "-out", dir, "-strategy", replay}, c.args...)
+		code, out, errOut := simrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s%s", c.args, out, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+		assert.Contains(t, errOut, "or run simrun replay "+file, "%v", c.args)
+		assert.Empty(t, out, "%v: no FAIL for a replay that could not match", c.args)
+	}
+}
+
+func TestRunReplayOfAScheduleThatNoLongerMatches(t *testing.T) {
+	dir := t.TempDir()
+	file, data := recordSeed1(t, dir)
+	// Pretend the code changed: the schedule, flags and all, now belongs to
+	// the other scenario.
+	stale := filepath.Join(dir, "stale.schedule")
+	require.NoError(t, os.WriteFile(stale, []byte(strings.Replace(data, `meta "scenario" "abort-reuse"`, `meta "scenario" "abort-reuse-wait-idle"`, 1)), 0o644))
+	code, out, errOut := simrun(t, "run", "-out", dir, "-scenario", "abort-reuse-wait-idle", "-legacy", "-seed", "1", "-strategy", "replay:"+stale)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, errOut, stale+" no longer matches the code")
+	assert.NotContains(t, out, "FAIL")
+
+	// The schedule that does match replays to the same failure, and is not
+	// rewritten by the run that replays it.
+	code, out, _ = simrun(t, "run", "-out", dir, "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-strategy", "replay:"+file)
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+	again, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, data, string(again), "the replayed file is left as it was")
+}

@@ -73,9 +73,21 @@ func (f *specFlags) spec() (*spec, error) {
 		if err != nil {
 			return nil, err
 		}
+		if r, ok := st.(replayFile); ok {
+			if err := s.checkRecorded(r); err != nil {
+				return nil, err
+			}
+		}
 		s.strategy = st
 	}
 	return s, nil
+}
+
+// replayFile is sim.Replay of a schedule file.
+type replayFile struct {
+	sim.Strategy
+	file string
+	sch  *sim.Schedule
 }
 
 // parseStrategy adds replay:FILE to sim.ParseStrategy.
@@ -85,7 +97,7 @@ func parseStrategy(name string) (sim.Strategy, error) {
 		if err != nil {
 			return nil, err
 		}
-		return sim.Replay(sch), nil
+		return replayFile{Strategy: sim.Replay(sch), file: file, sch: sch}, nil
 	}
 	st, err := sim.ParseStrategy(name)
 	if err != nil {
