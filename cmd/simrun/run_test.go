@@ -129,3 +129,20 @@ func TestRunReplayOfAScheduleThatNoLongerMatches(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, data, string(again), "the replayed file is left as it was")
 }
+
+func TestTheCommandPrintedForAReplayRunsIt(t *testing.T) {
+	dir := t.TempDir()
+	file, _ := recordSeed1(t, dir)
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1", "-quiet",
+		"-out", filepath.Join(dir, "sweep"), "-strategy", "replay:"+file)
+	require.Equal(t, 1, code, out)
+	want := "simrun run -scenario abort-reuse -seed 1 -strategy replay:" + file + " -legacy"
+	require.Contains(t, out, "or run: "+want)
+
+	argv, err := splitCommand(want)
+	require.NoError(t, err)
+	code, out, errOut := simrun(t, append(argv[1:], "-out", filepath.Join(dir, "again"))...)
+	assert.Equal(t, 1, code, "the printed command replays the failure: %s%s", out, errOut)
+	assert.Contains(t, out, "strategy replay:"+file)
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+}

@@ -90,6 +90,10 @@ type replayFile struct {
 	sch  *sim.Schedule
 }
 
+// String names the strategy as -strategy takes it, so that a command
+// printed to run a seed again replays the same file.
+func (r replayFile) String() string { return "replay:" + r.file }
+
 // parseStrategy adds replay:FILE to sim.ParseStrategy.
 func parseStrategy(name string) (sim.Strategy, error) {
 	if file, ok := strings.CutPrefix(name, "replay:"); ok {
