@@ -2,10 +2,13 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -159,6 +162,11 @@ func (s *sched) finish(t *Task) {
 		r := recover()
 		switch r.(type) {
 		case unwinding:
+			if t.draining {
+				// The deferred call that was let go on was stopped again
+				// (see drainCall): what was in flight is lost, not where.
+				s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Value: lostPanic, Stack: t.drainStack, Goexit: t.drainExit})
+			}
 			t.state = stateDone
 			return
 		case nil:
@@ -166,6 +174,9 @@ func (s *sched) finish(t *Task) {
 			// stopped, so park here until the run is unwound; the Goexit then
 			// completes on the throwaway goroutine that unwinds this task.
 			if s.unwinding {
+				if t.draining {
+					s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Goexit: true})
+				}
 				t.state = stateDone
 				return
 			}
@@ -177,8 +188,12 @@ func (s *sched) finish(t *Task) {
 			return
 		default:
 			if s.unwinding {
-				// A deferred call failed while the task was being unwound
-				// after the run ended; the run's outcome stands.
+				if t.draining {
+					// The task's own panic, begun before the run ended.
+					s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack(), site: panicSite(r)})
+				}
+				// Otherwise a deferred call failed while the task was being
+				// unwound after the run ended; the run's outcome stands.
 				t.state = stateDone
 				return
 			}
@@ -271,6 +286,126 @@ func (s *sched) unwind() {
 	}
 	s.cur = nil
 }
+
+// failUnwound records a panic or runtime.Goexit of a task that the unwind
+// let finish (see drain). It began before the run ended, so it is a failure
+// of the run even when the run ended first, by main returning or by a
+// deadlock the panicking task was part of; it is joined to whatever error
+// ended the run rather than hidden by it.
+func (s *sched) failUnwound(pe *PanicError) {
+	if s.err == nil {
+		s.err = pe
+	} else {
+		s.err = errors.Join(s.err, pe)
+	}
+}
+
+// lostPanic is the PanicError value of a panic that the unwind let go on but
+// could not let finish: its value is gone, its stack is kept.
+const lostPanic = "sim: a panic was in flight when the run ended, and a deferred call it ran had to be stopped again before the panic could finish; its value is lost (the stack shows where it began)"
+
+// drainCallsMax bounds the runtime calls a draining task makes after the run
+// ended: Yield and Lock return at once then, so a deferred call that loops
+// on them waiting for another task would otherwise spin forever.
+const drainCallsMax = 10_000
+
+// drain decides what a task at a scheduling point does when the run ends
+// under it. Normally it is stopped by a panic(unwinding{}), which runs its
+// deferred calls. But when the point is inside a deferred call of the
+// task's own panic (or runtime.Goexit), that new panic would replace the one
+// in flight, whose value then could not be recovered anywhere: a task that
+// panicked, and whose deferred Close took a lock, would pass silently if
+// main returned meanwhile. So such a task is instead let go on, in the mode
+// every deferred call runs in once the run is over (Lock takes the lock,
+// Yield returns), and the panic then reaches finish, which reports it, or
+// is recovered by the task, which is then not a failure. drain reports
+// whether the task goes on.
+//
+//go:noinline
+func (s *sched) drain(t *Task) bool {
+	if t.draining {
+		return false
+	}
+	inFlight, goexit := panicInFlight()
+	if !inFlight {
+		return false
+	}
+	t.draining, t.drainExit, t.drainStack = true, goexit, debug.Stack()
+	return true
+}
+
+// drainCall counts a runtime call of a draining task and stops it, with the
+// panic that unwinds tasks, once it has made drainCallsMax of them.
+func (s *sched) drainCall(t *Task) {
+	if t.drainCalls++; t.drainCalls > drainCallsMax {
+		panic(unwinding{})
+	}
+}
+
+// panicInFlight reports whether the calling goroutine runs a deferred call
+// of a panic or of a runtime.Goexit, which then shows as a frame of the
+// runtime's gopanic or Goexit below it, and whether the innermost is a
+// Goexit. It reads the whole stack, but runs once per parked task at the
+// end of a run, not at every point; it compares function entries rather
+// than names, which would cost ten times as much.
+func panicInFlight() (inFlight, goexit bool) {
+	entries := runtimeEntries()
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	for _, pc := range pcs {
+		f := runtime.FuncForPC(pc - 1) // pc is a return address
+		if f == nil {
+			continue
+		}
+		switch f.Entry() {
+		case entries.gopanic:
+			return true, false
+		case entries.goexit:
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// runtimeEntries returns the entries of the runtime's functions that run
+// deferred calls, found once by running one of each.
+var runtimeEntries = sync.OnceValue(func() (e struct{ gopanic, goexit uintptr }) {
+	find := func(name string) uintptr {
+		var pcs [32]uintptr
+		frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs[:])])
+		for {
+			f, more := frames.Next()
+			if f.Function == name {
+				return f.Entry
+			}
+			if !more {
+				panic("sim: " + name + " is not on the stack of its own deferred call")
+			}
+		}
+	}
+	func() {
+		defer func() {
+			e.gopanic = find("runtime.gopanic")
+			recover()
+		}()
+		panic("probe")
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { e.goexit = find("runtime.Goexit") }()
+		runtime.Goexit()
+	}()
+	<-done
+	return e
+})
 
 // fail records the first error of the run and ends it.
 func (s *sched) fail(err error) {
@@ -469,7 +604,10 @@ func (s *sched) stop(kind PointKind, point string, canGoOn bool) {
 				ok = me.co.yield()
 			}
 			if !ok {
-				panic(unwinding{})
+				if !s.drain(me) {
+					panic(unwinding{})
+				}
+				break // the run is over, but this task's panic goes on
 			}
 			continue
 		}
@@ -619,6 +757,9 @@ func (s *sched) Go(name string, fn func()) {
 func (s *sched) Yield(point string) {
 	s.enter()
 	if s.ended {
+		if s.unwinding && s.cur.draining {
+			s.drainCall(s.cur)
+		}
 		return
 	}
 	s.point(PointYield, point)

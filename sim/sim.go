@@ -71,6 +71,8 @@ func (o *Options) strategy() Strategy {
 type Result struct {
 	// Err is nil, main's error, a *PanicError, a *DeadlockError, a
 	// *StepLimitError, a *ScheduleMismatchError or a *NondeterminismError.
+	// A task's panic that was still in flight when the run ended is joined
+	// to the error that ended it (use errors.As).
 	Err error
 	// Steps is the number of scheduling decisions taken.
 	Steps int64

@@ -17,6 +17,9 @@ func (m *simMutex) Lock() {
 	if s.ended {
 		// The run is over (or being unwound): nothing else will run, so a
 		// deferred cleanup may take the lock without waiting.
+		if s.unwinding && s.cur.draining {
+			s.drainCall(s.cur)
+		}
 		m.owner = s.cur
 		return
 	}
@@ -29,14 +32,19 @@ func (m *simMutex) Lock() {
 func (m *simMutex) acquire() {
 	s := m.s
 	t := s.cur
-	if m.owner == nil {
-		m.owner = t
+	if m.owner == nil || s.unwinding {
+		m.owner = t // once the run is over, as Lock does
 		return
 	}
 	m.waiters = append(m.waiters, t)
 	t.waitingOn = m
 	s.block(m.lockPoint)
 	t.waitingOn = nil
+	if s.unwinding {
+		// The run ended while t waited, and t goes on to finish a panic
+		// (see sched.drain): it takes the lock as Lock does then.
+		m.owner = t
+	}
 }
 
 func (m *simMutex) Unlock() {
