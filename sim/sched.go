@@ -695,8 +695,15 @@ type pointHash struct {
 type pointCache [64]pointHash
 
 func (s *sched) hashPoint(p string) {
+	if len(p) == 0 {
+		// The empty name has no bytes to key by: its data pointer may be
+		// nil, which an untouched slot would take for a hit, or point into
+		// any other string.
+		s.hash.word(emptyPointHash)
+		return
+	}
 	data := unsafe.StringData(p)
-	slot := &s.pointCache[(uintptr(unsafe.Pointer(data))>>3^uintptr(len(p)))&63]
+	slot := s.pointCache.slot(p)
 	if slot.data != data || slot.n != len(p) {
 		h := newHasher()
 		h.str(p)
@@ -704,6 +711,18 @@ func (s *sched) hashPoint(p string) {
 	}
 	s.hash.word(slot.h)
 }
+
+// slot returns the entry a non-empty name is cached in.
+func (c *pointCache) slot(p string) *pointHash {
+	return &c[(uintptr(unsafe.Pointer(unsafe.StringData(p)))>>3^uintptr(len(p)))&63]
+}
+
+// emptyPointHash is the hash of the empty point name, as a miss computes it.
+var emptyPointHash = func() uint64 {
+	h := newHasher()
+	h.str("")
+	return uint64(h)
+}()
 
 func (s *sched) deadlock() *DeadlockError {
 	d := &DeadlockError{Step: s.steps, At: s.now}
