@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -518,10 +519,10 @@ func (s *sched) badPick(i, n int) {
 
 // advance moves the clock to target, or to the next timer when target < 0,
 // and fires every timer that is due. It reports false when there was nothing
-// to move to.
+// to move to: no timer, or only timers that never fire.
 func (s *sched) advance(target time.Duration) bool {
 	if target < 0 {
-		if len(s.timers) == 0 {
+		if len(s.timers) == 0 || s.timers[0].deadline == never {
 			return false
 		}
 		target = s.timers[0].deadline
@@ -534,7 +535,7 @@ func (s *sched) advance(target time.Duration) bool {
 			s.event(Event{Kind: EvAdvance, Task: -1})
 		}
 	}
-	for len(s.timers) > 0 && s.timers[0].deadline <= s.now {
+	for len(s.timers) > 0 && s.timers[0].deadline <= s.now && s.timers[0].deadline != never {
 		tm := s.timers.pop()
 		if tm.sleeper != nil {
 			s.wakeBy(tm.sleeper, -1)
@@ -757,6 +758,9 @@ func (s *sched) checkCaller() {
 
 func (s *sched) Now() time.Time { return Epoch.Add(s.now) }
 
+// AfterFunc starts f as a task named "timer" once the clock reaches now+d.
+// A deadline past the end of virtual time is never (see Sleep): f then
+// never runs, though the timer can still be stopped.
 func (s *sched) AfterFunc(d time.Duration, f func()) clock.Timer {
 	s.enter()
 	if s.ended {
@@ -765,7 +769,7 @@ func (s *sched) AfterFunc(d time.Duration, f func()) clock.Timer {
 	if d < 0 {
 		d = 0
 	}
-	return &simTimer{s: s, e: s.addTimer(s.now+d, nil, f)}
+	return &simTimer{s: s, e: s.addTimer(s.deadline(d), nil, f)}
 }
 
 func (s *sched) Go(name string, fn func()) {
@@ -784,6 +788,13 @@ func (s *sched) Yield(point string) {
 	s.point(PointYield, point)
 }
 
+// Sleep parks the running task until the clock reaches now+d. A deadline
+// past the end of virtual time (math.MaxInt64 after Epoch) saturates to
+// never, as the Go runtime's timers saturate: such a sleep never returns,
+// like time.Sleep(math.MaxInt64). The clock is not moved to the end of time
+// for it: when every task waits and only such timers are pending, nothing
+// can ever happen, and the run ends with a *DeadlockError at the time it
+// got stuck, which says more than a jump to the year 2292 would.
 func (s *sched) Sleep(d time.Duration) {
 	s.enter()
 	if s.ended {
@@ -796,8 +807,21 @@ func (s *sched) Sleep(d time.Duration) {
 		s.point(PointYield, "sleep")
 		return
 	}
-	s.addTimer(s.now+d, s.cur, nil)
+	s.addTimer(s.deadline(d), s.cur, nil)
 	s.block("sleep")
+}
+
+// never is the deadline of a timer due at or past the end of virtual time:
+// it does not fire, and the clock does not move to it (see Sleep).
+const never = time.Duration(math.MaxInt64)
+
+// deadline returns now+d for a d ≥ 0, saturated at never rather than
+// wrapped to a time in the past.
+func (s *sched) deadline(d time.Duration) time.Duration {
+	if d >= never-s.now {
+		return never
+	}
+	return s.now + d
 }
 
 func (s *sched) NewMutex(name string) task.Mutex {

@@ -208,7 +208,7 @@ type BlockedTask struct {
 }
 
 // DeadlockError says that tasks wait while nothing can run and no timer is
-// pending.
+// pending, or only timers past the end of virtual time, which never fire.
 type DeadlockError struct {
 	Step    int64
 	At      time.Duration

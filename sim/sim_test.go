@@ -3,6 +3,7 @@ package sim_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -567,5 +568,52 @@ func TestZeroDelayTimerFiresAtOnce(t *testing.T) {
 		again := sim.Run(sim.Options{Strategy: sim.Replay(sch)}, program)
 		require.NoError(t, again.Err, "seed %d", seed)
 		assert.Equal(t, res.TraceHash, again.TraceHash, "seed %d", seed)
+	}
+}
+
+// TestTimersPastTheEndOfTimeNeverFire: once virtual time has passed, a
+// deadline of now+math.MaxInt64 must not wrap into the past. Such a sleep
+// never returns and such a callback never runs, while the rest of the run
+// goes on; a timer past the end of time can still be stopped.
+func TestTimersPastTheEndOfTimeNeverFire(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		woke, fired := false, false
+		var stopped bool
+		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
+			rt.Sleep(time.Second)
+			rt.Go("sleeper", func() {
+				rt.Sleep(math.MaxInt64)
+				woke = true
+			})
+			tm := rt.AfterFunc(math.MaxInt64, func() { fired = true })
+			rt.Sleep(time.Hour)
+			stopped = tm.Stop()
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+		assert.False(t, woke, "seed %d: Sleep(math.MaxInt64) returned", seed)
+		assert.False(t, fired, "seed %d: AfterFunc(math.MaxInt64) fired", seed)
+		assert.True(t, stopped, "seed %d: the pending timer was stopped", seed)
+		assert.Equal(t, time.Second+time.Hour, res.Elapsed, "seed %d", seed)
+	}
+}
+
+// TestASleepPastTheEndOfTimeIsADeadlock: when every task waits and the only
+// timer is past the end of virtual time, nothing can ever happen: the run
+// is a deadlock at the time it got stuck, not a jump of the clock to the
+// end of time.
+func TestASleepPastTheEndOfTimeIsADeadlock(t *testing.T) {
+	for _, first := range []time.Duration{0, time.Second} {
+		res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+			rt.Sleep(first)
+			rt.Sleep(math.MaxInt64)
+			return errors.New("Sleep(math.MaxInt64) returned")
+		})
+		var dl *sim.DeadlockError
+		require.ErrorAs(t, res.Err, &dl, "after %v", first)
+		assert.Equal(t, first, dl.At)
+		require.Len(t, dl.Blocked, 1)
+		assert.Equal(t, "sleep", dl.Blocked[0].Point)
+		assert.Equal(t, first, res.Elapsed)
 	}
 }
