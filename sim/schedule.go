@@ -237,7 +237,8 @@ func (e *ScheduleError) Error() string {
 }
 
 // ParseSchedule reads the text format String writes. It rejects other
-// versions, truncated text and malformed lines with a *ScheduleError.
+// versions, truncated text, malformed lines and text after the end line
+// with a *ScheduleError.
 func ParseSchedule(text string) (*Schedule, error) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
@@ -275,6 +276,11 @@ func ParseSchedule(text string) (*Schedule, error) {
 			return nil, &ScheduleError{Msg: fmt.Sprintf("truncated: the text ends after line %d without the \"end\" line", line)}
 		}
 		if l == "end" {
+			// A schedule is one file: text after its end is a second
+			// schedule appended, or an edit in the wrong place.
+			if extra, ok := next(); ok {
+				return nil, errf("unexpected %q after the \"end\" line: want only blank lines and # comments there", clip(extra))
+			}
 			break
 		}
 		word, rest, _ := strings.Cut(l, " ")

@@ -76,6 +76,8 @@ func TestParseScheduleRejectsBadText(t *testing.T) {
 		"task gap":  {strings.Replace(good, `task 1 "w"`, `task 3 "w"`, 1), "task: want task 1 next"},
 		"no task":   {strings.Replace(good, "0 1\n", "0 7\n", 1), "decision for task 7, but only 2 tasks are listed"},
 		"no steps":  {"llmdst-schedule v1\nend\n", "no steps line"},
+		"after end": {good + "\n# a comment\n0 1\n", `line 10: unexpected "0 1" after the "end" line`},
+		"two ends":  {good + good, `line 8: unexpected "llmdst-schedule v1" after the "end" line`},
 	}
 	for name, c := range cases {
 		_, err := sim.ParseSchedule(c.text)
