@@ -307,10 +307,13 @@ func ParseSchedule(text string) (*Schedule, error) {
 			if err != nil || n < 0 {
 				return nil, errf("steps: want a count ≥ 0, got %q", clip(rest))
 			}
+			if n > scheduleStepsMax {
+				return nil, errf("steps: %d decisions is more than a schedule may hold; want at most %d", n, int64(scheduleStepsMax))
+			}
 			declared = n
 		case declared >= 0:
 			for _, tok := range strings.Fields(l) {
-				if err := s.parseToken(tok); err != nil {
+				if err := s.parseToken(tok, declared); err != nil {
 					return nil, errf("%v", err)
 				}
 			}
@@ -332,11 +335,24 @@ func ParseSchedule(text string) (*Schedule, error) {
 	return s, nil
 }
 
-func (s *Schedule) parseToken(tok string) error {
+// scheduleStepsMax bounds the decisions a schedule's text may declare. The
+// decisions are read run-length encoded, but whoever takes them one by one
+// (Steps, shrinking) holds them all: 1<<32 is hours of decisions, far past
+// DefaultStepsMax, and still a count the rest of the code can hold.
+const scheduleStepsMax = 1 << 32
+
+// parseToken appends the decisions of one token, refusing any that would
+// take the schedule past the declared count before it grows: a line of
+// "ID*N" tokens with large N would otherwise fill memory before the count
+// is checked at the end.
+func (s *Schedule) parseToken(tok string, declared int64) error {
 	if strings.HasPrefix(tok, "@") {
 		ns, err := strconv.ParseInt(tok[1:], 10, 64)
 		if err != nil || ns <= 0 {
 			return fmt.Errorf("bad wait %q: want @NANOS with NANOS > 0", clip(tok))
+		}
+		if s.steps >= declared {
+			return s.tooMany(tok, declared)
 		}
 		s.appendWait(time.Duration(ns))
 		return nil
@@ -353,8 +369,15 @@ func (s *Schedule) parseToken(tok string) error {
 			return fmt.Errorf("bad repeat %q: want ID*N with N ≥ 1", clip(tok))
 		}
 	}
+	if int64(n) > declared-s.steps {
+		return s.tooMany(tok, declared)
+	}
 	s.appendRuns(id, n)
 	return nil
+}
+
+func (s *Schedule) tooMany(tok string, declared int64) error {
+	return fmt.Errorf("corrupt: %q takes the decisions past the %d the steps line declares (%d before it)", clip(tok), declared, s.steps)
 }
 
 func twoQuoted(s string) (string, string, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,19 +66,23 @@ func TestNewScheduleRebuildsSteps(t *testing.T) {
 func TestParseScheduleRejectsBadText(t *testing.T) {
 	good := sim.NewSchedule([]sim.Step{{Task: 0}, {Task: 1}}, []string{"main", "w"}, []sim.Meta{{Key: "seed", Value: "1"}}).String()
 	cases := map[string]struct{ text, want string }{
-		"empty":     {"", "empty text"},
-		"foreign":   {"hello world\n", `not a schedule: the first line is "hello world"`},
-		"version":   {strings.Replace(good, " v1", " v2", 1), `version "v2" is not supported: this build reads v1`},
-		"truncated": {strings.TrimSuffix(good, "end\n"), "truncated: the text ends"},
-		"cut steps": {strings.Replace(good, "0 1\n", "0\n", 1), "the steps line says 2 decisions, the text holds 1"},
-		"bad token": {strings.Replace(good, "0 1\n", "0 x\n", 1), `bad decision "x"`},
-		"bad wait":  {strings.Replace(good, "0 1\n", "0 @-5 1\n", 1), `bad wait "@-5"`},
-		"bad meta":  {strings.Replace(good, `meta "seed" "1"`, `meta seed 1`, 1), "meta: want a quoted string"},
-		"task gap":  {strings.Replace(good, `task 1 "w"`, `task 3 "w"`, 1), "task: want task 1 next"},
-		"no task":   {strings.Replace(good, "0 1\n", "0 7\n", 1), "decision for task 7, but only 2 tasks are listed"},
-		"no steps":  {"llmdst-schedule v1\nend\n", "no steps line"},
-		"after end": {good + "\n# a comment\n0 1\n", `line 10: unexpected "0 1" after the "end" line`},
-		"two ends":  {good + good, `line 8: unexpected "llmdst-schedule v1" after the "end" line`},
+		"empty":      {"", "empty text"},
+		"foreign":    {"hello world\n", `not a schedule: the first line is "hello world"`},
+		"version":    {strings.Replace(good, " v1", " v2", 1), `version "v2" is not supported: this build reads v1`},
+		"truncated":  {strings.TrimSuffix(good, "end\n"), "truncated: the text ends"},
+		"cut steps":  {strings.Replace(good, "0 1\n", "0\n", 1), "the steps line says 2 decisions, the text holds 1"},
+		"bad token":  {strings.Replace(good, "0 1\n", "0 x\n", 1), `bad decision "x"`},
+		"bad wait":   {strings.Replace(good, "0 1\n", "0 @-5 1\n", 1), `bad wait "@-5"`},
+		"bad meta":   {strings.Replace(good, `meta "seed" "1"`, `meta seed 1`, 1), "meta: want a quoted string"},
+		"task gap":   {strings.Replace(good, `task 1 "w"`, `task 3 "w"`, 1), "task: want task 1 next"},
+		"no task":    {strings.Replace(good, "0 1\n", "0 7\n", 1), "decision for task 7, but only 2 tasks are listed"},
+		"no steps":   {"llmdst-schedule v1\nend\n", "no steps line"},
+		"too many":   {strings.Replace(good, "0 1\n", "0 1 0\n", 1), `line 6: corrupt: "0" takes the decisions past the 2 the steps line declares (2 before it)`},
+		"long run":   {strings.Replace(good, "0 1\n", "0*1099511627776\n", 1), `line 6: corrupt: "0*1099511627776" takes the decisions past the 2`},
+		"late wait":  {strings.Replace(good, "0 1\n", "0 1 @5\n", 1), `corrupt: "@5" takes the decisions past the 2`},
+		"huge steps": {strings.Replace(good, "steps 2\n", "steps 9223372036854775807\n", 1), "line 5: steps: 9223372036854775807 decisions is more than a schedule may hold; want at most 4294967296"},
+		"after end":  {good + "\n# a comment\n0 1\n", `line 10: unexpected "0 1" after the "end" line`},
+		"two ends":   {good + good, `line 8: unexpected "llmdst-schedule v1" after the "end" line`},
 	}
 	for name, c := range cases {
 		_, err := sim.ParseSchedule(c.text)
@@ -86,6 +91,30 @@ func TestParseScheduleRejectsBadText(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want, name)
 		}
 	}
+}
+
+// TestParseScheduleRefusesRunsPastTheDeclaredStepsAtOnce: a line of long
+// runs of alternating tasks, each token worth 2^40 decisions, under a
+// steps line of 2, is refused at its first token, before memory grows with
+// the runs it declares.
+func TestParseScheduleRefusesRunsPastTheDeclaredStepsAtOnce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("llmdst-schedule v1\ntask 0 \"main\"\ntask 1 \"w\"\nsteps 2\n")
+	for i := 0; i < 10_000; i++ {
+		fmt.Fprintf(&b, "%d*1099511627776 ", i%2)
+	}
+	b.WriteString("\nend\n")
+	text := b.String()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := sim.ParseSchedule(text)
+	runtime.ReadMemStats(&after)
+	var se *sim.ScheduleError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 5, se.Line)
+	assert.Contains(t, se.Msg, `"0*1099511627776" takes the decisions past the 2 the steps line declares`)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(20*len(text)), "bytes allocated to refuse %d bytes of text", len(text))
 }
 
 func TestReplayFailsWhenTheCodeNoLongerMatches(t *testing.T) {
