@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -144,24 +145,32 @@ func TestReplayFailsWhenTheCodeNoLongerMatches(t *testing.T) {
 }
 
 func TestParseStrategy(t *testing.T) {
-	for _, s := range []string{"random", "pct:2", "pct:3:500", "chaos", "chaos:51.2ms", "starve:output-handler", "starve:main:800µs"} {
+	for _, s := range []string{"random", "pct:2", "pct:3:500", "pct:1024", "chaos", "chaos:51.2ms", "chaos:1h0m0s", "starve:output-handler", "starve:main:800µs"} {
 		st, err := sim.ParseStrategy(s)
 		require.NoError(t, err, s)
 		assert.Equal(t, s, st.String())
 	}
 	for s, want := range map[string]string{
-		"bogus":        `unknown strategy "bogus"`,
-		"pct":          "want pct:D with a depth D ≥ 1",
-		"pct:0":        "want pct:D with a depth D ≥ 1",
-		"pct:2:x":      "step estimate K ≥ 1",
-		"starve:":      "want starve:PREFIX",
-		"random:3":     "takes no argument",
-		"chaos:soon":   "the longest window must be a duration ≥ 50µs",
-		"starve:x:1µs": "the longest window must be a duration ≥ 50µs",
+		"bogus":                    `unknown strategy "bogus"`,
+		"pct":                      "want pct:D with a depth D ≥ 1",
+		"pct:0":                    "want pct:D with a depth D ≥ 1",
+		"pct:2:x":                  "step estimate K ≥ 1",
+		"starve:":                  "want starve:PREFIX",
+		"random:3":                 "takes no argument",
+		"chaos:soon":               "the longest window must be a duration from 50µs to 1h0m0s",
+		"starve:x:1µs":             "the longest window must be a duration from 50µs to 1h0m0s",
+		"pct:1025":                 `strategy "pct:1025": a depth of 1025 is more than PCT can use; want D ≤ 1024`,
+		"pct:10000000":             "a depth of 10000000 is more than PCT can use",
+		"pct:99999999999999999999": "a depth of 99999999999999999999 is more than PCT can use",
+		"chaos:2562047h":           `strategy "chaos:2562047h": the longest window must be a duration from 50µs to 1h0m0s, as in 12.8ms, got "2562047h"`,
+		"starve:x:1h1s":            "the longest window must be a duration from 50µs to 1h0m0s",
 	} {
 		_, err := sim.ParseStrategy(s)
 		assert.ErrorContains(t, err, want, s)
 	}
+	windows := sim.StarveWindows(math.MaxInt64)
+	assert.Len(t, windows, 48, "windows up to the end of time stop before they overflow")
+	assert.Positive(t, windows[len(windows)-1])
 }
 
 // frame is an annotation of the kind an engine publishes.

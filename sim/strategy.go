@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -130,16 +131,21 @@ const DefaultPCTSteps = 1000
 // with the default step estimate.
 func PCT(depth int) Strategy { return PCTSteps(depth, DefaultPCTSteps) }
 
+// PCTDepthMax bounds PCT's depth. A run draws depth−1 change points as it
+// starts, so a depth of millions costs memory and time before the first
+// decision, and the bound of 1/(n·k^(d−1)) is nothing long before that:
+// bugs are found at depths of a few.
+const PCTDepthMax = 1 << 10
+
 // PCTSteps is PCT for bugs of the given depth in runs of about k steps:
 // every task gets a random priority when first seen, the highest-priority
 // runnable task runs, and at depth−1 random steps the running task drops
 // below every initial priority. A bug of depth d is found with probability
 // at least 1/(n·k^(d−1)) for n tasks. A task that yields without blocking
-// drops below every task, so a busy loop cannot hold the run forever.
+// drops below every task, so a busy loop cannot hold the run forever. A
+// depth below 1 is taken as 1 and one above PCTDepthMax as PCTDepthMax.
 func PCTSteps(depth int, k int64) Strategy {
-	if depth < 1 {
-		depth = 1
-	}
+	depth = min(max(depth, 1), PCTDepthMax)
 	if k < 1 {
 		k = 1
 	}
@@ -217,6 +223,12 @@ const StarveWindowMin = 50 * time.Microsecond
 // thread, short enough that a run stays a few hundred decisions long.
 const DefaultStarveWindowMax = 3200 * time.Microsecond
 
+// StarveWindowLimit bounds the longest window ParseStrategy accepts for
+// Chaos and Starve: an hour of virtual time withheld is far past any
+// descheduling a real thread sees, and a window near the end of virtual
+// time could not be waited out.
+const StarveWindowLimit = time.Hour
+
 // StarveWindows returns the windows Chaos and Starve draw from: log-spaced,
 // StarveWindowMin·2^k up to max, so that both a short hiccup and a
 // descheduled thread are drawn.
@@ -224,6 +236,9 @@ func StarveWindows(max time.Duration) []time.Duration {
 	var ws []time.Duration
 	for w := StarveWindowMin; w <= max; w *= 2 {
 		ws = append(ws, w)
+		if w > max/2 { // the next would pass max, or overflow
+			break
+		}
 	}
 	if len(ws) == 0 {
 		ws = append(ws, StarveWindowMin)
@@ -354,8 +369,11 @@ func ParseStrategy(s string) (Strategy, error) {
 	case "pct":
 		ds, ks, hasK := strings.Cut(arg, ":")
 		d, err := strconv.Atoi(ds)
-		if !hasArg || err != nil || d < 1 {
+		if !hasArg || (err != nil && !isRange(err)) || d < 1 {
 			return nil, fmt.Errorf("sim: strategy %q: want pct:D with a depth D ≥ 1, as in pct:3", s)
+		}
+		if err != nil || d > PCTDepthMax {
+			return nil, fmt.Errorf("sim: strategy %q: a depth of %s is more than PCT can use; want D ≤ %d (bugs are found at depths of a few)", s, ds, PCTDepthMax)
 		}
 		if !hasK {
 			return PCT(d), nil
@@ -384,8 +402,15 @@ func ParseStrategy(s string) (Strategy, error) {
 
 func parseWindow(s, arg string) (time.Duration, error) {
 	max, err := time.ParseDuration(arg)
-	if err != nil || max < StarveWindowMin {
-		return 0, fmt.Errorf("sim: strategy %q: the longest window must be a duration ≥ %v, as in 12.8ms, got %q", s, StarveWindowMin, arg)
+	if err != nil || max < StarveWindowMin || max > StarveWindowLimit {
+		return 0, fmt.Errorf("sim: strategy %q: the longest window must be a duration from %v to %v, as in 12.8ms, got %q", s, StarveWindowMin, StarveWindowLimit, arg)
 	}
 	return max, nil
+}
+
+// isRange reports whether a strconv error is a number out of range, which
+// is a well-formed number, only too large.
+func isRange(err error) bool {
+	var ne *strconv.NumError
+	return errors.As(err, &ne) && ne.Err == strconv.ErrRange
 }
