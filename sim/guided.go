@@ -192,6 +192,13 @@ func (o *observedPolicy) Finish(steps int64) error {
 	return nil
 }
 
+func (o *observedPolicy) Warnings(tasks []*Task) []string {
+	if w, ok := o.p.(Warner); ok {
+		return w.Warnings(tasks)
+	}
+	return nil
+}
+
 // Interleaving sums up how far a run strays from the calm one, in which
 // every task runs until it blocks.
 type Interleaving struct {

@@ -91,6 +91,10 @@ type Result struct {
 	Strategy string
 	// Tasks is the number of tasks started.
 	Tasks int
+	// Warnings say what the strategy could not do as asked (see Warner):
+	// the run is not a failure for them, but it did not test what was
+	// meant. A sweep should show each distinct one once.
+	Warnings []string
 }
 
 // StepLimited reports whether the run ended because it reached the step
@@ -134,6 +138,10 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 			err = errors.Join(ferr, err)
 		}
 	}
+	var warnings []string
+	if w, ok := s.policy.(Warner); ok {
+		warnings = w.Warnings(s.tasks)
+	}
 	names := make([]string, len(s.tasks))
 	for i, t := range s.tasks {
 		names[i] = t.name
@@ -150,6 +158,7 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	res := Result{
 		Err: err, Steps: s.steps, Switches: s.switches, Elapsed: s.now, TraceHash: hash,
 		Schedule: &s.schedule, Trace: s.trace, Seed: opts.Seed, Strategy: opts.strategy().String(), Tasks: len(s.tasks),
+		Warnings: warnings,
 	}
 	var pe *PanicError
 	if errors.As(s.err, &pe) && !pe.Goexit {

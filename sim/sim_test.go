@@ -277,6 +277,31 @@ func TestStarveWithholdsTheNamedTaskWhileTheClockMovesOn(t *testing.T) {
 	}
 }
 
+// TestStarveOfANameNoTaskHasWarns: a starve prefix that matches no task
+// starves nothing. The run does not fail for it, but its result says so,
+// naming the tasks there were, directly and through Observe; a prefix that
+// matches, and Chaos, which has none, warn of nothing.
+func TestStarveOfANameNoTaskHasWarns(t *testing.T) {
+	program := func(rt task.Runtime) error {
+		g := task.NewGroup(rt, "g")
+		for i := 0; i < 3; i++ {
+			g.Go("worker", func() { rt.Yield("work") })
+		}
+		g.Wait()
+		return nil
+	}
+	for _, st := range []sim.Strategy{sim.Starve("wroker"), sim.Observe(sim.Starve("wroker"), func(sim.Choice) {})} {
+		res := sim.Run(sim.Options{Seed: 1, Strategy: st}, program)
+		require.NoError(t, res.Err)
+		assert.Equal(t, []string{`sim: strategy starve:wroker starved nothing: no task of the run has a name starting with "wroker"; the run's tasks were "main", "worker"`}, res.Warnings)
+	}
+	for _, st := range []sim.Strategy{sim.Starve("work"), sim.Starve("main"), sim.Chaos(), sim.Random()} {
+		res := sim.Run(sim.Options{Seed: 1, Strategy: st}, program)
+		require.NoError(t, res.Err)
+		assert.Empty(t, res.Warnings, st)
+	}
+}
+
 func TestChaosStarvesRandomVictimsIncludingMain(t *testing.T) {
 	starved := map[string]int{}
 	for seed := uint64(0); seed < 30; seed++ {

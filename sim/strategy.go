@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,17 @@ type Policy interface {
 // run ends (Replay: decisions left over).
 type Finisher interface {
 	Finish(steps int64) error
+}
+
+// Warner is implemented by policies that can tell, once the run is over,
+// that they could not do what they were asked (Starve: no task had a name
+// its prefix matches, so nothing was starved). The run does not fail for
+// it, since the program did nothing wrong, but a strategy that did nothing
+// is most often a misspelt name: the warnings are in Result.Warnings.
+type Warner interface {
+	// Warnings says what went unheeded; tasks are every task the run
+	// started, by ID.
+	Warnings(tasks []*Task) []string
 }
 
 // View is what a Policy sees at a scheduling point. It is reused between
@@ -343,6 +355,43 @@ func (p *starvePolicy) Pick(v *View) Decision {
 		i++
 	}
 	return Pick(i)
+}
+
+func (p *starvePolicy) Warnings(tasks []*Task) []string {
+	if !p.st.only {
+		return nil
+	}
+	for _, t := range tasks {
+		if strings.HasPrefix(t.name, p.st.prefix) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("sim: strategy %s starved nothing: no task of the run has a name starting with %q; the run's tasks were %s", p.st, p.st.prefix, taskNames(tasks))}
+}
+
+// taskNamesMax bounds the names a warning lists.
+const taskNamesMax = 8
+
+// taskNames lists the distinct names of tasks, in order of first use.
+func taskNames(tasks []*Task) string {
+	var names []string
+	more := false
+	for _, t := range tasks {
+		q := strconv.Quote(t.name)
+		if slices.Contains(names, q) {
+			continue
+		}
+		if len(names) == taskNamesMax {
+			more = true
+			break
+		}
+		names = append(names, q)
+	}
+	list := strings.Join(names, ", ")
+	if more {
+		list += ", …"
+	}
+	return list
 }
 
 // ParseStrategy reads a strategy as simrun's -strategy flag takes it:
