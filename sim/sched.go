@@ -892,7 +892,15 @@ type ctxWatch struct {
 func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
 	s.enter()
 	if ctx.Done() == nil || s.ended {
-		return func() bool { return false }
+		// f can never run: the context is never done, or the run is over.
+		// As with context.AfterFunc, the first stop then reports that it
+		// prevented f, and any later one that it did nothing.
+		stopped := false
+		return func() bool {
+			first := !stopped
+			stopped = true
+			return first
+		}
 	}
 	w := &ctxWatch{ctx: ctx, f: f}
 	s.watches = append(s.watches, w)

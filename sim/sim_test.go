@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmdst/llmdst/internal/golden"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -641,4 +643,17 @@ func TestASleepPastTheEndOfTimeIsADeadlock(t *testing.T) {
 		assert.Equal(t, "sleep", dl.Blocked[0].Point)
 		assert.Equal(t, first, res.Elapsed)
 	}
+}
+
+// TestAfterContextStopOfAContextNeverDone: context.Background() is never
+// done, so f can never run; stop reports on both runtimes that the first
+// call prevented it, as context.AfterFunc's stop does, and that a second
+// did nothing.
+func TestAfterContextStopOfAContextNeverDone(t *testing.T) {
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		stop, ok := task.AfterContext(rt, context.Background(), func() { t.Error("f ran for a context that is never done") })
+		require.True(t, ok)
+		assert.True(t, stop(), "the first stop prevents f")
+		assert.False(t, stop(), "a second stop prevents nothing more")
+	})
 }
