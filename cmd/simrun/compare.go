@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/llmdst/llmdst/sim"
@@ -81,7 +82,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	var wf sweepFlags
 	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode")
-	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed")
+	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed: A's in its subdirectory a, B's in b")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -127,11 +128,15 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, "")}
 	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, "")}
+	// Each variant writes its schedules into a directory of its own: the
+	// file names say scenario, engine and seed, which both may share, and
+	// one variant's file must not replace the other's.
 	for _, side := range []struct {
-		sp *spec
-		r  *sweepResult
-	}{{spA, &res.A.sweepResult}, {spB, &res.B.sweepResult}} {
-		if err := writeModeSchedules(side.sp, side.r, *out); err != nil {
+		sp  *spec
+		r   *sweepResult
+		dir string
+	}{{spA, &res.A.sweepResult, "a"}, {spB, &res.B.sweepResult, "b"}} {
+		if err := writeModeSchedules(side.sp, side.r, filepath.Join(*out, side.dir)); err != nil {
 			return err
 		}
 	}

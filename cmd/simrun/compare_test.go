@@ -168,3 +168,38 @@ func mustScenario(t *testing.T, name string) *scenario.Scenario {
 	require.NoError(t, err)
 	return sc
 }
+
+// TestCompareReplaysReproduceEachVariant: both variants may fail on the
+// same seed with the same engine; each one's replay command must replay
+// its own run, with the trace hash run gives for that variant.
+func TestCompareReplaysReproduceEachVariant(t *testing.T) {
+	dir := t.TempDir()
+	variants := map[string][]string{"A": {"-legacy"}, "B": {"-legacy", "-strategy", "chaos:1ms"}}
+	r := compareJSON(t, 1, "-scenario", "swarm", "-legacy", "-seeds", "1-400", "-a", "", "-b", "-strategy chaos:1ms", "-out", dir)
+	shared := false
+	for _, m := range r.Modes {
+		if m.A.FirstSeed != nil && m.B.FirstSeed != nil && *m.A.FirstSeed == *m.B.FirstSeed {
+			shared = true
+			assert.NotEqual(t, m.A.Replay, m.B.Replay, "seed %d: one file for both variants", *m.A.FirstSeed)
+		}
+		for _, side := range []struct {
+			name string
+			mr   modeRate
+		}{{"A", m.A}, {"B", m.B}} {
+			if side.mr.FirstSeed == nil {
+				continue
+			}
+			file, ok := strings.CutPrefix(side.mr.Replay, "simrun replay ")
+			require.True(t, ok, side.mr.Replay)
+			code, out, _ := simrun(t, "replay", file)
+			require.Equal(t, 1, code, out)
+			replayed := between(out, "trace hash ", " ")
+			require.NotEmpty(t, replayed, out)
+			args := append([]string{"run", "-scenario", "swarm", "-seed", fmt.Sprint(*side.mr.FirstSeed), "-out", t.TempDir()}, variants[side.name]...)
+			code, out, _ = simrun(t, args...)
+			require.Equal(t, 1, code, out)
+			assert.Equal(t, between(out, "trace hash ", "\n"), replayed, "%s's replay of seed %d (%s)", side.name, *side.mr.FirstSeed, m.Signature)
+		}
+	}
+	require.True(t, shared, "some mode fails first on the same seed in both variants")
+}
