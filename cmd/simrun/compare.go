@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/llmdst/llmdst/sim"
@@ -71,7 +73,9 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: simrun compare -scenario NAME -seeds A-B -a 'FLAGS' -b 'FLAGS' [flags]")
 		fmt.Fprintln(stderr, "Runs variants A and B over the same seeds, pairs the runs by seed, and tests the")
 		fmt.Fprintln(stderr, "difference in failures, overall and for each failure mode apart (Fisher's exact test).")
-		fmt.Fprintln(stderr, "-a and -b take run's flags (-scenario, -strategy, -legacy, -steps-max), added to the common ones.")
+		fmt.Fprintln(stderr, "-a and -b take run's flags (-scenario, -strategy, -legacy, -steps-max, -failpoint), added to the")
+		fmt.Fprintln(stderr, "common ones: a variant's flag replaces the common one, and its -failpoint NAME=TERMS is armed")
+		fmt.Fprintln(stderr, "beside the common failpoints, in place of a common one of the same NAME.")
 		fmt.Fprintln(stderr, "With -for, A runs for half the budget and B over the seeds A ran.")
 		fs.PrintDefaults()
 	}
@@ -173,7 +177,7 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 	fs.SetOutput(io.Discard)
 	var v specFlags
 	v.register(fs)
-	const takes = "-a and -b take run's flags -scenario, -strategy, -legacy and -steps-max"
+	const takes = "-a and -b take run's flags -scenario, -strategy, -legacy, -steps-max and -failpoint"
 	if err := fs.Parse(argv); err != nil {
 		return nil, usagef("-%s %q: %v; %s", name, flags, err, takes)
 	}
@@ -191,6 +195,10 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 			merged.legacy = v.legacy
 		case "steps-max":
 			merged.stepsMax = v.stepsMax
+		case "failpoint":
+			merged.failpoints = mergeFailpoints(common.failpoints, v.failpoints)
+		default:
+			panic("simrun: compare does not apply the variant flag -" + f.Name)
 		}
 	})
 	sp, err := merged.spec()
@@ -198,6 +206,23 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 		return nil, usagef("variant %s (-%s %q): %v", upper(name), name, flags, err)
 	}
 	return sp, nil
+}
+
+// mergeFailpoints arms a variant's failpoints on top of the common ones:
+// a variant's NAME=TERMS replaces a common one of the same name, so that a
+// variant can change a failpoint's terms.
+func mergeFailpoints(common, variant []string) []string {
+	name := func(fp string) string {
+		n, _, _ := strings.Cut(fp, "=")
+		return strings.TrimSpace(n)
+	}
+	var out []string
+	for _, fp := range common {
+		if !slices.ContainsFunc(variant, func(v string) bool { return name(v) == name(fp) }) {
+			out = append(out, fp)
+		}
+	}
+	return append(out, variant...)
 }
 
 func upper(s string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,4 +203,45 @@ func TestCompareReplaysReproduceEachVariant(t *testing.T) {
 		}
 	}
 	require.True(t, shared, "some mode fails first on the same seed in both variants")
+}
+
+func TestCompareVariantFailpoints(t *testing.T) {
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-20", "-a", "", "-b", "-failpoint core/model-panic=panic")
+	assert.Zero(t, r.A.Failures)
+	assert.Equal(t, uint64(20), r.B.Failures, "B's failpoint is armed")
+
+	// A variant's failpoint replaces a common one of the same name.
+	r = compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-20", "-failpoint", "core/model-panic=panic",
+		"-a", "", "-b", "-failpoint 'core/model-panic=1/1000000*panic'")
+	assert.Equal(t, uint64(20), r.A.Failures)
+	assert.Zero(t, r.B.Failures)
+
+	code, _, errOut := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-b", "-failpoint nope=panic", "-out", t.TempDir())
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `variant B (-b "-failpoint nope=panic"): -failpoint: `)
+}
+
+// TestCompareAppliesEveryVariantFlag: every flag -a and -b accept changes
+// the variant's spec; none is parsed and dropped.
+func TestCompareAppliesEveryVariantFlag(t *testing.T) {
+	values := map[string]string{
+		"scenario":  "swarm",
+		"strategy":  "chaos:1ms",
+		"legacy":    "true",
+		"steps-max": "77",
+		"failpoint": "core/model-panic=panic",
+	}
+	var sf specFlags
+	sf.scenario = "abort-reuse"
+	base, err := variantSpec("a", "", sf)
+	require.NoError(t, err)
+	fs := flag.NewFlagSet("variant", flag.ContinueOnError)
+	new(specFlags).register(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := values[f.Name]
+		require.True(t, ok, "the test has no value for the variant flag -%s", f.Name)
+		sp, err := variantSpec("a", "-"+f.Name+"="+v, sf)
+		require.NoError(t, err, f.Name)
+		assert.NotEqual(t, fmt.Sprintf("%+v", *base), fmt.Sprintf("%+v", *sp), "-a -%s changes nothing", f.Name)
+	})
 }
