@@ -70,7 +70,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy"}
+		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints}
 		fmt.Fprintf(stdout, "merge of %d shard(s): %s\n", len(files), strings.Join(m.Shards, ", "))
 		if len(m.MissingShards) > 0 {
 			fmt.Fprintf(stdout, "  missing shards: %s — the result covers only the seeds given\n", strings.Join(m.MissingShards, ", "))
@@ -109,18 +109,16 @@ func readSweepJSON(file string) (sweepResult, error) {
 // shards that cover a seed twice.
 func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	first := shards[0]
-	kind := func(r sweepResult) string {
-		return fmt.Sprintf("scenario %s, strategy %s, %s engine", r.Scenario, r.Strategy, r.Engine)
-	}
 	m := &mergeResult{Files: files}
 	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
+	m.StepsMax, m.Failpoints = first.StepsMax, first.Failpoints
 	shardOf := map[string]string{} // shard → file; looked up, never ranged
 	var spans, requested []span
 	var spanFile, stops []string
 	for i, r := range shards {
-		if kind(r) != kind(first) {
-			return nil, usagef("cannot merge %s (%s) with %s (%s): shards must come from one sweep — the same scenario, strategy and engine",
-				files[i], kind(r), files[0], kind(first))
+		if diff := sweepDiff(first, r); diff != "" {
+			return nil, usagef("cannot merge %s with %s: %s; shards must come from one sweep — the same scenario, strategy, engine, steps-max and failpoints",
+				files[i], files[0], diff)
 		}
 		name := r.Shard
 		if name == "" {
@@ -248,6 +246,40 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		m.Modes = []sweepMode{}
 	}
 	return m, nil
+}
+
+// sweepDiff says how two sweeps differ in what decides their runs, or ""
+// when they ran the same runs but for the seeds.
+func sweepDiff(a, b sweepResult) string {
+	var diffs []string
+	differ := func(what, x, y string) {
+		if x != y {
+			diffs = append(diffs, fmt.Sprintf("%s %s, not %s", what, y, x))
+		}
+	}
+	differ("scenario", a.Scenario, b.Scenario)
+	differ("strategy", a.Strategy, b.Strategy)
+	differ("engine", a.Engine, b.Engine)
+	differ("steps-max", stepsMaxString(a.StepsMax), stepsMaxString(b.StepsMax))
+	differ("failpoints", failpointsString(a.Failpoints), failpointsString(b.Failpoints))
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "it has " + strings.Join(diffs, ", ")
+}
+
+func stepsMaxString(n int64) string {
+	if n == 0 {
+		return "0 (the default)"
+	}
+	return fmt.Sprint(n)
+}
+
+func failpointsString(fps []string) string {
+	if len(fps) == 0 {
+		return "none"
+	}
+	return strings.Join(fps, " ")
 }
 
 func describeShard(r sweepResult) string {

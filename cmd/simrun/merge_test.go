@@ -112,7 +112,7 @@ func TestMergeBadInputIsExitTwo(t *testing.T) {
 		{[]string{"/no/such.json"}, "cannot read a shard"},
 		{[]string{truncated}, "is not the output of simrun sweep -json: unexpected EOF"},
 		{[]string{other}, "is not the output of simrun sweep -json: it has no scenario"},
-		{[]string{legacy[0], fixed[1]}, "shards must come from one sweep — the same scenario, strategy and engine"},
+		{[]string{legacy[0], fixed[1]}, "it has engine fixed, not legacy; shards must come from one sweep — the same scenario, strategy, engine, steps-max and failpoints"},
 		{[]string{legacy[0], legacy[1], legacy[0]}, "overlapping shards: " + legacy[0] + " and " + legacy[0] + " are both shard 1/3 of seeds 1-10"},
 	}
 	for _, c := range cases {
@@ -132,4 +132,41 @@ func TestMergeBadInputIsExitTwo(t *testing.T) {
 	code, _, errOut := simrun(t, "merge", legacy[1], wide)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "overlapping shards: "+legacy[1]+" (11-20) and "+wide+" (1-15) both ran seed 11")
+}
+
+// shardJSON runs sweep -json over one shard and writes its output to a file.
+func shardJSON(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	_, out, errOut := simrun(t, append([]string{"sweep", "-scenario", "abort-reuse", "-json", "-j", "2", "-out", dir}, args...)...)
+	file := filepath.Join(dir, name+".json")
+	require.NoError(t, os.WriteFile(file, []byte(out), 0o644), errOut)
+	return file
+}
+
+func TestMergeKeepsFailpointsAndStepsMax(t *testing.T) {
+	dir := t.TempDir()
+	fp := []string{"-failpoint", "core/model-panic=panic", "-steps-max", "100000"}
+	a := shardJSON(t, dir, "a", append([]string{"-seeds", "1-20", "-shard", "1/2"}, fp...)...)
+	b := shardJSON(t, dir, "b", append([]string{"-seeds", "1-20", "-shard", "2/2"}, fp...)...)
+	code, out, errOut := simrun(t, "merge", a, b)
+	require.Equal(t, 1, code, errOut)
+	runCmd := between(out, "or run: ", "\n")
+	assert.Equal(t, "simrun run -scenario abort-reuse -seed 1 -strategy starve:output-handler -steps-max 100000 -failpoint core/model-panic=panic", runCmd)
+	argv, err := splitCommand(runCmd)
+	require.NoError(t, err)
+	code, out, _ = simrun(t, append(argv[1:], "-out", dir)...)
+	assert.Equal(t, 1, code, "the run merge prints fails as the shards did: %s", out)
+
+	// Shards of sweeps with other failpoints or another step limit are
+	// not one sweep.
+	noFault := shardJSON(t, dir, "nofault", "-seeds", "1-20", "-shard", "2/2", "-steps-max", "100000")
+	otherLimit := shardJSON(t, dir, "limit", append([]string{"-seeds", "1-20", "-shard", "2/2"}, fp[:2]...)...)
+	for _, c := range []struct{ file, want string }{
+		{noFault, "cannot merge " + noFault + " with " + a + ": it has failpoints none, not core/model-panic=panic; shards must come from one sweep"},
+		{otherLimit, "cannot merge " + otherLimit + " with " + a + ": it has steps-max 0 (the default), not 100000; shards must come from one sweep"},
+	} {
+		code, _, errOut := simrun(t, "merge", a, c.file)
+		assert.Equal(t, 2, code, errOut)
+		assert.Contains(t, errOut, c.want)
+	}
 }

@@ -30,6 +30,8 @@ type sweepResult struct {
 	Scenario      string      `json:"scenario"`
 	Strategy      string      `json:"strategy"`
 	Engine        string      `json:"engine"`
+	StepsMax      int64       `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
+	Failpoints    []string    `json:"failpoints,omitempty"` // -failpoint, in order
 	SeedRange     string      `json:"seed_range"`
 	Requested     string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
 	Stopped       string      `json:"stopped,omitempty"`              // why it stopped early
@@ -336,6 +338,7 @@ func (st *sweepState) stopLocked(why string) {
 func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	r := sweepResult{
 		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
+		StepsMax: sp.stepsMax, Failpoints: sp.failpoints,
 		SeedRange: st.ran.String(), Seeds: st.ran.n, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
 		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
 		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
