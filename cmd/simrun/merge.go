@@ -112,7 +112,7 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	m := &mergeResult{Files: files}
 	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
 	m.StepsMax, m.Failpoints = first.StepsMax, first.Failpoints
-	shardOf := map[string]string{} // shard → file; looked up, never ranged
+	shardOf := map[string]string{} // shard and its seeds → file; looked up, never ranged
 	var spans, requested []span
 	var spanFile, stops []string
 	for i, r := range shards {
@@ -124,10 +124,13 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		if name == "" {
 			name = "seeds " + r.SeedRange
 		}
-		if f, dup := shardOf[name]; dup {
+		// The same shard twice has a clearer message than the seed they
+		// share; shards with the same I/N of different seed lists do not
+		// overlap, and the seeds below show it.
+		if f, dup := shardOf[describeShard(r)]; dup {
 			return nil, usagef("overlapping shards: %s and %s are both %s", f, files[i], describeShard(r))
 		}
-		shardOf[name] = files[i]
+		shardOf[describeShard(r)] = files[i]
 		m.Shards = append(m.Shards, name)
 		set, err := parseSeeds(r.SeedRange)
 		if err != nil {

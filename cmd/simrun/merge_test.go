@@ -170,3 +170,21 @@ func TestMergeKeepsFailpointsAndStepsMax(t *testing.T) {
 		assert.Contains(t, errOut, c.want)
 	}
 }
+
+// TestMergeShardsOfDifferentListsWithTheSameIndex: shard 1/2 of 1-100 and
+// shard 1/2 of 101-200 share a name but no seed.
+func TestMergeShardsOfDifferentListsWithTheSameIndex(t *testing.T) {
+	dir := t.TempDir()
+	a := shardJSON(t, dir, "a", "-legacy", "-seeds", "1-100", "-shard", "1/2")
+	b := shardJSON(t, dir, "b", "-legacy", "-seeds", "101-200", "-shard", "1/2")
+	code, out, errOut := simrun(t, "merge", "-json", a, b)
+	require.Equal(t, 1, code, errOut)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, "1-50,101-150", m.SeedRange)
+	assert.Equal(t, uint64(100), m.Seeds)
+
+	code, _, errOut = simrun(t, "merge", a, a)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "overlapping shards: "+a+" and "+a+" are both shard 1/2 of seeds 1-50")
+}
