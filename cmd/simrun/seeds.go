@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -18,9 +19,11 @@ type seedSet struct {
 
 type span struct{ lo, hi uint64 } // inclusive
 
-// parseSeeds reads "1-1000", "7", "1,5,9-12".
+// parseSeeds reads "1-1000", "7", "1,5,9-12". It refuses a seed given
+// twice: a sweep would run it twice and count it twice.
 func parseSeeds(s string) (seedSet, error) {
 	var set seedSet
+	var parts []string // the text of each span, for errors
 	if strings.TrimSpace(s) == "" {
 		return set, usagef("-seeds is empty: want a range such as 1-1000, a seed such as 42, or a list such as 1,5,9-12")
 	}
@@ -41,9 +44,27 @@ func parseSeeds(s string) (seedSet, error) {
 			return set, usagef("-seeds: the range %q is empty: its end %d is below its start %d", part, hi, lo)
 		}
 		set.spans = append(set.spans, span{lo, hi})
+		parts = append(parts, part)
 		set.n += hi - lo + 1
 		if set.n > seedsMax || hi-lo+1 == 0 {
 			return set, usagef("-seeds: more than %d seeds; split the sweep with -shard", uint64(seedsMax))
+		}
+	}
+	// Sorted by start, a span overlaps an earlier one if it starts at or
+	// before the furthest end seen so far.
+	order := make([]int, len(set.spans))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return set.spans[order[a]].lo < set.spans[order[b]].lo })
+	for k, reach := 1, order[0]; k < len(order); k++ {
+		cur := order[k]
+		if set.spans[cur].lo <= set.spans[reach].hi {
+			first, second := min(reach, cur), max(reach, cur)
+			return set, usagef("-seeds: %q and %q overlap (seed %d is in both): give each seed once", parts[first], parts[second], set.spans[cur].lo)
+		}
+		if set.spans[cur].hi > set.spans[reach].hi {
+			reach = cur
 		}
 	}
 	return set, nil
