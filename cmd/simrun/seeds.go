@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,8 +129,38 @@ func parseShard(s string) (i, n uint64, err error) {
 	return i, n, nil
 }
 
-// parseFraction reads "1%", "0.01", "1/100" or "0".
-func parseFraction(s string) (float64, error) {
+// checkShare is the share of a sweep's seeds run twice to check
+// determinism, in parts per checkShareParts: an integer ratio, so that which
+// seeds are checked is decided without floats.
+type checkShare uint64
+
+const checkShareParts = 1_000_000_000
+
+// checks reports whether seed is run twice. The seeds checked are spread
+// evenly over the seed numbers: seed s is checked when ⌊s·share⌋ steps up
+// from ⌊(s−1)·share⌋, so any run of consecutive seeds has its share
+// checked to within one seed (1% checks 100, 200, …; 70% checks 7 seeds
+// of every 10). It depends on the seed alone: not on the worker that runs
+// it, nor on the shard or prefix of a sweep it falls in.
+func (c checkShare) checks(seed uint64) bool {
+	if c == 0 {
+		return false
+	}
+	if seed == 0 {
+		return true // ⌊0⌋ steps up from ⌊−share⌋ = −1
+	}
+	return scaleDown(seed, uint64(c)) != scaleDown(seed-1, uint64(c))
+}
+
+// scaleDown is ⌊s·c/checkShareParts⌋, without overflow.
+func scaleDown(s, c uint64) uint64 {
+	hi, lo := bits.Mul64(s, c)
+	q, _ := bits.Div64(hi, lo, checkShareParts) // hi < c ≤ checkShareParts
+	return q
+}
+
+// parseCheckShare reads "1%", "0.01", "1/100" or "0".
+func parseCheckShare(s string) (checkShare, error) {
 	s = strings.TrimSpace(s)
 	var f float64
 	var err error
@@ -151,8 +183,15 @@ func parseFraction(s string) (float64, error) {
 	default:
 		f, err = strconv.ParseFloat(s, 64)
 	}
+	if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return 0, usagef("-check-determinism %q is not a finite number: want a share of seeds between 0 and 1, as in 1%% or 0.01", s)
+	}
 	if err != nil || f < 0 || f > 1 {
 		return 0, usagef("-check-determinism %q: want a share of seeds between 0 and 1, as in 1%% or 0.01", s)
 	}
-	return f, nil
+	c := checkShare(math.Round(f * checkShareParts))
+	if c == 0 && f > 0 {
+		c = 1 // a share asked for checks some seeds
+	}
+	return c, nil
 }

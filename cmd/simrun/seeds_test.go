@@ -42,3 +42,56 @@ func TestParseSeedsRefusesASeedGivenTwice(t *testing.T) {
 	assert.Equal(t, 2, code, out)
 	assert.Contains(t, errOut, `simrun sweep: -seeds: "1-10" and "1-10" overlap (seed 1 is in both): give each seed once`)
 }
+
+func TestCheckShareIsHonoured(t *testing.T) {
+	for _, c := range []struct {
+		share string
+		want  uint64 // of seeds 1-1000
+	}{
+		{"1%", 10}, {"0.7", 700}, {"0.4", 400}, {"30%", 300}, {"1/3", 333}, {"0.999", 999}, {"1", 1000}, {"0", 0},
+	} {
+		share, err := parseCheckShare(c.share)
+		require.NoError(t, err, c.share)
+		var n uint64
+		for seed := uint64(1); seed <= 1000; seed++ {
+			if share.checks(seed) {
+				n++
+			}
+		}
+		assert.Equal(t, c.want, n, c.share)
+	}
+	share, err := parseCheckShare("1%")
+	require.NoError(t, err)
+	assert.True(t, share.checks(100))
+	assert.True(t, share.checks(0))
+	assert.False(t, share.checks(99))
+	assert.False(t, share.checks(101))
+	assert.True(t, share.checks(^uint64(0)-15), "the last multiple of 100 below 2^64")
+	assert.False(t, share.checks(^uint64(0)))
+
+	// A sweep checks the share of its seeds whatever its workers.
+	for _, c := range []struct {
+		share, j string
+		want     uint64
+	}{{"0.7", "1", 70}, {"0.7", "3", 70}, {"0.4", "2", 40}, {"30%", "2", 30}, {"1%", "2", 1}} {
+		_, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-100", "-check-determinism", c.share, "-j", c.j)
+		assert.Equal(t, c.want, r.Determinism, "-check-determinism %s -j %s", c.share, c.j)
+	}
+}
+
+func TestCheckShareRefusesWhatIsNotAShare(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"NaN", `-check-determinism "NaN" is not a finite number: want a share of seeds between 0 and 1`},
+		{"nan%", `-check-determinism "nan%" is not a finite number`},
+		{"inf/inf", `-check-determinism "inf/inf" is not a finite number`},
+		{"Inf", `-check-determinism "Inf" is not a finite number`},
+		{"1.5", `-check-determinism "1.5": want a share of seeds between 0 and 1, as in 1% or 0.01`},
+		{"-1%", `-check-determinism "-1%": want a share`},
+		{"1/0", `-check-determinism "1/0": want a share`},
+		{"often", `-check-determinism "often": want a share`},
+	} {
+		code, _, errOut := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-10", "-check-determinism", c.in, "-out", t.TempDir())
+		assert.Equal(t, 2, code, c.in)
+		assert.Contains(t, errOut, c.want, c.in)
+	}
+}

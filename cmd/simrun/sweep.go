@@ -160,21 +160,21 @@ func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
 	fs.StringVar(&f.seeds, "seeds", "1-1000", seedsDoc+": a range A-B, a seed, or a list such as 1,5,9-12")
 	fs.IntVar(&f.jobs, "j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
 	fs.BoolVar(&f.json, "json", false, jsonDoc)
-	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree")
+	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree, spread evenly over the seed numbers (1% runs seeds 100, 200, … twice; 0 none)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar, even on a terminal")
 	fs.DurationVar(&f.budget, "for", 0, "stop taking seeds once `DURATION` of wall time is spent (a CI budget): the result covers the seeds that ran, the first ones of -seeds (0: no budget)")
 }
 
 // check validates -j and -for and returns the share of seeds
 // -check-determinism asks for.
-func (f *sweepFlags) check() (float64, error) {
+func (f *sweepFlags) check() (checkShare, error) {
 	if f.jobs < 1 {
 		return 0, usagef("-j must be ≥ 1, got %d", f.jobs)
 	}
 	if f.budget < 0 {
 		return 0, usagef("-for must be ≥ 0 (0 means no budget), got %v", f.budget)
 	}
-	return parseFraction(f.det)
+	return parseCheckShare(f.det)
 }
 
 // progress returns a progress bar over n runs on a terminal, nil otherwise
@@ -229,15 +229,8 @@ type modeTally struct {
 // (compare keeps each failing seed's signature in it). Each run is
 // single-threaded and independent, so the sweep scales with cores; the
 // tally does not depend on which worker ran which seed.
-func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progressbar.ProgressBar) *sweepState {
+func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *progressbar.ProgressBar) *sweepState {
 	workers := st.workers
-	every := uint64(0)
-	if det > 0 {
-		every = uint64(1/det + 0.5)
-		if every < 1 {
-			every = 1
-		}
-	}
 	strategy := sp.strategyOrDefault()
 	// Workers take seeds one at a time, in order: a seed costs tens of
 	// microseconds, so the shared counter is no cost, and a sweep that
@@ -258,7 +251,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det float64, bar *progre
 					return
 				}
 				seed := seeds.at(i)
-				check := every > 0 && seed%every == 0
+				check := det.checks(seed)
 				o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
 				st.steps.Add(uint64(o.res.Steps))
 				st.record(seed, &o, check)
