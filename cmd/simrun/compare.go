@@ -59,11 +59,12 @@ type compareMode struct {
 }
 
 type modeRate struct {
-	Count     uint64     `json:"count"`
-	Rate      float64    `json:"rate"`
-	CI95      [2]float64 `json:"ci95"`
-	FirstSeed *uint64    `json:"first_seed"`
-	Replay    string     `json:"replay,omitempty"`
+	Count      uint64     `json:"count"`
+	Rate       float64    `json:"rate"`
+	CI95       [2]float64 `json:"ci95"`
+	UpperBound float64    `json:"upper_bound"` // the rule of three when the mode is not seen, as the text says
+	FirstSeed  *uint64    `json:"first_seed"`
+	Replay     string     `json:"replay,omitempty"`
 }
 
 func cmdCompare(args []string, stdout, stderr io.Writer) error {
@@ -277,9 +278,11 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 				mr = modeRate{Count: m.Count, Rate: m.Rate, CI95: m.CI95, FirstSeed: &first, Replay: m.Replay}
 			}
 		}
+		rate := triage.Rate{K: int(mr.Count), N: int(r.Seeds)}
 		if mr.FirstSeed == nil {
-			mr.CI95[0], mr.CI95[1] = triage.Rate{K: 0, N: int(r.Seeds)}.CI95()
+			mr.CI95[0], mr.CI95[1] = rate.CI95()
 		}
+		mr.UpperBound = rate.UpperBound()
 		return mr
 	}
 	cmps := triage.CompareModes(tally(&res.A.sweepResult), tally(&res.B.sweepResult))

@@ -75,6 +75,9 @@ func TestCompareLegacyAgainstFixed(t *testing.T) {
 	race := modeOf(t, r, "no-cross-incarnation-delivery")
 	assert.Zero(t, race.B.Count)
 	assert.Nil(t, race.B.FirstSeed)
+	assert.Equal(t, 0.02, race.B.UpperBound, "3/150, the rule of three the text gives")
+	assert.Equal(t, 0.02, r.B.UpperBound)
+	assert.Equal(t, race.A.CI95[1], race.A.UpperBound)
 	assert.NotNil(t, race.A.FirstSeed)
 	assert.Contains(t, race.A.Replay, "simrun replay ")
 

@@ -204,6 +204,7 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	rate := triage.Rate{K: int(m.Failures), N: int(m.Seeds)}
 	m.Rate = rate.P()
 	m.CI95[0], m.CI95[1] = rate.CI95()
+	m.UpperBound = rate.UpperBound()
 
 	slices.Sort(m.Nondetermined)
 	slices.Sort(m.FailingSeeds)

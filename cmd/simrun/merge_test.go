@@ -81,6 +81,10 @@ func TestMergeOfPassingShardsIsExitZero(t *testing.T) {
 	code, out, _ := simrun(t, append([]string{"merge"}, files...)...)
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "failures: 0/60 = 0% [≤ 5.0%, rule of three]")
+	_, out, _ = simrun(t, append([]string{"merge", "-json"}, files...)...)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, 0.05, m.UpperBound, "3/60, as the text says")
 }
 
 func TestMergeKeepsTruncatedListsHonest(t *testing.T) {

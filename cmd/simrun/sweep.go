@@ -39,6 +39,7 @@ type sweepResult struct {
 	Failures      uint64      `json:"failures"`
 	Rate          float64     `json:"rate"`
 	CI95          [2]float64  `json:"ci95"`
+	UpperBound    float64     `json:"upper_bound"` // the rule of three when nothing failed, as the text says; else ci95's upper end
 	FirstFailure  *uint64     `json:"first_failure"`
 	FailingSeeds  []uint64    `json:"failing_seeds"`
 	Truncated     bool        `json:"failing_seeds_truncated,omitempty"`
@@ -351,6 +352,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}
 	r.Rate = rate.P()
 	r.CI95[0], r.CI95[1] = rate.CI95()
+	r.UpperBound = rate.UpperBound()
 	if len(st.failing) > 0 {
 		f := st.failing[0]
 		r.FirstFailure = &f

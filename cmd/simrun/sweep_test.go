@@ -140,3 +140,18 @@ func TestMergeSaysWhichShardStoppedEarly(t *testing.T) {
 	assert.Equal(t, seedSet{spans: []span{{1, first.Seeds}, {101, 200}}}.String(), m.SeedRange, "the first seeds of shard 1, all of shard 2")
 	assert.Equal(t, first.Seeds+100, m.Seeds)
 }
+
+// TestSweepJSONUpperBoundAgreesWithTheText: with no failure the text gives
+// the rule of three, and so does upper_bound; with failures it is the
+// Wilson interval's upper end.
+func TestSweepJSONUpperBoundAgreesWithTheText(t *testing.T) {
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-60")
+	require.Equal(t, 0, code)
+	assert.Equal(t, 0.05, r.UpperBound, "3/60")
+	_, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-60", "-out", t.TempDir())
+	assert.Contains(t, out, "0/60 = 0% [≤ 5.0%, rule of three]")
+
+	code, r = sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-60")
+	require.Equal(t, 1, code)
+	assert.Equal(t, r.CI95[1], r.UpperBound)
+}
