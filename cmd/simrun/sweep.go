@@ -451,6 +451,16 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) erro
 	if r.Failures > 0 {
 		summary.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
 	}
+	// A case per failing seed is bounded as the JSON list is: a sweep of a
+	// broken build fails on most of a million seeds. One more case says
+	// how many were left out, so that the report does not pass them over.
+	if left := r.Failures - uint64(len(r.FailingSeeds)); left > 0 {
+		rest := st.failing[len(r.FailingSeeds):]
+		cases = append(cases, triage.JUnitCase{Name: fmt.Sprintf("%d more failing seeds", left), Classname: "simrun." + r.Scenario,
+			Failure: fmt.Sprintf("%d more seeds failed, from seed %d to seed %d: this report lists the first %d failing seeds, a case each",
+				left, rest[0], rest[len(rest)-1], len(r.FailingSeeds)),
+			Output: "sweep a narrower -seeds range to list them"})
+	}
 	cases = append([]triage.JUnitCase{summary}, cases...)
 	return writeFile(file, func(w io.Writer) error {
 		return triage.WriteJUnit(w, "simrun sweep "+r.Scenario, cases)

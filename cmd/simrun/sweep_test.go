@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,4 +155,38 @@ func TestSweepJSONUpperBoundAgreesWithTheText(t *testing.T) {
 	code, r = sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-60")
 	require.Equal(t, 1, code)
 	assert.Equal(t, r.CI95[1], r.UpperBound)
+}
+
+// TestSweepJUnitSaysHowManyFailingSeedsItLeftOut: past 1,000 failing
+// seeds the report has no case per seed, and one case says so.
+func TestSweepJUnitSaysHowManyFailingSeedsItLeftOut(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "sweep.xml")
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-1400", "-junit", junit)
+	require.Equal(t, 1, code)
+	require.Greater(t, r.Failures, uint64(failingSeedsMax))
+	data, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	var doc struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(data, &doc))
+	require.Len(t, doc.Suites, 1)
+	cases := doc.Suites[0].Cases
+	require.Equal(t, 1+failingSeedsMax+1, len(cases), "the summary, a case per listed seed, and the rest")
+	left := r.Failures - failingSeedsMax
+	last := cases[len(cases)-1]
+	assert.Equal(t, fmt.Sprintf("%d more failing seeds", left), last.Name)
+	require.NotNil(t, last.Failure)
+	assert.Contains(t, last.Failure.Message, fmt.Sprintf("%d more seeds failed, from seed ", left))
+	assert.Contains(t, last.Failure.Message, "this report lists the first 1000 failing seeds, a case each")
+	assert.Equal(t, 1+failingSeedsMax+1, doc.Suites[0].Failures)
 }
