@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -194,4 +195,23 @@ func parseCheckShare(s string) (checkShare, error) {
 		c = 1 // a share asked for checks some seeds
 	}
 	return c, nil
+}
+
+// wholeNumber is a flag that takes a whole number ≥ 0 and says so when
+// given anything else, where the flag package's own uint64 says only
+// "parse error".
+type wholeNumber uint64
+
+func (n *wholeNumber) String() string { return strconv.FormatUint(uint64(*n), 10) }
+
+func (n *wholeNumber) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("want a whole number from 0 to %d", uint64(math.MaxUint64))
+	}
+	if err != nil {
+		return errors.New("want a whole number ≥ 0")
+	}
+	*n = wholeNumber(v)
+	return nil
 }

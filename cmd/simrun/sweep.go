@@ -78,7 +78,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
-	stopAfter := fs.Uint64("stop-after", 0, "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
+	var stopAfter wholeNumber
+	fs.Var(&stopAfter, "stop-after", "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -118,7 +119,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	bar := wf.progress(stderr, seeds.n, "seeds")
-	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: *stopAfter}
+	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter)}
 	sw := sweepInto(st, sp, seeds, det, bar)
 	if bar != nil {
 		bar.Finish()

@@ -106,7 +106,9 @@ func TestSweepStopFlagsRefuseBadValues(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{"-for -1s", "-for must be ≥ 0 (0 means no budget), got -1s"},
 		{"-for soon", `invalid value "soon" for flag -for`},
-		{"-stop-after -1", `invalid value "-1" for flag -stop-after`},
+		{"-stop-after -1", `invalid value "-1" for flag -stop-after: want a whole number ≥ 0`},
+		{"-stop-after 1.5", `invalid value "1.5" for flag -stop-after: want a whole number ≥ 0`},
+		{"-stop-after 18446744073709551616", `invalid value "18446744073709551616" for flag -stop-after: want a whole number from 0 to 18446744073709551615`},
 	} {
 		var flag, value string
 		_, err := fmt.Sscan(c.args, &flag, &value)
