@@ -158,6 +158,7 @@ func TestCompareBadFlagsAreExitTwo(t *testing.T) {
 		{[]string{"-a", "-legacy"}, `variant A (-a "-legacy"): -scenario is required`},
 		{[]string{"-scenario", "abort-reuse", "-seeds", "5-1"}, "is empty: its end 1 is below its start 5"},
 		{[]string{"-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
+		{[]string{"-scenario", "abort-reuse", "-j", "100000"}, "-j must be at most 1024 (each run takes a core; more workers than cores add nothing), got 100000"},
 	}
 	for _, c := range cases {
 		code, _, errOut := simrun(t, append([]string{"compare"}, c.args...)...)

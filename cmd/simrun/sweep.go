@@ -148,6 +148,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// jobsMax bounds -j. Each run is single-threaded and CPU-bound, so workers
+// past the machine's cores add memory (a pool of goroutines each) and no
+// speed; the bound is a fixed number, the same on every machine, and far
+// above any core count a sweep runs on. Past it -j is refused rather than
+// cut down: the worker count is part of the result, and -j 100000 is
+// more likely a typo than a wish.
+const jobsMax = 1024
+
 // sweepFlags are the flags sweep and compare share: which seeds, on how
 // many workers and in what budget, what share of them runs twice, and how
 // the tally is shown.
@@ -160,7 +168,7 @@ type sweepFlags struct {
 
 func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
 	fs.StringVar(&f.seeds, "seeds", "1-1000", seedsDoc+": a range A-B, a seed, or a list such as 1,5,9-12")
-	fs.IntVar(&f.jobs, "j", runtime.GOMAXPROCS(0), "runs in parallel (one per core)")
+	fs.IntVar(&f.jobs, "j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("runs in parallel (one per core), at most %d", jobsMax))
 	fs.BoolVar(&f.json, "json", false, jsonDoc)
 	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree, spread evenly over the seed numbers (1% runs seeds 100, 200, … twice; 0 none)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar, even on a terminal")
@@ -172,6 +180,9 @@ func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
 func (f *sweepFlags) check() (checkShare, error) {
 	if f.jobs < 1 {
 		return 0, usagef("-j must be ≥ 1, got %d", f.jobs)
+	}
+	if f.jobs > jobsMax {
+		return 0, usagef("-j must be at most %d (each run takes a core; more workers than cores add nothing), got %d", jobsMax, f.jobs)
 	}
 	if f.budget < 0 {
 		return 0, usagef("-for must be ≥ 0 (0 means no budget), got %v", f.budget)

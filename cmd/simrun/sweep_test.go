@@ -102,10 +102,12 @@ func TestSweepThatRanEverySeedDidNotStopEarly(t *testing.T) {
 	assert.Empty(t, r.Requested)
 }
 
-func TestSweepStopFlagsRefuseBadValues(t *testing.T) {
+func TestSweepFlagsRefuseBadValues(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{"-for -1s", "-for must be ≥ 0 (0 means no budget), got -1s"},
 		{"-for soon", `invalid value "soon" for flag -for`},
+		{"-j 100000", "-j must be at most 1024 (each run takes a core; more workers than cores add nothing), got 100000"},
+		{"-j 0", "-j must be ≥ 1, got 0"},
 		{"-stop-after -1", `invalid value "-1" for flag -stop-after: want a whole number ≥ 0`},
 		{"-stop-after 1.5", `invalid value "1.5" for flag -stop-after: want a whole number ≥ 0`},
 		{"-stop-after 18446744073709551616", `invalid value "18446744073709551616" for flag -stop-after: want a whole number from 0 to 18446744073709551615`},
