@@ -133,6 +133,8 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, "")}
 	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, "")}
+	stA.printWarnings(stderr, "compare, A")
+	stB.printWarnings(stderr, "compare, B")
 	// Each variant writes its schedules into a directory of its own: the
 	// file names say scenario, engine and seed, which both may share, and
 	// one variant's file must not replace the other's.

@@ -122,6 +122,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		// As simrun replay says it: the flags match what the file records.
 		return usagef("%s no longer matches the code: %v", r.file, mm)
 	}
+	for _, w := range o.res.Warnings {
+		fmt.Fprintf(stderr, "simrun run: warning: %s\n", w)
+	}
 	return report(sp, &o, &of, nil, stdout)
 }
 

@@ -125,6 +125,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		bar.Finish()
 	}
 	res := sw.summary(sp, *shardFlag)
+	sw.printWarnings(stderr, "sweep")
 	// Schedule files and replay commands for the first failing seed of
 	// every mode.
 	if err := writeModeSchedules(sp, &res, *out); err != nil {
@@ -219,6 +220,7 @@ type sweepState struct {
 	elapsed   time.Duration
 	firstErrs map[uint64]error
 	sigs      map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
+	warnings  map[string]*warnTally
 
 	// A sweep may stop taking seeds early: after budget of wall time, or
 	// once stopAfter failures are seen (zero: never). The seeds that ran
@@ -230,6 +232,31 @@ type sweepState struct {
 	stopped   string  // why the sweep stopped early; "" when it ran every seed
 	requested seedSet // the seeds asked for
 	ran       seedSet // the seeds that ran
+}
+
+// warnTally counts the seeds whose run gave a warning (sim.Result.Warnings):
+// what the strategy could not do as asked, a misspelt starve prefix most
+// often, which would otherwise pass as seeds that found nothing.
+type warnTally struct {
+	count     uint64
+	firstSeed uint64
+}
+
+// printWarnings writes a sweep's warnings to w, in the order of the seed
+// that first gave each.
+func (st *sweepState) printWarnings(w io.Writer, cmd string) {
+	texts := make([]string, 0, len(st.warnings))
+	for text := range st.warnings {
+		texts = append(texts, text)
+	}
+	sort.Slice(texts, func(i, j int) bool {
+		a, b := st.warnings[texts[i]], st.warnings[texts[j]]
+		return a.firstSeed < b.firstSeed || a.firstSeed == b.firstSeed && texts[i] < texts[j]
+	})
+	for _, text := range texts {
+		t := st.warnings[text]
+		fmt.Fprintf(w, "simrun %s: warning, in %d of %d seeds (first seed %d): %s\n", cmd, t.count, st.ran.n, t.firstSeed, text)
+	}
 }
 
 type modeTally struct {
@@ -295,6 +322,18 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	defer st.mu.Unlock()
 	if checked {
 		st.checked++
+	}
+	for _, text := range o.res.Warnings {
+		if st.warnings == nil {
+			st.warnings = map[string]*warnTally{}
+		}
+		t := st.warnings[text]
+		if t == nil {
+			t = &warnTally{firstSeed: seed}
+			st.warnings[text] = t
+		}
+		t.count++
+		t.firstSeed = min(t.firstSeed, seed)
 	}
 	if !o.failed() {
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -193,4 +194,21 @@ func TestSweepJUnitSaysHowManyFailingSeedsItLeftOut(t *testing.T) {
 	assert.Contains(t, last.Failure.Message, fmt.Sprintf("%d more seeds failed, from seed ", left))
 	assert.Contains(t, last.Failure.Message, "this report lists the first 1000 failing seeds, a case each")
 	assert.Equal(t, 1+failingSeedsMax+1, doc.Suites[0].Failures)
+}
+
+// TestAStarvePrefixThatMatchesNoTaskIsReported: a misspelt prefix starves
+// nothing, and its seeds would pass as seeds that found nothing; run and
+// sweep say so on standard error, once per distinct warning.
+func TestAStarvePrefixThatMatchesNoTaskIsReported(t *testing.T) {
+	code, _, stderr := simrun(t, "run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-strategy", "starve:output-handlr", "-out", t.TempDir())
+	require.Equal(t, 0, code)
+	assert.Contains(t, stderr, `simrun run: warning: sim: strategy starve:output-handlr starved nothing: no task of the run has a name starting with "output-handlr"`)
+
+	code, stdout, stderr := simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-40", "-quiet", "-strategy", "starve:output-handlr", "-out", t.TempDir())
+	require.Equal(t, 0, code, stdout)
+	assert.Contains(t, stderr, "simrun sweep: warning, in 40 of 40 seeds (first seed 1): sim: strategy starve:output-handlr starved nothing")
+	assert.Equal(t, 1, strings.Count(stderr, "warning"), "one line per distinct warning")
+
+	_, _, stderr = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-40", "-quiet", "-out", t.TempDir())
+	assert.NotContains(t, stderr, "warning", "the scenario's own starve prefix matches")
 }
