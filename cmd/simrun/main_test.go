@@ -189,6 +189,8 @@ func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
 		{[]string{"run", "-scenario", "nope"}, `unknown scenario "nope"`},
 		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "nope"}, `unknown strategy "nope"`},
 		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "pct:0"}, "want pct:D with a depth D ≥ 1"},
+		{[]string{"run", "-scenario", "abort-reuse", "-seed", "-1"}, `invalid value "-1" for flag -seed: want a whole number ≥ 0`},
+		{[]string{"shrink", "-scenario", "abort-reuse", "-seed", "1.5"}, `invalid value "1.5" for flag -seed: want a whole number ≥ 0`},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", ""}, "-seeds is empty"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", "9-3"}, "is empty: its end 3 is below its start 9"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-seeds", "x"}, `"x" is not a seed or a range`},

@@ -100,7 +100,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	of.register(fs)
 	of.registerSchedule(fs)
-	seed := fs.Uint64("seed", 1, "the seed")
+	seedFlag := wholeNumber(1)
+	fs.Var(&seedFlag, "seed", "the seed `N` to run")
+	seed := (*uint64)(&seedFlag)
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)

@@ -54,7 +54,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 	var sf specFlags
 	sf.register(fs)
-	seed := fs.Uint64("seed", 1, "the seed whose failure to shrink")
+	seedFlag := wholeNumber(1)
+	fs.Var(&seedFlag, "seed", "the seed `N` whose failure to shrink")
+	seed := (*uint64)(&seedFlag)
 	out := fs.String("out", "out", "directory for the shrunk schedule file")
 	story := fs.Bool("story", false, "print the shrunk run as a story: starvation, engine events, the failure")
 	trace := fs.String("trace", "", "write the shrunk run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
