@@ -239,17 +239,17 @@ func extract(root, rev, dir string) error {
 		return err
 	}
 	untar.Stdin = pipe
-	var errs bytes.Buffer
-	archive.Stderr, untar.Stderr = &errs, &errs
+	var archiveErrs, untarErrs bytes.Buffer // each written by its own copier
+	archive.Stderr, untar.Stderr = &archiveErrs, &untarErrs
 	if err := untar.Start(); err != nil {
 		return fmt.Errorf("tar: %v", err)
 	}
 	if err := archive.Run(); err != nil {
 		untar.Wait()
-		return fmt.Errorf("git archive %s: %v: %s", rev, err, errs.String())
+		return fmt.Errorf("git archive %s: %v: %s", rev, err, archiveErrs.String())
 	}
 	if err := untar.Wait(); err != nil {
-		return fmt.Errorf("tar: %v: %s", err, errs.String())
+		return fmt.Errorf("tar: %v: %s", err, untarErrs.String())
 	}
 	return nil
 }
