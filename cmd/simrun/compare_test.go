@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -116,19 +114,7 @@ func TestComparePerModeVerdicts(t *testing.T) {
 	assert.Less(t, crash.P, 0.05)
 	assert.Contains(t, crash.B.Replay, "simrun replay ")
 
-	data, err := os.ReadFile(junit)
-	require.NoError(t, err)
-	var doc struct {
-		Suites []struct {
-			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"failure"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	require.NoError(t, xml.Unmarshal(data, &doc))
+	doc := readJUnit(t, junit)
 	require.Len(t, doc.Suites, 1)
 	var names []string
 	for _, c := range doc.Suites[0].Cases {

@@ -146,22 +146,7 @@ func TestSweepJUnit(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "report.xml")
 	code, _, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-30", "-legacy", "-junit", file, "-out", t.TempDir(), "-quiet")
 	require.Equal(t, 1, code)
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var doc struct {
-		Suites []struct {
-			Tests    int `xml:"tests,attr"`
-			Failures int `xml:"failures,attr"`
-			Cases    []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"failure"`
-				Out string `xml:"system-out"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	require.NoError(t, xml.Unmarshal(data, &doc))
+	doc := readJUnit(t, file)
 	require.Len(t, doc.Suites, 1)
 	s := doc.Suites[0]
 	assert.Equal(t, len(s.Cases), s.Tests)
@@ -267,4 +252,29 @@ func TestFailpointFlag(t *testing.T) {
 		assert.Equal(t, 2, code, spec)
 		assert.Contains(t, errOut, want, spec)
 	}
+}
+
+// junitDoc is what the tests read of a JUnit report.
+type junitDoc struct {
+	Suites []struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"failure"`
+			Out string `xml:"system-out"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// readJUnit parses the JUnit report in file.
+func readJUnit(t *testing.T, file string) junitDoc {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var doc junitDoc
+	require.NoError(t, xml.Unmarshal(data, &doc), "%s is not JUnit XML", file)
+	return doc
 }

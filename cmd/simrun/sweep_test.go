@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,21 +168,7 @@ func TestSweepJUnitSaysHowManyFailingSeedsItLeftOut(t *testing.T) {
 	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-1400", "-junit", junit)
 	require.Equal(t, 1, code)
 	require.Greater(t, r.Failures, uint64(failingSeedsMax))
-	data, err := os.ReadFile(junit)
-	require.NoError(t, err)
-	var doc struct {
-		Suites []struct {
-			Tests    int `xml:"tests,attr"`
-			Failures int `xml:"failures,attr"`
-			Cases    []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"failure"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	require.NoError(t, xml.Unmarshal(data, &doc))
+	doc := readJUnit(t, junit)
 	require.Len(t, doc.Suites, 1)
 	cases := doc.Suites[0].Cases
 	require.Equal(t, 1+failingSeedsMax+1, len(cases), "the summary, a case per listed seed, and the rest")
