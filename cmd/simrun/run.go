@@ -281,6 +281,9 @@ func (s *spec) checkRecorded(r replayFile) error {
 	if !slices.Equal(fps, s.failpoints) {
 		diffs = append(diffs, fmt.Sprintf("%s, not %s", failpointList(fps), failpointList(s.failpoints)))
 	}
+	if d := envMismatch(r.sch); d != "" {
+		diffs = append(diffs, d)
+	}
 	if len(diffs) == 0 {
 		return nil
 	}

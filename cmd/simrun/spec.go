@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -180,14 +181,41 @@ func (s *spec) meta(o *outcome) []sim.Meta {
 	for _, fp := range s.failpoints {
 		m = append(m, sim.Meta{Key: "failpoint", Value: fp})
 	}
+	if env := os.Getenv("GO_FAILPOINTS"); strings.TrimSpace(env) != "" {
+		m = append(m, sim.Meta{Key: "go-failpoints", Value: env})
+	}
 	if o.err != nil {
 		m = append(m, sim.Meta{Key: "error", Value: firstLine(o.err.Error())})
 	}
 	return m
 }
 
+// envMismatch says how GO_FAILPOINTS differs from what a schedule was
+// recorded with ("" when it does not): its failpoints are part of every run,
+// and a replay under others would diverge as if the code had changed.
+func envMismatch(sch *sim.Schedule) string {
+	recorded, _ := sch.Get("go-failpoints")
+	now := os.Getenv("GO_FAILPOINTS")
+	if strings.TrimSpace(now) == "" {
+		now = ""
+	}
+	if recorded == now {
+		return ""
+	}
+	say := func(v string) string {
+		if v == "" {
+			return "unset"
+		}
+		return shellQuote(v)
+	}
+	return fmt.Sprintf("GO_FAILPOINTS %s, not %s", say(recorded), say(now))
+}
+
 // specFromSchedule rebuilds the spec of a recorded run.
 func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
+	if d := envMismatch(sch); d != "" {
+		return nil, 0, fmt.Errorf("the schedule was recorded with %s: set it as it was", d)
+	}
 	get := func(k string) (string, error) {
 		v, ok := sch.Get(k)
 		if !ok {
@@ -236,7 +264,18 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 }
 
 // replayCommand is the one command that replays a failure.
-func replayCommand(file string) string { return "simrun replay " + shellQuote(file) }
+func replayCommand(file string) string { return envPrefix() + "simrun replay " + shellQuote(file) }
+
+// envPrefix is GO_FAILPOINTS as a command's prefix, when it is set: every
+// run adds its failpoints to the flags', so a command printed to show a run
+// again must carry it, or the run it shows is another.
+func envPrefix() string {
+	env := os.Getenv("GO_FAILPOINTS")
+	if strings.TrimSpace(env) == "" {
+		return ""
+	}
+	return "GO_FAILPOINTS=" + shellQuote(env) + " "
+}
 
 // reproducer is the command that shows a run again: the replay of its
 // schedule file, or the seed run again when there is no file; and, when two
@@ -261,7 +300,7 @@ func isNondeterministic(err error) bool {
 
 // runCommand is the command that runs the same seed again.
 func (s *spec) runCommand(seed uint64, strategy string) string {
-	cmd := fmt.Sprintf("simrun run -scenario %s -seed %d -strategy %s", s.scenario.Name, seed, shellQuote(strategy))
+	cmd := fmt.Sprintf("%ssimrun run -scenario %s -seed %d -strategy %s", envPrefix(), s.scenario.Name, seed, shellQuote(strategy))
 	if s.legacy {
 		cmd += " -legacy"
 	}

@@ -197,3 +197,29 @@ func TestAStarvePrefixThatMatchesNoTaskIsReported(t *testing.T) {
 	_, _, stderr = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-40", "-quiet", "-out", t.TempDir())
 	assert.NotContains(t, stderr, "warning", "the scenario's own starve prefix matches")
 }
+
+// TestPrintedCommandsCarryGOFailpoints: GO_FAILPOINTS adds its failpoints
+// to every run, so the commands printed to show a failing seed again carry
+// it; without it they would show another run.
+func TestPrintedCommandsCarryGOFailpoints(t *testing.T) {
+	env := `github.com/llmdst/llmdst/core/stall-mid-step=return("1ms")`
+	t.Setenv("GO_FAILPOINTS", env)
+	prefix := "GO_FAILPOINTS='" + env + "' simrun "
+	code, stdout, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", t.TempDir())
+	require.Equal(t, 1, code, stdout)
+	assert.Contains(t, stdout, "replay: "+prefix+"replay ")
+	assert.Contains(t, stdout, "or run: "+prefix+"run -scenario abort-reuse ")
+
+	replay := between(stdout, "replay: GO_FAILPOINTS='"+env+"' simrun replay ", "\n")
+	require.NotEmpty(t, replay)
+	code, stdout, _ = simrun(t, "replay", replay)
+	assert.Equal(t, 1, code, "replayed under the same GO_FAILPOINTS, the run fails as recorded")
+	assert.Contains(t, stdout, "(the same as recorded)")
+
+	t.Setenv("GO_FAILPOINTS", "")
+	code, _, stderr := simrun(t, "replay", replay)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "the schedule was recorded with GO_FAILPOINTS '"+env+"', not unset: set it as it was")
+	_, stdout, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", t.TempDir())
+	assert.NotContains(t, stdout, "GO_FAILPOINTS")
+}
