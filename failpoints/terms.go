@@ -75,17 +75,11 @@ func parseTerm(s string) (term, error) {
 		}
 		s = rest
 	}
-	name, arg, hasArg := strings.Cut(s, "(")
-	if hasArg {
-		if !strings.HasSuffix(arg, ")") {
-			return t, fmt.Errorf("unclosed %q: want %s(VALUE)", s, name)
-		}
-		arg = strings.TrimSuffix(arg, ")")
-		if uq, err := strconv.Unquote(arg); err == nil {
-			arg = uq
-		}
-		t.val, t.has = arg, true
+	name, arg, hasArg, closed := cutAction(s)
+	if !closed {
+		return t, fmt.Errorf("unclosed %q: want %s(VALUE)", s, name)
 	}
+	t.val, t.has = arg, hasArg
 	switch name {
 	case "off":
 		t.act = actOff
@@ -103,6 +97,24 @@ func parseTerm(s string) (term, error) {
 		return t, fmt.Errorf("unknown action %q: want off, return, return(VALUE) or panic", name)
 	}
 	return t, nil
+}
+
+// cutAction splits an action from its optional value, as in
+// return("5ms"): the action's name, the value unquoted, whether one was
+// given, and false when its parenthesis is not closed.
+func cutAction(s string) (name, val string, has, closed bool) {
+	name, val, has = strings.Cut(s, "(")
+	if !has {
+		return name, "", false, true
+	}
+	if !strings.HasSuffix(val, ")") {
+		return name, "", true, false
+	}
+	val = strings.TrimSuffix(val, ")")
+	if uq, err := strconv.Unquote(val); err == nil {
+		val = uq
+	}
+	return name, val, true, true
 }
 
 // eval walks the chain as pingcap does: the first term its modifier allows

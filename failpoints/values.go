@@ -87,13 +87,9 @@ func readPingcap(desc string) []term {
 			}
 			s = s[i+1:]
 		}
-		name, arg, hasArg := strings.Cut(s, "(")
-		if name != "return" || !hasArg || !strings.HasSuffix(arg, ")") {
+		name, arg, hasArg, closed := cutAction(s)
+		if name != "return" || !hasArg || !closed {
 			continue
-		}
-		arg = strings.TrimSuffix(arg, ")")
-		if uq, err := strconv.Unquote(arg); err == nil {
-			arg = uq
 		}
 		ts = append(ts, term{act: actReturn, val: arg, has: true, src: src})
 	}
