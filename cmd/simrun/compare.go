@@ -303,7 +303,7 @@ func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 		m := &r.Modes[i]
 		// A seed whose two runs differed runs twice again, so that the
 		// schedule written is one of a pair that was compared.
-		nondet := m.Signature == "nondeterministic"
+		nondet := m.Signature == sigNondeterministic
 		o := sp.run(m.FirstSeed, sim.Options{CheckDeterminism: nondet})
 		file := sp.scheduleFile(dir, m.FirstSeed, "")
 		if err := writeSchedule(file, sp, &o); err != nil {

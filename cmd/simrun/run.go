@@ -100,9 +100,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	of.register(fs)
 	of.registerSchedule(fs)
-	seedFlag := wholeNumber(1)
-	fs.Var(&seedFlag, "seed", "the seed `N` to run")
-	seed := (*uint64)(&seedFlag)
+	seed := new(uint64(1))
+	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` to run")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
@@ -119,10 +118,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
-	var mm *sim.ScheduleMismatchError
-	if replaying && errors.As(o.res.Err, &mm) {
+	if replaying {
 		// As simrun replay says it: the flags match what the file records.
-		return usagef("%s no longer matches the code: %v", r.file, mm)
+		if err := diverged(r.file, o.res.Err); err != nil {
+			return err
+		}
 	}
 	for _, w := range o.res.Warnings {
 		fmt.Fprintf(stderr, "simrun run: warning: %s\n", w)
@@ -156,9 +156,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.tracing()})
 	o.strategy, _ = sch.Get("strategy")
-	var mm *sim.ScheduleMismatchError
-	if errors.As(o.res.Err, &mm) {
-		return usagef("%s no longer matches the code: %v", rest[0], mm)
+	if err := diverged(rest[0], o.res.Err); err != nil {
+		return err
 	}
 	recorded, _ := sch.Get("trace-hash")
 	rp := &replayed{file: rest[0], same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
@@ -272,12 +271,7 @@ func (s *spec) checkRecorded(r replayFile) error {
 	if eng, ok := r.sch.Get("engine"); ok && eng != s.engineName() {
 		diffs = append(diffs, fmt.Sprintf("the %s engine, not the %s one", eng, s.engineName()))
 	}
-	var fps []string
-	for _, m := range r.sch.Meta {
-		if m.Key == "failpoint" {
-			fps = append(fps, m.Value)
-		}
-	}
+	fps := recordedFailpoints(r.sch)
 	if !slices.Equal(fps, s.failpoints) {
 		diffs = append(diffs, fmt.Sprintf("%s, not %s", failpointList(fps), failpointList(s.failpoints)))
 	}
@@ -326,6 +320,16 @@ func writeSchedule(file string, sp *spec, o *outcome, extra ...sim.Meta) error {
 		_, err := io.WriteString(w, sch.String())
 		return err
 	})
+}
+
+// diverged is the usage error of a replay of file that left its schedule:
+// the flags match what the file records, so the code has changed.
+func diverged(file string, runErr error) error {
+	var mm *sim.ScheduleMismatchError
+	if errors.As(runErr, &mm) {
+		return usagef("%s no longer matches the code: %v", file, mm)
+	}
+	return nil
 }
 
 func readSchedule(file string) (*sim.Schedule, error) {

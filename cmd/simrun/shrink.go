@@ -54,9 +54,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 	var sf specFlags
 	sf.register(fs)
-	seedFlag := wholeNumber(1)
-	fs.Var(&seedFlag, "seed", "the seed `N` whose failure to shrink")
-	seed := (*uint64)(&seedFlag)
+	seed := new(uint64(1))
+	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` whose failure to shrink")
 	out := fs.String("out", "out", "directory for the shrunk schedule file")
 	story := fs.Bool("story", false, "print the shrunk run as a story: starvation, engine events, the failure")
 	trace := fs.String("trace", "", "write the shrunk run's trace to `FILE`: Perfetto/Chrome JSON (.json), JSON lines (.jsonl) or text (.txt)")
@@ -80,10 +79,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	var o outcome
 	from := ""
 	if len(rest) == 1 {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for _, name := range []string{"scenario", "seed", "strategy", "legacy", "steps-max", "failpoint"} {
-			if set[name] {
+			if flagGiven(fs, name) {
 				return usagef("-%s does not go with a schedule file: the file says how its run was made", name)
 			}
 		}
@@ -100,9 +97,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		*seed = s
 		o = sp.run(s, sim.Options{Strategy: sim.Replay(sch)})
 		o.strategy, _ = sch.Get("strategy")
-		var mm *sim.ScheduleMismatchError
-		if errors.As(o.res.Err, &mm) {
-			return usagef("%s no longer matches the code: %v", from, mm)
+		if err := diverged(from, o.res.Err); err != nil {
+			return err
 		}
 	} else {
 		if sp, err = sf.spec(); err != nil {

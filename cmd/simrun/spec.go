@@ -181,7 +181,7 @@ func (s *spec) meta(o *outcome) []sim.Meta {
 	for _, fp := range s.failpoints {
 		m = append(m, sim.Meta{Key: "failpoint", Value: fp})
 	}
-	if env := os.Getenv("GO_FAILPOINTS"); strings.TrimSpace(env) != "" {
+	if env := goFailpointsEnv(); env != "" {
 		m = append(m, sim.Meta{Key: "go-failpoints", Value: env})
 	}
 	if o.err != nil {
@@ -195,10 +195,7 @@ func (s *spec) meta(o *outcome) []sim.Meta {
 // and a replay under others would diverge as if the code had changed.
 func envMismatch(sch *sim.Schedule) string {
 	recorded, _ := sch.Get("go-failpoints")
-	now := os.Getenv("GO_FAILPOINTS")
-	if strings.TrimSpace(now) == "" {
-		now = ""
-	}
+	now := goFailpointsEnv()
 	if recorded == now {
 		return ""
 	}
@@ -252,11 +249,7 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 			return nil, 0, fmt.Errorf("the schedule's steps-max %q is not a number", v)
 		}
 	}
-	for _, m := range sch.Meta {
-		if m.Key == "failpoint" {
-			s.failpoints = append(s.failpoints, m.Value)
-		}
-	}
+	s.failpoints = recordedFailpoints(sch)
 	if err := s.options(seed).CheckFailpoints(); err != nil {
 		return nil, 0, fmt.Errorf("the schedule's failpoints: %w", err)
 	}
@@ -270,11 +263,32 @@ func replayCommand(file string) string { return envPrefix() + "simrun replay " +
 // run adds its failpoints to the flags', so a command printed to show a run
 // again must carry it, or the run it shows is another.
 func envPrefix() string {
+	env := goFailpointsEnv()
+	if env == "" {
+		return ""
+	}
+	return "GO_FAILPOINTS=" + shellQuote(env) + " "
+}
+
+// goFailpointsEnv is GO_FAILPOINTS, "" when it is unset or blank.
+func goFailpointsEnv() string {
 	env := os.Getenv("GO_FAILPOINTS")
 	if strings.TrimSpace(env) == "" {
 		return ""
 	}
-	return "GO_FAILPOINTS=" + shellQuote(env) + " "
+	return env
+}
+
+// recordedFailpoints returns the -failpoint specs a schedule was recorded
+// with.
+func recordedFailpoints(sch *sim.Schedule) []string {
+	var fps []string
+	for _, m := range sch.Meta {
+		if m.Key == "failpoint" {
+			fps = append(fps, m.Value)
+		}
+	}
+	return fps
 }
 
 // reproducer is the command that shows a run again: the replay of its
@@ -327,6 +341,9 @@ func firstLine(s string) string {
 	return line
 }
 
+// sigNondeterministic is the signature of two runs of a seed that differed.
+const sigNondeterministic = "nondeterministic"
+
 // signature names a failure mode: the violated property and where it was
 // detected, or the kind of run failure. Numbers that differ between runs of
 // the same mode (steps, times, incarnations, frames, tokens) are left out.
@@ -366,7 +383,7 @@ func signature(err error) string {
 		return "replay diverged"
 	}
 	if isNondeterministic(err) {
-		return "nondeterministic"
+		return sigNondeterministic
 	}
 	return maskDigits(firstLine(err.Error()))
 }

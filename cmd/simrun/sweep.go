@@ -339,7 +339,7 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 		return
 	}
 	sig := signature(o.err)
-	if sig == "nondeterministic" {
+	if sig == sigNondeterministic {
 		st.nondet = append(st.nondet, seed)
 	}
 	if o.res.StepLimited() {
