@@ -120,16 +120,15 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if bar != nil {
 		bar.Finish()
 	}
-	asked := seeds
-	seeds = stA.ran
+	ran := stA.ran // B ran these too
 
-	res := compareResult{SeedRange: seeds.String(), Seeds: seeds.n, Seconds: (stA.elapsed + stB.elapsed).Seconds()}
+	res := compareResult{SeedRange: ran.String(), Seeds: ran.n, Seconds: (stA.elapsed + stB.elapsed).Seconds()}
 	if stA.stopped != "" {
-		res.Requested = asked.String()
+		res.Requested = seeds.String()
 		res.Stopped = fmt.Sprintf("the %v budget (-for) ran out, half of it for A", wf.budget)
 	}
 	if res.Seconds > 0 {
-		res.SeedsPerSec = float64(seeds.n) / res.Seconds
+		res.SeedsPerSec = float64(ran.n) / res.Seconds
 	}
 	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, "")}
 	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, "")}
@@ -148,7 +147,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	res.Paired = pairSeeds(stA, stB, "")
-	rateA, rateB := triage.Rate{K: int(res.A.Failures), N: int(seeds.n)}, triage.Rate{K: int(res.B.Failures), N: int(seeds.n)}
+	rateA, rateB := triage.Rate{K: int(res.A.Failures), N: int(ran.n)}, triage.Rate{K: int(res.B.Failures), N: int(ran.n)}
 	res.P, res.Verdict = triage.CompareRates(rateA, rateB)
 	res.Modes = compareModes(stA, stB, &res)
 

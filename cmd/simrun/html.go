@@ -22,7 +22,7 @@ func writeHTML(file string, sp *spec, o *outcome, schedFile string) error {
 		{Key: "trace hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)},
 	}
 	label := "run again"
-	if schedFile != "" && schedFile != "-" {
+	if schedFile != "" {
 		label = "replay"
 	}
 	header = append(header, timeline.Field{Key: label, Value: sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)})

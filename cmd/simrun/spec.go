@@ -299,7 +299,7 @@ func (s *spec) reproducer(seed uint64, strategy string, nondeterministic bool, s
 	switch {
 	case nondeterministic:
 		return s.runCommand(seed, strategy) + " -check-determinism"
-	case schedFile != "" && schedFile != "-":
+	case schedFile != "":
 		return replayCommand(schedFile)
 	}
 	return s.runCommand(seed, strategy)
