@@ -56,7 +56,10 @@ type sched struct {
 	err       error
 	ended     bool
 	unwinding bool
-	mainErr   error
+	// draining is the task let go on in a deferred call of its own panic
+	// after the run ended (see drain); nil until then.
+	draining *drainState
+	mainErr  error
 }
 
 var (
@@ -163,10 +166,10 @@ func (s *sched) finish(t *Task) {
 		r := recover()
 		switch r.(type) {
 		case unwinding:
-			if t.draining {
+			if s.drains(t) {
 				// The deferred call that was let go on was stopped again
 				// (see drainCall): what was in flight is lost, not where.
-				s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Value: lostPanic, Stack: t.drainStack, Goexit: t.drainExit})
+				s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Value: lostPanic, Stack: s.draining.stack, Goexit: s.draining.exit})
 			}
 			t.state = stateDone
 			return
@@ -175,7 +178,7 @@ func (s *sched) finish(t *Task) {
 			// stopped, so park here until the run is unwound; the Goexit then
 			// completes on the throwaway goroutine that unwinds this task.
 			if s.unwinding {
-				if t.draining {
+				if s.drains(t) {
 					s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Goexit: true})
 				}
 				t.state = stateDone
@@ -189,7 +192,7 @@ func (s *sched) finish(t *Task) {
 			return
 		default:
 			if s.unwinding {
-				if t.draining {
+				if s.drains(t) {
 					// The task's own panic, begun before the run ended.
 					s.failUnwound(&PanicError{TaskID: t.id, Task: t.name, Value: r, Stack: debug.Stack(), site: panicSite(r)})
 				}
@@ -324,22 +327,38 @@ const drainCallsMax = 10_000
 //
 //go:noinline
 func (s *sched) drain(t *Task) bool {
-	if t.draining {
+	if s.drains(t) {
 		return false
 	}
 	inFlight, goexit := panicInFlight()
 	if !inFlight {
 		return false
 	}
-	t.draining, t.drainExit, t.drainStack = true, goexit, debug.Stack()
+	s.draining = &drainState{t: t, exit: goexit, stack: debug.Stack()}
 	return true
 }
 
-// drainCall counts a runtime call of a draining task and stops it, with the
-// panic that unwinds tasks, once it has made drainCallsMax of them.
-func (s *sched) drainCall(t *Task) {
-	if t.drainCalls++; t.drainCalls > drainCallsMax {
-		panic(unwinding{})
+// drainState is the task that drain let go on, and what it needs to report
+// its panic. The unwind stops tasks one at a time, so there is one at most;
+// it is kept here rather than on every task of every run.
+type drainState struct {
+	t     *Task
+	exit  bool   // what was in flight was a runtime.Goexit
+	stack []byte // the task's stack when the run ended
+	calls int    // runtime calls since, bounded by drainCallsMax
+}
+
+// drains reports whether t is the task drain let go on.
+func (s *sched) drains(t *Task) bool { return s.draining != nil && s.draining.t == t }
+
+// drainCall counts a runtime call made after the run ended: one of the task
+// drain let go on is stopped, with the panic that unwinds tasks, once it has
+// made drainCallsMax of them.
+func (s *sched) drainCall() {
+	if d := s.draining; d != nil && d.t == s.cur {
+		if d.calls++; d.calls > drainCallsMax {
+			panic(unwinding{})
+		}
 	}
 }
 
@@ -780,9 +799,7 @@ func (s *sched) Go(name string, fn func()) {
 func (s *sched) Yield(point string) {
 	s.enter()
 	if s.ended {
-		if s.unwinding && s.cur.draining {
-			s.drainCall(s.cur)
-		}
+		s.drainCall()
 		return
 	}
 	s.point(PointYield, point)
@@ -891,19 +908,14 @@ type ctxWatch struct {
 // not be used under the simulator.
 func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
 	s.enter()
-	if ctx.Done() == nil || s.ended {
-		// f can never run: the context is never done, or the run is over.
-		// As with context.AfterFunc, the first stop then reports that it
-		// prevented f, and any later one that it did nothing.
-		stopped := false
-		return func() bool {
-			first := !stopped
-			stopped = true
-			return first
-		}
-	}
 	w := &ctxWatch{ctx: ctx, f: f}
-	s.watches = append(s.watches, w)
+	// When f can never run (the context is never done, or the run is
+	// over), w is not watched; as with context.AfterFunc, the first stop
+	// still reports that it prevented f, and any later one that it did
+	// nothing.
+	if ctx.Done() != nil && !s.ended {
+		s.watches = append(s.watches, w)
+	}
 	return func() bool {
 		if w.done {
 			return false

@@ -294,6 +294,10 @@ func (s starveStrategy) String() string {
 	}
 	return s.name + ":" + s.max.String()
 }
+
+// victim reports whether t may be starved.
+func (s starveStrategy) victim(t *Task) bool { return !s.only || strings.HasPrefix(t.name, s.prefix) }
+
 func (s starveStrategy) NewPolicy(Chooser) Policy { return &starvePolicy{st: s} }
 
 type starvePolicy struct {
@@ -321,7 +325,7 @@ func (p *starvePolicy) Pick(v *View) Decision {
 			p.seen = v.liveVersion
 			p.match = p.match[:0]
 			for _, t := range v.Live {
-				if !p.st.only || strings.HasPrefix(t.name, p.st.prefix) {
+				if p.st.victim(t) {
 					p.match = append(p.match, t)
 				}
 			}
@@ -361,10 +365,8 @@ func (p *starvePolicy) Warnings(tasks []*Task) []string {
 	if !p.st.only {
 		return nil
 	}
-	for _, t := range tasks {
-		if strings.HasPrefix(t.name, p.st.prefix) {
-			return nil
-		}
+	if slices.ContainsFunc(tasks, p.st.victim) {
+		return nil
 	}
 	return []string{fmt.Sprintf("sim: strategy %s starved nothing: no task of the run has a name starting with %q; the run's tasks were %s", p.st, p.st.prefix, taskNames(tasks))}
 }

@@ -17,9 +17,7 @@ func (m *simMutex) Lock() {
 	if s.ended {
 		// The run is over (or being unwound): nothing else will run, so a
 		// deferred cleanup may take the lock without waiting.
-		if s.unwinding && s.cur.draining {
-			s.drainCall(s.cur)
-		}
+		s.drainCall()
 		m.owner = s.cur
 		return
 	}

@@ -58,16 +58,9 @@ type Task struct {
 	// task, not in its own coroutine (see sched.stop).
 	inChain bool
 
-	returned bool // fn returned normally
-	// draining: the run ended while the task was at a scheduling point in
-	// a deferred call of its own panic or runtime.Goexit, and it was let
-	// go on so that the panic reaches finish (see sched.drain).
-	draining   bool
-	drainExit  bool      // what was in flight was a runtime.Goexit
-	drainStack []byte    // the task's stack when the run ended
-	drainCalls int       // runtime calls since, bounded by drainCallsMax
-	waitingOn  *simMutex // for deadlock reports
-	goid       uint64    // debug mode: the goroutine running the task
+	returned  bool      // fn returned normally
+	waitingOn *simMutex // for deadlock reports
+	goid      uint64    // debug mode: the goroutine running the task
 }
 
 // ID returns the task's number: 0 for "main", then in order of creation.
