@@ -213,12 +213,11 @@ func rounds(c config, sides [2]*side, stderr io.Writer) (*results, error) {
 		for _, p := range c.pkgs { // a package's pair back to back
 			for _, i := range order(r) {
 				s := sides[i]
-				n, output, err := runBench(s, p, args, env)
+				output, err := runBench(s, p, args, env)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s %s: %v", r, s.name, p, err)
 				}
-				ran[i] += n
-				res.add(i, r-1, p, output)
+				ran[i] += res.add(i, r-1, p, output)
 			}
 		}
 	}
@@ -274,16 +273,12 @@ func build(goCmd string, s *side, p string) error {
 	return nil
 }
 
-// resultLine is a benchmark's result as the testing package prints it.
-var resultLine = regexp.MustCompile(`(?m)^Benchmark\S*\s+\d+\s`)
-
 // runBench runs one package's binary of side s once, appends what it printed
-// to s's output and returns the number of benchmark results in it and the
-// output.
-func runBench(s *side, p string, args, env []string) (int, string, error) {
+// to s's output and returns it.
+func runBench(s *side, p string, args, env []string) (string, error) {
 	bin := filepath.Join(s.bin, binName(p))
 	if _, err := os.Stat(bin); err != nil {
-		return 0, "", nil // a package without tests builds no binary
+		return "", nil // a package without tests builds no binary
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = filepath.Join(s.root, p)
@@ -292,12 +287,12 @@ func runBench(s *side, p string, args, env []string) (int, string, error) {
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
 	if _, werr := s.out.Write(buf.Bytes()); werr != nil {
-		return 0, "", werr
+		return "", werr
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("%v\n%s", err, lastLines(buf.String(), 20))
+		return "", fmt.Errorf("%v\n%s", err, lastLines(buf.String(), 20))
 	}
-	return len(resultLine.FindAllStringIndex(buf.String(), -1)), buf.String(), nil
+	return buf.String(), nil
 }
 
 func lastLines(s string, n int) string {

@@ -30,8 +30,9 @@ type results struct {
 
 func newResults() *results { return &results{values: map[metricKey]*[2][]float64{}} }
 
-// add records what side printed for package pkg in round r (0-based).
-func (rs *results) add(side, r int, pkg, output string) {
+// add records what side printed for package pkg in round r (0-based) and
+// returns the number of benchmark results in it.
+func (rs *results) add(side, r int, pkg, output string) (n int) {
 	for _, line := range strings.Split(output, "\n") {
 		f := strings.Fields(line)
 		// BenchmarkName-2  N  value unit  value unit ...
@@ -41,6 +42,7 @@ func (rs *results) add(side, r int, pkg, output string) {
 		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
 			continue
 		}
+		n++
 		name := strings.TrimPrefix(f[0], "Benchmark")
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
@@ -60,6 +62,7 @@ func (rs *results) add(side, r int, pkg, output string) {
 			vs[side][r] = v
 		}
 	}
+	return n
 }
 
 // pairedRow is the comparison of one metric.
