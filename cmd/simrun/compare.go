@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -107,6 +108,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	spA.seedTimeout, spB.seedTimeout = wf.seedTimeout, wf.seedTimeout
 	bar := wf.progress(stderr, 2*seeds.n, "runs")
 	tally := func() *sweepState {
 		return &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, sigs: map[uint64]string{}}
@@ -145,6 +147,25 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		if err := writeModeSchedules(side.sp, side.r, filepath.Join(*out, side.dir)); err != nil {
 			return err
 		}
+	}
+	// A hang stops its variant's sweep: the two no longer ran the same
+	// seeds, and no pairing of them says anything.
+	hung := false
+	for _, side := range []struct {
+		name string
+		r    *compareSide
+	}{{"A", &res.A}, {"B", &res.B}} {
+		for _, m := range side.r.Modes {
+			if m.hang != nil {
+				hung = true
+				fmt.Fprintf(stdout, "compare: variant %s (%s): seed %d hung; no comparison is made until it ends\n    %s\n    run: %s\n",
+					side.name, flagsOrNone(side.r.Flags), m.FirstSeed, m.Error, m.Replay)
+			}
+		}
+		printHangs(stderr, "compare, "+side.name, side.r.Modes)
+	}
+	if hung {
+		return errFailed
 	}
 	res.Paired = pairSeeds(stA, stB, "")
 	rateA, rateB := triage.Rate{K: int(res.A.Failures), N: int(ran.n)}, triage.Rate{K: int(res.B.Failures), N: int(ran.n)}
@@ -300,10 +321,26 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 	for i := range r.Modes {
 		m := &r.Modes[i]
-		// A seed whose two runs differed runs twice again, so that the
-		// schedule written is one of a pair that was compared.
+		var o outcome
+		if m.hang == nil {
+			// A seed whose two runs differed runs twice again, so that
+			// the schedule written is one of a pair that was compared.
+			o = sp.run(m.FirstSeed, sim.Options{CheckDeterminism: m.Signature == sigNondeterministic})
+			errors.As(o.err, &m.hang) // it failed otherwise in the sweep: not deterministic
+		}
+		if h := m.hang; h != nil {
+			// Running it again would hang again: its stacks say where.
+			if err := sp.writeStacks(dir, h); err != nil {
+				return err
+			}
+			m.Error = firstLine(h.Error())
+			m.Replay = sp.runCommand(m.FirstSeed, r.Strategy)
+			if r.FirstFailure != nil && m.FirstSeed == *r.FirstFailure {
+				r.Error, r.Replay = h.Error(), m.Replay
+			}
+			continue
+		}
 		nondet := m.Signature == sigNondeterministic
-		o := sp.run(m.FirstSeed, sim.Options{CheckDeterminism: nondet})
 		file := sp.scheduleFile(dir, m.FirstSeed, "")
 		if err := writeSchedule(file, sp, &o); err != nil {
 			return err

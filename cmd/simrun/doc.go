@@ -23,6 +23,12 @@
 // stops taking seeds early and reports the seeds that ran, the first ones
 // of -seeds; stress given -for starts no round once the budget is spent.
 //
+// A seed that has not ended after -seed-timeout of wall time (a minute by
+// default) is a hang: a task loops without a scheduling point, or blocks on
+// something the simulator cannot see. It fails with that task's stack,
+// every goroutine's stack goes to OUT/SCENARIO-ENGINE-seedN.stacks.txt, and
+// a sweep stops there.
+//
 // Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
 // bad usage or bad input, with a sentence saying what was wrong.
 package main

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/scenario"
@@ -103,13 +104,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	seed := new(uint64(1))
 	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` to run")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
+	var timeout time.Duration
+	registerSeedTimeout(fs, &timeout)
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	if err := checkSeedTimeout(timeout); err != nil {
+		return err
 	}
 	sp, err := sf.spec()
 	if err != nil {
 		return err
 	}
+	sp.seedTimeout = timeout
 	r, replaying := sp.strategy.(replayFile)
 	if replaying {
 		if recorded, ok := r.sch.Get("seed"); ok && recorded != strconv.FormatUint(*seed, 10) {
@@ -139,9 +146,14 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	var of outputFlags
 	of.register(fs)
+	var timeout time.Duration
+	registerSeedTimeout(fs, &timeout)
 	rest, err := parseFlags(fs, args, 1)
 	if err != nil {
 		return helpOK(err)
+	}
+	if err := checkSeedTimeout(timeout); err != nil {
+		return err
 	}
 	if len(rest) != 1 {
 		return usagef("want one schedule file: simrun replay FILE.schedule")
@@ -154,6 +166,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%s: %v", rest[0], err)
 	}
+	sp.seedTimeout = timeout
 	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.tracing()})
 	o.strategy, _ = sch.Get("strategy")
 	if err := diverged(rest[0], o.res.Err); err != nil {
@@ -174,6 +187,10 @@ type replayed struct {
 // report prints a run, writes its artifacts, and returns errFailed when it
 // failed. rp is nil but for a replay.
 func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Writer) error {
+	var hang *hangError
+	if errors.As(o.err, &hang) {
+		return reportHang(sp, o, hang, of, rp, stdout)
+	}
 	schedFile := ""
 	switch {
 	case rp != nil: // never rewrite the file being replayed
@@ -254,6 +271,31 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 		return errFailed
 	}
 	return nil
+}
+
+// reportHang reports a run that did not end: there is no schedule, trace or
+// hash to give, only the stacks, which go beside the schedules (for a
+// replay, beside the file replayed), and the command that runs it again.
+func reportHang(sp *spec, o *outcome, h *hangError, of *outputFlags, rp *replayed, stdout io.Writer) error {
+	dir, again := of.out, sp.runCommand(o.seed, o.strategy)
+	if rp != nil {
+		dir, again = filepath.Dir(rp.file), replayCommand(rp.file)
+	}
+	if err := sp.writeStacks(dir, h); err != nil {
+		return err
+	}
+	if of.json {
+		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+			Error: h.Error(), Signature: h.signature(), Replay: again}
+		if err := writeJSON(stdout, j); err != nil {
+			return err
+		}
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s engine: HANG\n", sp.scenario.Name, o.seed, o.strategy, sp.engineName())
+	fmt.Fprintf(stdout, "  %s\n", indent(h.Error(), "  "))
+	fmt.Fprintf(stdout, "  run again: %s\n", again)
+	return errFailed
 }
 
 // checkRecorded refuses the replay of a schedule that simrun recorded on

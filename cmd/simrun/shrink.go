@@ -35,6 +35,7 @@ type shrinkJSON struct {
 	Runs       int               `json:"runs"`
 	Exhausted  bool              `json:"tries_exhausted,omitempty"`
 	Cancelled  bool              `json:"deadline_reached,omitempty"`
+	Hang       string            `json:"candidate_hang,omitempty"` // a candidate schedule hung, and the shrink stopped
 	Schedule   string            `json:"schedule,omitempty"`
 	Replay     string            `json:"replay,omitempty"`
 	TraceHash  string            `json:"trace_hash,omitempty"`
@@ -64,9 +65,14 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	tries := fs.Int("tries", sim.DefaultShrinkRunsMax, "runs the shrink may make")
 	deadline := fs.Duration("deadline", shrinkDeadlineDefault, "wall time the shrink may take; it stops with the simplest failure found so far")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	var timeout time.Duration
+	registerSeedTimeout(fs, &timeout)
 	rest, err := parseFlags(fs, args, 1)
 	if err != nil {
 		return helpOK(err)
+	}
+	if err := checkSeedTimeout(timeout); err != nil {
+		return err
 	}
 	if *tries < 1 {
 		return usagef("-tries must be ≥ 1, got %d", *tries)
@@ -95,6 +101,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			return usagef("%s: %v", from, err)
 		}
 		*seed = s
+		sp.seedTimeout = timeout
 		o = sp.run(s, sim.Options{Strategy: sim.Replay(sch)})
 		o.strategy, _ = sch.Get("strategy")
 		if err := diverged(from, o.res.Err); err != nil {
@@ -104,6 +111,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		if sp, err = sf.spec(); err != nil {
 			return err
 		}
+		sp.seedTimeout = timeout
 		o = sp.run(*seed, sim.Options{})
 		from = sp.runCommand(*seed, o.strategy)
 	}
@@ -117,9 +125,36 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
+	var hang *hangError
+	if errors.As(o.err, &hang) {
+		// A run that does not end leaves no schedule to shrink.
+		if err := sp.writeStacks(*out, hang); err != nil {
+			return err
+		}
+		if *jsonOut {
+			j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+				Signature: hang.signature(), Error: hang.Error(), ShrunkFrom: from}
+			if err := writeJSON(stdout, j); err != nil {
+				return err
+			}
+			return errFailed
+		}
+		fmt.Fprintf(stdout, "shrink %s: HANG, nothing to shrink: a run that does not end leaves no schedule\n  %s\n", head, indent(hang.Error(), "  "))
+		return errFailed
+	}
+
 	want := signature(o.err)
+	ctx, cancel := context.WithTimeout(context.Background(), *deadline)
+	defer cancel()
+	// A candidate schedule that hangs is a failure of its own, and each
+	// leaves a goroutine behind: the shrink stops at the first.
+	var candidateHang *hangError
 	test := func(opts sim.Options) (sim.Result, bool) {
 		r := sp.run(*seed, opts)
+		if errors.As(r.err, &candidateHang) {
+			cancel()
+			return r.res, false
+		}
 		return r.res, r.failed() && signature(r.err) == want
 	}
 	opts := sim.ShrinkOptions{RunsMax: *tries, StepsMax: sp.stepsMax}
@@ -132,14 +167,17 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "  run %d: %v\n", s.Runs, s.After)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *deadline)
-	defer cancel()
 	shrunk, stats, err := sim.Shrink(ctx, o.res.Schedule, test, opts)
 	if errors.Is(err, sim.ErrShrinkNoFailure) {
 		return fmt.Errorf("%s fails, but not again when its own schedule is followed: the run is not deterministic (%v)", head, err)
 	}
 	if err != nil {
 		return err
+	}
+	if candidateHang != nil {
+		if err := sp.writeStacks(*out, candidateHang); err != nil {
+			return err
+		}
 	}
 
 	// The shrunk run, replayed strictly from its schedule: what the file
@@ -183,6 +221,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			Signature: want, Error: so.err.Error(), Before: &stats.Before, After: &stats.After, Runs: stats.Runs,
 			Exhausted: stats.Exhausted, Cancelled: stats.Cancelled, Schedule: file, Replay: replayCommand(file),
 			TraceHash: fmt.Sprintf("%016x", so.res.TraceHash), ShrunkFrom: from}
+		if candidateHang != nil {
+			j.Hang = firstLine(candidateHang.Error())
+		}
 		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}
@@ -194,6 +235,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case stats.Exhausted:
 		fmt.Fprintf(stdout, "  stopped at -tries %d: the simplest failure found so far; more tries may shrink it further\n", *tries)
+	case candidateHang != nil:
+		fmt.Fprintf(stdout, "  stopped: a candidate schedule hung, the simplest failure found so far is below\n    %s\n", indent(candidateHang.Error(), "    "))
 	case stats.Cancelled:
 		fmt.Fprintf(stdout, "  stopped at -deadline %v: the simplest failure found so far; more time may shrink it further\n", *deadline)
 	}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
@@ -22,6 +25,10 @@ type spec struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints []string // "name=terms", as -failpoint gives them
+	// seedTimeout is the wall time after which a run that has not ended is
+	// reported as a hang (-seed-timeout); 0: never. It is no part of what
+	// a run does.
+	seedTimeout time.Duration
 }
 
 // specFlags registers the flags every subcommand that runs scenarios has.
@@ -145,8 +152,17 @@ func (s *spec) options(seed uint64) scenario.Options {
 	return scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}
 }
 
-// run runs one seed.
+// run runs one seed, under a watchdog of its own when s.seedTimeout is set.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
+	o := runOne(s.seedTimeout, seed, func() outcome { return s.runSeed(seed, opts) })
+	if o.strategy == "" { // it hung
+		o.strategy = cmp.Or(opts.Strategy, s.strategyOrDefault()).String()
+	}
+	return o
+}
+
+// runSeed runs one seed on the calling goroutine.
+func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 	prog, out := s.scenario.Program(s.options(seed))
 	opts.Seed = seed
 	if opts.Strategy == nil {
@@ -162,7 +178,29 @@ func (s *spec) run(seed uint64, opts sim.Options) outcome {
 // scheduleFile names the schedule file of a seed in dir:
 // SCENARIO-ENGINE-seedN[suffix].schedule (scripts/sim-story.sh relies on it).
 func (s *spec) scheduleFile(dir string, seed uint64, suffix string) string {
-	return filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d%s.schedule", s.scenario.Name, s.engineName(), seed, suffix))
+	return s.seedFile(dir, seed, suffix+".schedule")
+}
+
+// seedFile names a file about a seed in dir: SCENARIO-ENGINE-seedN + suffix.
+func (s *spec) seedFile(dir string, seed uint64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d%s", s.scenario.Name, s.engineName(), seed, suffix))
+}
+
+// writeStacks writes the goroutine dump of a hung seed to dir, once, and
+// notes the file in the error.
+func (s *spec) writeStacks(dir string, h *hangError) error {
+	if h.written != "" {
+		return nil
+	}
+	file := s.seedFile(dir, h.seed, ".stacks.txt")
+	if err := writeFile(file, func(w io.Writer) error {
+		_, err := w.Write(h.stacks)
+		return err
+	}); err != nil {
+		return err
+	}
+	h.written = file
+	return nil
 }
 
 // meta is what a schedule file carries about its run.
@@ -370,6 +408,10 @@ func signature(err error) string {
 	var sl *sim.StepLimitError
 	if errors.As(err, &sl) {
 		return "step limit"
+	}
+	var h *hangError
+	if errors.As(err, &h) {
+		return h.signature()
 	}
 	var pe *sim.PanicError
 	if errors.As(err, &pe) {

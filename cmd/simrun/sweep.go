@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,6 +66,8 @@ type sweepMode struct {
 	FirstSeed uint64     `json:"first_seed"`
 	Error     string     `json:"error"`
 	Replay    string     `json:"replay,omitempty"`
+
+	hang *hangError // the first seed hung: there is no schedule to write
 }
 
 func cmdSweep(args []string, stdout, stderr io.Writer) error {
@@ -118,6 +121,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sp.seedTimeout = wf.seedTimeout
 	bar := wf.progress(stderr, seeds.n, "seeds")
 	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter)}
 	sw := sweepInto(st, sp, seeds, det, bar)
@@ -131,6 +135,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err := writeModeSchedules(sp, &res, *out); err != nil {
 		return err
 	}
+	printHangs(stderr, "sweep", res.Modes)
 	if *junit != "" {
 		if err := writeSweepJUnit(*junit, sp, &res, sw); err != nil {
 			return err
@@ -164,6 +169,7 @@ type sweepFlags struct {
 	seeds, det  string
 	jobs        int
 	budget      time.Duration
+	seedTimeout time.Duration
 	json, quiet bool
 }
 
@@ -173,6 +179,7 @@ func (f *sweepFlags) register(fs *flag.FlagSet, seedsDoc, jsonDoc string) {
 	fs.BoolVar(&f.json, "json", false, jsonDoc)
 	fs.StringVar(&f.det, "check-determinism", "1%", "share of seeds run twice to check that their trace hashes agree, spread evenly over the seed numbers (1% runs seeds 100, 200, … twice; 0 none)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar, even on a terminal")
+	registerSeedTimeout(fs, &f.seedTimeout)
 	fs.DurationVar(&f.budget, "for", 0, "stop taking seeds once `DURATION` of wall time is spent (a CI budget): the result covers the seeds that ran, the first ones of -seeds (0: no budget)")
 }
 
@@ -187,6 +194,9 @@ func (f *sweepFlags) check() (checkShare, error) {
 	}
 	if f.budget < 0 {
 		return 0, usagef("-for must be ≥ 0 (0 means no budget), got %v", f.budget)
+	}
+	if err := checkSeedTimeout(f.seedTimeout); err != nil {
+		return 0, err
 	}
 	return parseCheckShare(f.det)
 }
@@ -276,23 +286,36 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 	// microseconds, so the shared counter is no cost, and a sweep that
 	// stops early overshoots by at most a seed a worker.
 	var next atomic.Uint64
-	var wg sync.WaitGroup
+	var wd *watchdog
+	if sp.seedTimeout > 0 {
+		wd = startWatchdog(sp.seedTimeout, workers)
+		defer wd.stop()
+	}
+	exited := make(chan struct{}, workers)
 	start := time.Now()
 	st.start = start
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			pool := sim.NewPool() // this worker's runs reuse their goroutines
 			defer pool.Close()
+			if wd != nil {
+				wd.own(w)
+			}
 			for !st.halt.Load() {
 				i := next.Add(1) - 1
 				if i >= seeds.n {
-					return
+					break
 				}
 				seed := seeds.at(i)
 				check := det.checks(seed)
-				o := sp.run(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
+				var token uint64
+				if wd != nil {
+					token = wd.begin(w, seed)
+				}
+				o := sp.runSeed(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
+				if wd != nil && !wd.end(w, token) {
+					return // reported as hung, and counted, by the watchdog
+				}
 				st.steps.Add(uint64(o.res.Steps))
 				st.record(seed, &o, check)
 				if bar != nil {
@@ -302,9 +325,23 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 					st.stop(fmt.Sprintf("the %v budget (-for) ran out", st.budget))
 				}
 			}
+			exited <- struct{}{}
 		}()
 	}
-	wg.Wait()
+	var hung <-chan *hangError
+	if wd != nil {
+		hung = wd.hung
+	}
+	// A hung worker cannot be stopped: its goroutine is left behind, and
+	// the sweep stops, the hang counted as the failure of its seed.
+	for alive := workers; alive > 0; alive-- {
+		select {
+		case <-exited:
+		case h := <-hung:
+			st.record(h.seed, &outcome{seed: h.seed, err: h, strategy: strategy.String()}, false)
+			st.stop(fmt.Sprintf("seed %d hung (-seed-timeout %v)", h.seed, sp.seedTimeout))
+		}
+	}
 	st.elapsed = time.Since(start)
 	st.requested, st.ran = seeds, seeds
 	if done := next.Load(); done < seeds.n {
@@ -414,6 +451,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 		m := st.modes[sig]
 		mr := triage.Rate{K: int(m.count), N: int(r.Seeds)}
 		sm := sweepMode{Signature: sig, Count: m.count, Rate: mr.P(), FirstSeed: m.firstSeed, Error: firstLine(m.err.Error())}
+		errors.As(m.err, &sm.hang)
 		sm.CI95[0], sm.CI95[1] = mr.CI95()
 		r.Modes = append(r.Modes, sm)
 		if r.FirstFailure != nil && m.firstSeed == *r.FirstFailure {
@@ -425,6 +463,17 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 		r.Modes = []sweepMode{}
 	}
 	return r
+}
+
+// printHangs writes the whole error of each mode whose first seed hung, with
+// the stack of the task that held the baton: the summary gives its first
+// line only.
+func printHangs(w io.Writer, cmd string, modes []sweepMode) {
+	for _, m := range modes {
+		if m.hang != nil {
+			fmt.Fprintf(w, "simrun %s: seed %d: %s\n", cmd, m.FirstSeed, m.hang.Error())
+		}
+	}
 }
 
 // sortModes orders modes by count, most first, then by first seed.
@@ -464,7 +513,9 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "    %s\n", indent(firstLine(r.Error), "    "))
 		fmt.Fprintf(w, "    replay: %s\n", r.Replay)
-		fmt.Fprintf(w, "    or run: %s\n", sp.runCommand(*r.FirstFailure, r.Strategy))
+		if run := sp.runCommand(*r.FirstFailure, r.Strategy); run != r.Replay {
+			fmt.Fprintf(w, "    or run: %s\n", run)
+		}
 	}
 	if len(r.Modes) > 0 {
 		fmt.Fprintf(w, "  failure modes (%d):\n", len(r.Modes))

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/scenario"
+)
+
+// The hang scenario's seed spinSeed loops without a scheduling point, and
+// its seed blockSeed waits on a real channel, until the test that armed
+// them lets them go; every other seed yields a few times and ends.
+const (
+	spinSeed  = 5
+	blockSeed = 30
+)
+
+var hangGate struct {
+	mu      sync.Mutex
+	release chan struct{}
+	stuck   sync.WaitGroup // runs stuck in the gate
+}
+
+// armHang makes the hang seeds hang until the test ends, and waits at its
+// end until they have let go: no goroutine and no spinning core outlives
+// the test.
+func armHang(t *testing.T) {
+	t.Helper()
+	release := make(chan struct{})
+	hangGate.mu.Lock()
+	hangGate.release = release
+	hangGate.mu.Unlock()
+	t.Cleanup(func() {
+		hangGate.mu.Lock()
+		close(release)
+		hangGate.release = nil
+		hangGate.mu.Unlock()
+		hangGate.stuck.Wait()
+	})
+}
+
+// enterGate returns the channel a hang seed waits on, or false when no test
+// has armed them; the caller calls hangGate.stuck.Done when it lets go.
+func enterGate() (chan struct{}, bool) {
+	hangGate.mu.Lock()
+	defer hangGate.mu.Unlock()
+	if hangGate.release == nil {
+		return nil, false
+	}
+	hangGate.stuck.Add(1)
+	return hangGate.release, true
+}
+
+//go:noinline
+func spinWithoutYielding(released *atomic.Bool) int {
+	n := 0
+	for !released.Load() {
+		n++
+	}
+	return n
+}
+
+//go:noinline
+func blockOnRealChannel(release chan struct{}) { <-release }
+
+func init() {
+	scenario.Register(&scenario.Scenario{Name: "test-hang", Summary: "a scenario two seeds of which hang: one spins, one blocks on a real channel", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			x.RT.Go("worker", func() {
+				x.RT.Yield("worker")
+				if x.Opts.Seed != spinSeed && x.Opts.Seed != blockSeed {
+					return
+				}
+				release, armed := enterGate()
+				if !armed {
+					return
+				}
+				defer hangGate.stuck.Done()
+				switch x.Opts.Seed {
+				case spinSeed:
+					var released atomic.Bool
+					go func() { <-release; released.Store(true) }()
+					spinWithoutYielding(&released)
+				case blockSeed:
+					blockOnRealChannel(release)
+				}
+			})
+			for range 3 {
+				x.RT.Yield("main")
+			}
+			return nil
+		}})
+}
+
+func TestRunReportsATaskThatSpinsWithoutASchedulingPointAsAHang(t *testing.T) {
+	armHang(t)
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "run", "-scenario", "test-hang", "-seed", "5", "-seed-timeout", "100ms", "-out", dir)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "test-hang seed 5, strategy random, fixed engine: HANG")
+	assert.Contains(t, out, "a task runs in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding without reaching a scheduling point")
+	assert.Contains(t, out, "github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding(", "the stuck task's stack")
+	assert.Contains(t, out, "run again: simrun run -scenario test-hang -seed 5 -strategy random")
+	stacks := filepath.Join(dir, "test-hang-fixed-seed5.stacks.txt")
+	assert.Contains(t, out, "every goroutine's stack: "+stacks)
+	dump, err := os.ReadFile(stacks)
+	require.NoError(t, err)
+	assert.Contains(t, string(dump), "github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding(")
+	assert.NoFileExists(t, filepath.Join(dir, "test-hang-fixed-seed5.schedule"), "a run that did not end has no schedule")
+}
+
+func TestRunReportsATaskBlockedOutsideTheSimulatorAsAHang(t *testing.T) {
+	armHang(t)
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "run", "-scenario", "test-hang", "-seed", "30", "-seed-timeout", "100ms", "-out", dir, "-json")
+	require.Equal(t, 1, code, out)
+	var j runJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.True(t, j.Failed)
+	assert.Equal(t, "hang blocked in github.com/llmdst/llmdst/cmd/simrun.blockOnRealChannel", j.Signature)
+	assert.Contains(t, j.Error, "[chan receive] on something the simulator cannot see")
+	assert.Equal(t, "simrun run -scenario test-hang -seed 30 -strategy random", j.Replay)
+}
+
+func TestRunUnderTheWatchdogIsTheRunWithout(t *testing.T) {
+	var hashes []string
+	for _, timeout := range []string{"0", "1m"} {
+		code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "7", "-seed-timeout", timeout, "-json")
+		require.Equal(t, 0, code, out)
+		var j runJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &j))
+		hashes = append(hashes, j.TraceHash)
+	}
+	assert.Equal(t, hashes[0], hashes[1])
+}
+
+func TestSweepStopsAtAHungSeedAndReportsIt(t *testing.T) {
+	armHang(t)
+	dir := t.TempDir()
+	// One worker: it takes no seed past the one that hangs.
+	code, out, errOut := simrun(t, "sweep", "-scenario", "test-hang", "-seeds", "1-20", "-j", "1", "-seed-timeout", "500ms",
+		"-out", dir, "-quiet", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "seeds 1-5 of 1-20\n  stopped early: seed 5 hung (-seed-timeout 500ms)")
+	assert.Contains(t, out, "first failing seed: 5")
+	assert.Contains(t, out, "hang in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding\n      first seed 5: simrun run -scenario test-hang -seed 5 -strategy random")
+	assert.Contains(t, errOut, "simrun sweep: seed 5: hang: ")
+	assert.Contains(t, errOut, "github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding(", "the stuck task's stack")
+	assert.FileExists(t, filepath.Join(dir, "test-hang-fixed-seed5.stacks.txt"))
+
+	// Two: the other goes on until the hang is seen, and what it ran counts.
+	code, out, _ = simrun(t, "sweep", "-scenario", "test-hang", "-seeds", "1-20", "-j", "2", "-seed-timeout", "500ms", "-out", dir, "-json", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, []uint64{5}, r.FailingSeeds, "one seed hung; the others that ran passed")
+	assert.GreaterOrEqual(t, r.Seeds, uint64(5), "the seeds taken before the hang ran")
+	require.Len(t, r.Modes, 1)
+	assert.Equal(t, "hang in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding", r.Modes[0].Signature)
+}
+
+func TestShrinkOfAHangSaysThereIsNothingToShrink(t *testing.T) {
+	armHang(t)
+	code, out, _ := simrun(t, "shrink", "-scenario", "test-hang", "-seed", "5", "-seed-timeout", "100ms", "-out", t.TempDir(), "-quiet")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "HANG, nothing to shrink")
+	assert.Contains(t, out, "github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding")
+}
+
+func TestCompareMakesNoComparisonPastAHang(t *testing.T) {
+	armHang(t)
+	code, out, _ := simrun(t, "compare", "-scenario", "test-hang", "-seeds", "1-10", "-a", "", "-b", "-legacy", "-seed-timeout", "500ms",
+		"-out", t.TempDir(), "-quiet", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "compare: variant A ((no flags)): seed 5 hung; no comparison is made until it ends")
+	assert.NotContains(t, out, "Fisher")
+}
+
+func TestSeedTimeoutMustNotBeNegative(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"run", "-scenario", "abort-reuse"},
+		{"sweep", "-scenario", "abort-reuse", "-seeds", "1"},
+		{"shrink", "-scenario", "abort-reuse"},
+		{"compare", "-scenario", "abort-reuse", "-seeds", "1"},
+	} {
+		code, _, errOut := simrun(t, append(cmd, "-seed-timeout", "-1s")...)
+		assert.Equal(t, 2, code, cmd)
+		assert.Contains(t, errOut, "-seed-timeout must be ≥ 0 (0 means no timeout), got -1s", cmd)
+	}
+}
+
+func TestWatchdogReportsOnlyTheSeedThatDoesNotEnd(t *testing.T) {
+	w := startWatchdog(100*time.Millisecond, 2)
+	defer w.stop()
+	w.own(0)
+	// Slot 0 runs short seeds, one after another, for longer than the
+	// timeout in all; slot 1 starts a seed and never ends it.
+	stuck := w.begin(1, 99)
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for seed := uint64(1); time.Now().Before(deadline); seed++ {
+		token := w.begin(0, seed)
+		time.Sleep(time.Millisecond)
+		require.True(t, w.end(0, token), "seed %d ended in time", seed)
+	}
+	select {
+	case h := <-w.hung:
+		assert.Equal(t, uint64(99), h.seed)
+		assert.GreaterOrEqual(t, h.after, 100*time.Millisecond)
+	default:
+		t.Fatal("the seed that never ended was not reported")
+	}
+	assert.False(t, w.end(1, stuck), "a seed reported as hung is given up")
+	select {
+	case h := <-w.hung:
+		t.Fatalf("a second report, of seed %d", h.seed)
+	default:
+	}
+}
+
+func TestDiagnoseHangPicksTheRunnersTask(t *testing.T) {
+	// Two workers each run a task; worker 10's (goroutine 31, started by
+	// its task 20) is the one that hangs. Worker 11's task is running
+	// too, and a parked task of worker 10 is in the simulator.
+	dump := []byte(`goroutine 1 [chan receive]:
+main.main()
+	/x/main.go:1 +0x1
+
+goroutine 20 [coroutine]:
+github.com/llmdst/llmdst/sim.(*sched).stop(0xc0, 0x1)
+	/x/sim/sched.go:1 +0x1
+github.com/llmdst/llmdst/sim.(*sched).body(0xc0, 0xc1)
+	/x/sim/sched.go:2 +0x1
+created by iter.Pull[...] in goroutine 10
+	/go/iter.go:1 +0x1
+
+goroutine 41 [runnable]:
+other.busy()
+	/x/other.go:1 +0x1
+github.com/llmdst/llmdst/sim.(*sched).body(0xc0, 0xc1)
+	/x/sim/sched.go:2 +0x1
+created by iter.Pull[...] in goroutine 11
+	/go/iter.go:1 +0x1
+
+goroutine 31 [sync.Mutex.Lock, 3 minutes]:
+internal/sync.runtime_SemacquireMutex(0x1)
+	/go/rt.go:1 +0x1
+sync.(*Mutex).Lock(...)
+	/go/mutex.go:1
+example.(*Core).step(0xc0)
+	/x/core.go:9 +0x1
+github.com/llmdst/llmdst/sim.(*sched).body(0xc0, 0xc1)
+	/x/sim/sched.go:2 +0x1
+created by iter.Pull[...] in goroutine 20
+	/go/iter.go:1 +0x1
+
+goroutine 10 [coroutine]:
+main.worker()
+	/x/sweep.go:1 +0x1
+created by main.sweep in goroutine 1
+	/x/sweep.go:2 +0x1
+
+goroutine 11 [coroutine]:
+main.worker()
+	/x/sweep.go:1 +0x1
+created by main.sweep in goroutine 1
+	/x/sweep.go:2 +0x1
+`)
+	h := diagnoseHang(7, time.Second, 10, dump)
+	assert.Equal(t, "sync.Mutex.Lock", h.status)
+	assert.Equal(t, "example.(*Core).step", h.fn)
+	assert.Equal(t, "hang blocked in example.(*Core).step", h.signature())
+	assert.Contains(t, h.stack, "goroutine 31 [")
+
+	h = diagnoseHang(7, time.Second, 11, dump)
+	assert.Equal(t, "hang in other.busy", h.signature())
+
+	h = diagnoseHang(7, time.Second, 99, []byte("goroutine 1 [running]:\nmain.main()\n\t/x:1\n"))
+	assert.Equal(t, "hang", h.signature(), "no task found")
+	assert.Contains(t, h.Error(), "none of its tasks is running or blocked outside the simulator")
+}
