@@ -173,6 +173,42 @@ func TestParseStrategy(t *testing.T) {
 	assert.Positive(t, windows[len(windows)-1])
 }
 
+// TestStrategiesMadeInCodeKeepTheirWindowsInBounds: ChaosUpTo and
+// StarveUpTo take any duration; past the bounds ParseStrategy keeps, a
+// window's end would pass the end of virtual time (and the run panicked
+// on a wait before now), and the name recorded with the run would not
+// parse back.
+func TestStrategiesMadeInCodeKeepTheirWindowsInBounds(t *testing.T) {
+	for _, c := range []struct {
+		st   sim.Strategy
+		want string
+	}{
+		{sim.ChaosUpTo(math.MaxInt64), "chaos:1h0m0s"},
+		{sim.StarveUpTo("worker", math.MaxInt64), "starve:worker:1h0m0s"},
+		{sim.ChaosUpTo(0), "chaos:50µs"},
+		{sim.StarveUpTo("worker", -time.Second), "starve:worker:50µs"},
+	} {
+		assert.Equal(t, c.want, c.st.String())
+		back, err := sim.ParseStrategy(c.st.String())
+		require.NoError(t, err, c.want)
+		assert.Equal(t, c.want, back.String())
+		for seed := uint64(1); seed <= 20; seed++ {
+			res := sim.Run(sim.Options{Seed: seed, Strategy: c.st}, func(rt task.Runtime) error {
+				for i := range 3 {
+					rt.Go(fmt.Sprint("worker-", i), func() {
+						for range 5 {
+							rt.Sleep(time.Hour)
+							rt.Yield("worker")
+						}
+					})
+				}
+				return nil
+			})
+			require.NoError(t, res.Err, "%s seed %d", c.want, seed)
+		}
+	}
+}
+
 // frame is an annotation of the kind an engine publishes.
 type frame struct {
 	id    uint64

@@ -265,17 +265,28 @@ func StarveWindows(max time.Duration) []time.Duration {
 // starvation is time passing while a thread could run but does not.
 func Chaos() Strategy { return ChaosUpTo(DefaultStarveWindowMax) }
 
-// ChaosUpTo is Chaos with windows up to max.
+// ChaosUpTo is Chaos with windows up to max, which is kept within
+// [StarveWindowMin, StarveWindowLimit] as ParseStrategy keeps it: the
+// strategy's name, recorded with every run, then parses back to it.
 func ChaosUpTo(max time.Duration) Strategy {
+	max = windowMax(max)
 	return starveStrategy{name: "chaos", startOdds: 16, windows: StarveWindows(max), max: max}
+}
+
+// windowMax keeps a longest window within what ParseStrategy accepts; past
+// StarveWindowLimit, a window's end could pass the end of virtual time.
+func windowMax(longest time.Duration) time.Duration {
+	return min(max(longest, StarveWindowMin), StarveWindowLimit)
 }
 
 // Starve is Chaos with victims limited to tasks whose name starts with
 // prefix ("output-handler", "client"), starved again soon after each window.
 func Starve(prefix string) Strategy { return StarveUpTo(prefix, DefaultStarveWindowMax) }
 
-// StarveUpTo is Starve with windows up to max.
+// StarveUpTo is Starve with windows up to max, kept within bounds as
+// ChaosUpTo keeps it.
 func StarveUpTo(prefix string, max time.Duration) Strategy {
+	max = windowMax(max)
 	return starveStrategy{name: "starve:" + prefix, prefix: prefix, only: true, startOdds: 2, windows: StarveWindows(max), max: max}
 }
 
