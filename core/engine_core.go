@@ -213,7 +213,7 @@ func (c *EngineCore) runStep() {
 		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
 	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
-		panic(fmt.Sprintf("failpoint %s: %s", failpoints.ModelPanic.Name, msg))
+		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))
 	}
 	if c.cfg.StepTime > 0 {
 		c.rt.Sleep(c.cfg.StepTime)

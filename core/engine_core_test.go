@@ -103,13 +103,20 @@ func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
 }
 
 func TestEngineCoreModelPanicIsDeath(t *testing.T) {
-	faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/model-panic=panic(boom)")
-	require.NoError(t, err)
-	outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, c *core.EngineCore) {
-		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
-	})
-	require.NotEmpty(t, outs)
-	assert.ErrorContains(t, outs[len(outs)-1].Dead, "engine core: failpoint core/model-panic: boom")
+	for term, want := range map[string]string{
+		"panic(boom)":  "engine core: failpoint core/model-panic: boom",
+		"return(boom)": "engine core: failpoint core/model-panic: boom",
+		"panic":        "engine core: failpoint core/model-panic: injected panic",
+		"return":       "engine core: failpoint core/model-panic: injected panic",
+	} {
+		faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/model-panic="+term)
+		require.NoError(t, err)
+		outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, c *core.EngineCore) {
+			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
+		})
+		require.NotEmpty(t, outs, term)
+		assert.EqualError(t, outs[len(outs)-1].Dead, want, term)
+	}
 }
 
 // TestEngineCoreDiesRatherThanSpin: the core holds a request it can never

@@ -138,13 +138,19 @@ func (c *chain) eval(name string, draw func(n int) int) (string, bool) {
 		case actOff:
 			return "", false
 		case actPanic:
-			msg := t.val
-			if !t.has {
-				msg = "injected panic"
-			}
-			panic(fmt.Sprintf("failpoint %s: %s", name, msg))
+			panic(InjectedPanic(name, t.val))
 		}
 		return t.val, true
 	}
 	return "", false
+}
+
+// InjectedPanic is the message of a panic that failpoint name injects, with
+// the term's value as what went wrong; a term without one says
+// "injected panic".
+func InjectedPanic(name, value string) string {
+	if value == "" {
+		value = "injected panic"
+	}
+	return fmt.Sprintf("failpoint %s: %s", name, value)
 }
