@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
 )
@@ -75,7 +76,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: simrun compare -scenario NAME -seeds A-B -a 'FLAGS' -b 'FLAGS' [flags]")
 		fmt.Fprintln(stderr, "Runs variants A and B over the same seeds, pairs the runs by seed, and tests the")
 		fmt.Fprintln(stderr, "difference in failures, overall and for each failure mode apart (Fisher's exact test).")
-		fmt.Fprintln(stderr, "-a and -b take run's flags (-scenario, -strategy, -legacy, -steps-max, -failpoint), added to the")
+		fmt.Fprintf(stderr, "-a and -b take run's flags (%s), added to the\n", strings.Join(dashed(specFlagNames()), ", "))
 		fmt.Fprintln(stderr, "common ones: a variant's flag replaces the common one, and its -failpoint NAME=TERMS is armed")
 		fmt.Fprintln(stderr, "beside the common failpoints, in place of a common one of the same NAME.")
 		fmt.Fprintln(stderr, "With -for, A runs for half the budget and B over the seeds A ran.")
@@ -200,7 +201,7 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 	fs.SetOutput(io.Discard)
 	var v specFlags
 	v.register(fs)
-	const takes = "-a and -b take run's flags -scenario, -strategy, -legacy, -steps-max and -failpoint"
+	takes := "-a and -b take run's flags " + strings.Join(dashed(specFlagNames()), ", ")
 	if err := fs.Parse(argv); err != nil {
 		return nil, usagef("-%s %q: %v; %s", name, flags, err, takes)
 	}
@@ -237,7 +238,11 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 func mergeFailpoints(common, variant []string) []string {
 	name := func(fp string) string {
 		n, _, _ := strings.Cut(fp, "=")
-		return strings.TrimSpace(n)
+		n = strings.TrimSpace(n)
+		if p, err := failpoints.Lookup(n); err == nil {
+			return p.Name // a full name and a short one are one failpoint
+		}
+		return n
 	}
 	var out []string
 	for _, fp := range common {

@@ -206,6 +206,12 @@ func TestCompareVariantFailpoints(t *testing.T) {
 	assert.Equal(t, uint64(20), r.A.Failures)
 	assert.Zero(t, r.B.Failures)
 
+	// By its full name (GO_FAILPOINTS's) too: one failpoint, not two.
+	r = compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-20", "-failpoint", "core/model-panic=panic",
+		"-a", "", "-b", "-failpoint 'github.com/llmdst/llmdst/core/model-panic=1/1000000*panic'")
+	assert.Equal(t, uint64(20), r.A.Failures)
+	assert.Zero(t, r.B.Failures)
+
 	code, _, errOut := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-b", "-failpoint nope=panic", "-out", t.TempDir())
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `variant B (-b "-failpoint nope=panic"): -failpoint: `)

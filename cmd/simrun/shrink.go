@@ -85,7 +85,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	var o outcome
 	from := ""
 	if len(rest) == 1 {
-		for _, name := range []string{"scenario", "seed", "strategy", "legacy", "steps-max", "failpoint"} {
+		for _, name := range append(specFlagNames(), "seed") {
 			if flagGiven(fs, name) {
 				return usagef("-%s does not go with a schedule file: the file says how its run was made", name)
 			}

@@ -54,6 +54,25 @@ func (f *specFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.failpoints, "failpoint", "arm a failpoint in every run, as `NAME=TERMS` (repeatable; simrun list -failpoints shows them)")
 }
 
+// specFlagNames are the names of the flags specFlags registers: what makes
+// a run, which a schedule file records and a compare variant may set.
+func specFlagNames() []string {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	new(specFlags).register(fs)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// dashed writes flag names as a command line does.
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "-" + n
+	}
+	return out
+}
+
 // usageError is bad input: exit code 2.
 type usageError struct{ msg string }
 
