@@ -162,6 +162,17 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		}
 	}
 	m.MissingShards = missingShards(shards)
+	// Sweeps of other seed lists may each have a shard 1/2: where a name
+	// comes twice, the seeds tell its shards apart.
+	times := map[string]int{}
+	for _, name := range m.Shards {
+		times[name]++
+	}
+	for i, name := range m.Shards {
+		if times[name] > 1 {
+			m.Shards[i] = fmt.Sprintf("%s (seeds %s)", name, shards[i].SeedRange)
+		}
+	}
 
 	// Seeds and counts add up.
 	var seconds float64

@@ -192,3 +192,20 @@ func TestMergeShardsOfDifferentListsWithTheSameIndex(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "overlapping shards: "+a+" and "+a+" are both shard 1/2 of seeds 1-50")
 }
+
+// TestMergeNamesShardsOfTheSameNameApart: shard 1/2 of one seed list and
+// shard 1/2 of another do not overlap and merge, and the listing says
+// which is which instead of "1/2, 1/2".
+func TestMergeNamesShardsOfTheSameNameApart(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, seeds := range []string{"1-20", "101-120"} {
+		_, out, errOut := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", seeds, "-shard", "1/2", "-json", "-out", dir)
+		file := filepath.Join(dir, string(rune('a'+i))+".json")
+		require.NoError(t, os.WriteFile(file, []byte(out), 0o644), errOut)
+		files = append(files, file)
+	}
+	code, out, errOut := simrun(t, append([]string{"merge"}, files...)...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "merge of 2 shard(s): 1/2 (seeds 1-10), 1/2 (seeds 101-110)\n")
+}
