@@ -43,3 +43,25 @@ func TestStrategyWaitsAreCheckedAgainstNow(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("sim: strategy wait-at(%v) asked to wait until %v, which is not after now (0s)", until, until), pe.Value)
 	}
 }
+
+// TestARecordedRunIsBoundedByWhatAScheduleHolds: a run with no step limit,
+// or one past what a schedule's text may declare, would record a schedule
+// ParseSchedule refuses; recorded, it stops where a schedule ends. A run
+// that records nothing keeps the limit it was given.
+func TestARecordedRunIsBoundedByWhatAScheduleHolds(t *testing.T) {
+	for _, c := range []struct {
+		opts Options
+		want int64
+	}{
+		{Options{StepsMax: -1}, ScheduleStepsMax},
+		{Options{StepsMax: ScheduleStepsMax + 1}, ScheduleStepsMax},
+		{Options{StepsMax: ScheduleStepsMax}, ScheduleStepsMax},
+		{Options{}, DefaultStepsMax},
+		{Options{StepsMax: 500}, 500},
+		{Options{StepsMax: -1, NoRecord: true}, -1},
+		{Options{StepsMax: ScheduleStepsMax + 1, NoRecord: true}, ScheduleStepsMax + 1},
+	} {
+		s := newSched(&c.opts, NewPCGChooser(1, StreamStrategy))
+		assert.Equal(t, c.want, s.stepsMax, "%+v", c.opts)
+	}
+}

@@ -89,6 +89,9 @@ func newSched(opts *Options, c Chooser) *sched {
 	if s.stepsMax == 0 {
 		s.stepsMax = DefaultStepsMax
 	}
+	if !opts.NoRecord && (s.stepsMax < 0 || s.stepsMax > ScheduleStepsMax) {
+		s.stepsMax = ScheduleStepsMax // what a schedule can hold
+	}
 	if opts.Trace {
 		s.trace = &Trace{}
 	}

@@ -307,8 +307,8 @@ func ParseSchedule(text string) (*Schedule, error) {
 			if err != nil || n < 0 {
 				return nil, errf("steps: want a count ≥ 0, got %q", clip(rest))
 			}
-			if n > scheduleStepsMax {
-				return nil, errf("steps: %d decisions is more than a schedule may hold; want at most %d", n, int64(scheduleStepsMax))
+			if n > ScheduleStepsMax {
+				return nil, errf("steps: %d decisions is more than a schedule may hold; want at most %d", n, int64(ScheduleStepsMax))
 			}
 			declared = n
 		case declared >= 0:
@@ -335,11 +335,12 @@ func ParseSchedule(text string) (*Schedule, error) {
 	return s, nil
 }
 
-// scheduleStepsMax bounds the decisions a schedule's text may declare. The
-// decisions are read run-length encoded, but whoever takes them one by one
-// (Steps, shrinking) holds them all: 1<<32 is hours of decisions, far past
-// DefaultStepsMax, and still a count the rest of the code can hold.
-const scheduleStepsMax = 1 << 32
+// ScheduleStepsMax bounds the decisions a schedule's text may declare, and
+// so those of a recorded run. The decisions are read run-length encoded,
+// but whoever takes them one by one (Steps, shrinking) holds them all:
+// 1<<32 is hours of decisions, far past DefaultStepsMax, and still a count
+// the rest of the code can hold.
+const ScheduleStepsMax = 1 << 32
 
 // parseToken appends the decisions of one token, refusing any that would
 // take the schedule past the declared count before it grows: a line of

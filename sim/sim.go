@@ -31,7 +31,9 @@ type Options struct {
 	Chooser Chooser
 	// StepsMax bounds the decisions of a run; 0 means DefaultStepsMax and a
 	// negative value means no bound. A run that reaches it ends with a
-	// *StepLimitError.
+	// *StepLimitError. A recorded run (NoRecord false) is bounded by
+	// ScheduleStepsMax in any case: a longer one would record a schedule
+	// that no parser reads back.
 	StepsMax int64
 	// Trace keeps every event in Result.Trace. The hash is computed either way.
 	Trace bool

@@ -182,6 +182,7 @@ func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
 		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "4/3"}, "shard 4 is out of range"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-shard", "1of3"}, "want I/N"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
+		{[]string{"run", "-scenario", "abort-reuse", "-steps-max", "4294967297"}, "-steps-max must be at most 4294967296, the most decisions a schedule file holds, got 4294967297"},
 		{[]string{"sweep", "-scenario", "abort-reuse", "-j", "help requested"}, `invalid value "help requested" for flag -j`},
 		{[]string{"merge", "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"replay"}, "want one schedule file"},

@@ -92,6 +92,9 @@ func (f *specFlags) spec() (*spec, error) {
 	if f.stepsMax < 0 {
 		return nil, usagef("-steps-max must be ≥ 0, got %d", f.stepsMax)
 	}
+	if f.stepsMax > sim.ScheduleStepsMax {
+		return nil, usagef("-steps-max must be at most %d, the most decisions a schedule file holds, got %d", int64(sim.ScheduleStepsMax), f.stepsMax)
+	}
 	if err := s.options(0).CheckFailpoints(); err != nil {
 		return nil, &usageError{"-failpoint: " + err.Error()}
 	}
