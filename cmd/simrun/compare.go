@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
+
 	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
@@ -119,7 +121,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	a := tally()
 	a.budget = wf.budget / 2
 	stA := sweepInto(a, spA, seeds, det, bar)
+	if stA.hung {
+		return compareHang(stdout, stderr, bar, "A", *aFlags, spA, stA, filepath.Join(*out, "a"))
+	}
 	stB := sweepInto(tally(), spB, stA.ran, det, bar)
+	if stB.hung {
+		return compareHang(stdout, stderr, bar, "B", *bFlags, spB, stB, filepath.Join(*out, "b"))
+	}
 	if bar != nil {
 		bar.Finish()
 	}
@@ -148,25 +156,6 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		if err := writeModeSchedules(side.sp, side.r, filepath.Join(*out, side.dir)); err != nil {
 			return err
 		}
-	}
-	// A hang stops its variant's sweep: the two no longer ran the same
-	// seeds, and no pairing of them says anything.
-	hung := false
-	for _, side := range []struct {
-		name string
-		r    *compareSide
-	}{{"A", &res.A}, {"B", &res.B}} {
-		for _, m := range side.r.Modes {
-			if m.hang != nil {
-				hung = true
-				fmt.Fprintf(stdout, "compare: variant %s (%s): seed %d hung; no comparison is made until it ends\n    %s\n    run: %s\n",
-					side.name, flagsOrNone(side.r.Flags), m.FirstSeed, m.Error, m.Replay)
-			}
-		}
-		printHangs(stderr, "compare, "+side.name, side.r.Modes)
-	}
-	if hung {
-		return errFailed
 	}
 	res.Paired = pairSeeds(stA, stB, "")
 	rateA, rateB := triage.Rate{K: int(res.A.Failures), N: int(ran.n)}, triage.Rate{K: int(res.B.Failures), N: int(ran.n)}
@@ -319,6 +308,27 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 			Paired: pairSeeds(a, b, c.Signature), P: c.P, Verdict: c.Verdict})
 	}
 	return out
+}
+
+// compareHang reports the hang that stopped variant name's sweep: the two
+// variants no longer run the same seeds, and no pairing of them says
+// anything, so the comparison ends there (B does not run after A hung).
+func compareHang(stdout, stderr io.Writer, bar *progressbar.ProgressBar, name, flags string, sp *spec, st *sweepState, dir string) error {
+	if bar != nil {
+		bar.Finish()
+	}
+	r := st.summary(sp, "")
+	if err := writeModeSchedules(sp, &r, dir); err != nil {
+		return err
+	}
+	for _, m := range r.Modes {
+		if m.hang != nil {
+			fmt.Fprintf(stdout, "compare: variant %s (%s): seed %d hung; no comparison is made until it ends\n    %s\n    run: %s\n",
+				name, flagsOrNone(flags), m.FirstSeed, m.Error, m.Replay)
+		}
+	}
+	printHangs(stderr, "compare, "+name, r.Modes)
+	return errFailed
 }
 
 // writeModeSchedules writes the schedule of every mode's first failing

@@ -240,6 +240,7 @@ type sweepState struct {
 	stopAfter uint64
 	halt      atomic.Bool
 	stopped   string  // why the sweep stopped early; "" when it ran every seed
+	hung      bool    // a seed hung (-seed-timeout), which stopped the sweep
 	requested seedSet // the seeds asked for
 	ran       seedSet // the seeds that ran
 }
@@ -338,6 +339,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 		select {
 		case <-exited:
 		case h := <-hung:
+			st.hung = true
 			st.record(h.seed, &outcome{seed: h.seed, err: h, strategy: strategy.String()}, false)
 			st.stop(fmt.Sprintf("seed %d hung (-seed-timeout %v)", h.seed, sp.seedTimeout))
 		}

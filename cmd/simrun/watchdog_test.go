@@ -181,7 +181,16 @@ func TestCompareMakesNoComparisonPastAHang(t *testing.T) {
 		"-out", t.TempDir(), "-quiet", "-check-determinism", "0")
 	require.Equal(t, 1, code, out)
 	assert.Contains(t, out, "compare: variant A ((no flags)): seed 5 hung; no comparison is made until it ends")
+	assert.NotContains(t, out, "variant B", "B does not run once A hung")
 	assert.NotContains(t, out, "Fisher")
+
+	// A stops every run at its first decision, before the spin: B hangs.
+	dir := t.TempDir()
+	code, out, _ = simrun(t, "compare", "-scenario", "test-hang", "-seeds", "1-10", "-a", "-steps-max 1", "-b", "", "-seed-timeout", "500ms",
+		"-out", dir, "-quiet", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "compare: variant B ((no flags)): seed 5 hung; no comparison is made until it ends")
+	assert.FileExists(t, filepath.Join(dir, "b", "test-hang-fixed-seed5.stacks.txt"))
 }
 
 func TestSeedTimeoutMustNotBeNegative(t *testing.T) {
