@@ -78,7 +78,9 @@ type StressConfig struct {
 	// no helper binary, but at most GOMAXPROCS of them burn at once.
 	Load int
 	// Timeout bounds each copy's wall time; 0 means no bound. A copy over
-	// it is killed, with its process group, and counts as failed with the
+	// it is sent SIGQUIT, with its process group, so that a Go program
+	// prints every goroutine's stack into its output (where it hung), and
+	// is killed if it has not ended 2s later; it counts as failed with the
 	// signature "timed out after <dur>".
 	Timeout time.Duration
 	// Budget bounds the run's wall time; 0 means no bound. Once Budget has
@@ -409,7 +411,9 @@ func (st *stressState) runCopy(ctx context.Context, v variant, round, copyN int)
 	out := &tailBuffer{max: cfg.OutputMax}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = killWait
-	ownProcessGroup(cmd)
+	// Past the timeout, ask for the stacks first; when the run is
+	// cancelled, kill.
+	ownProcessGroup(cmd, func() bool { return ctx.Err() == nil })
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -9,7 +9,7 @@ import (
 
 // ownProcessGroup leaves the copy in this process's group: without Unix
 // process groups, cancelling a copy kills the copy alone.
-func ownProcessGroup(*exec.Cmd) {}
+func ownProcessGroup(*exec.Cmd, func() bool) {}
 
 // killProcessGroup has no process group to kill.
 func killProcessGroup(*exec.Cmd) {}

@@ -10,13 +10,19 @@ import (
 )
 
 // ownProcessGroup starts the copy in a process group of its own and makes
-// cancelling it (ctx ending, Timeout) kill the whole group, so that a
-// copy that is a driver (go test, a shell script) does not leave its
-// children running.
-func ownProcessGroup(cmd *exec.Cmd) {
+// cancelling it signal the whole group, so that a copy that is a driver
+// (go test, a shell script) does not leave its children running. The
+// signal is SIGQUIT when quit says so (a timeout: a Go program then prints
+// every goroutine's stack and exits, and whatever is still running after
+// cmd.WaitDelay is killed), SIGKILL otherwise.
+func ownProcessGroup(cmd *exec.Cmd, quit func() bool) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		sig := syscall.SIGKILL
+		if quit() {
+			sig = syscall.SIGQUIT
+		}
+		return syscall.Kill(-cmd.Process.Pid, sig)
 	}
 }
 

@@ -55,14 +55,37 @@ func TestStressTimeoutKillsAHungCopyAndItsChildren(t *testing.T) {
 	hung, fine := rep.Copies[0], rep.Copies[1]
 	assert.True(t, hung.TimedOut)
 	assert.True(t, hung.Failed)
-	assert.Equal(t, "SIGKILL", hung.Signal)
-	assert.Equal(t, -1, hung.ExitCode)
+	// SIGQUIT first: the Go runtime prints where every goroutine is, the
+	// sleep that hung among them, and exits with status 2.
+	assert.Equal(t, "", hung.Signal)
+	assert.Equal(t, 2, hung.ExitCode)
+	assert.Contains(t, string(hung.Output), "SIGQUIT: quit")
+	assert.Contains(t, string(hung.Output), "time.Sleep(")
+	assert.Contains(t, string(hung.Output), "main.main()")
 	assert.Equal(t, "timed out after <dur>", hung.Signature)
 	assert.False(t, fine.Failed)
 	assert.False(t, fine.TimedOut)
 	require.Len(t, rep.Variants[0].Modes, 1)
 	assert.Equal(t, "timed out after <dur>", rep.Variants[0].Modes[0].Signature)
 	assert.Contains(t, rep.Conditions(), "timeout 2s per copy")
+	assertGone(t, records(t, rec)["A-1-1"])
+}
+
+// TestStressTimeoutKillsACopyThatIgnoresSIGQUIT: the stacks are asked
+// for, not waited for: a copy that ignores SIGQUIT is killed once the
+// output pipes' grace has passed.
+func TestStressTimeoutKillsACopyThatIgnoresSIGQUIT(t *testing.T) {
+	rec := t.TempDir()
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 1, Rounds: 1, Timeout: time.Second, Cmd: []string{flakyBin(t)},
+		Env: []string{"FLAKY_HANG=1", "FLAKY_IGNORE_QUIT=1", "FLAKY_RECORD=" + rec},
+	}, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Copies, 1)
+	hung := rep.Copies[0]
+	assert.True(t, hung.TimedOut)
+	assert.Equal(t, "SIGKILL", hung.Signal)
+	assert.Equal(t, "timed out after <dur>", hung.Signature)
 	assertGone(t, records(t, rec)["A-1-1"])
 }
 

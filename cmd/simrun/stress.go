@@ -63,7 +63,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	var env envFlags
 	fs.Var(&env, "env", "set `KEY=VALUE` in every copy's environment (repeatable)")
 	load := fs.Int("load", 0, "goroutines burning CPU beside the copies, to starve them as a busy CI machine does")
-	timeout := fs.Duration("timeout", 0, "kill a copy running longer than this and count it as failed; 0 means no limit")
+	timeout := fs.Duration("timeout", 0, "stop a copy running longer than this and count it as failed: SIGQUIT, so that a Go program prints its goroutines' stacks into its output (-junit keeps it), then SIGKILL 2s later; 0 means no limit")
 	jsonOut := fs.Bool("json", false, "print one JSON summary object instead of the table")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per copy, failures with a reproduce command")
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")

@@ -17,18 +17,21 @@
 // FLAKY_RECORD=DIR makes every copy write DIR/VARIANT-ROUND-COPY with its
 // TMPDIR, arguments and process ids. FLAKY_CHECK_TMP=1 makes a copy fail
 // when another copy left its marker file in its TMPDIR, and leave its own. FLAKY_HANG=N makes copy N of every round start a child
-// and then sleep for an hour, as a hung test does. FLAKY_SLEEP_MS=M makes
-// every copy take M milliseconds longer.
+// and then sleep for an hour, as a hung test does; with FLAKY_IGNORE_QUIT=1
+// it ignores SIGQUIT too. FLAKY_SLEEP_MS=M makes every copy take M
+// milliseconds longer.
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -84,6 +87,9 @@ func main() {
 		}
 	}
 	if hang {
+		if os.Getenv("FLAKY_IGNORE_QUIT") != "" {
+			signal.Ignore(syscall.SIGQUIT)
+		}
 		time.Sleep(time.Hour)
 	}
 	time.Sleep(time.Duration(envInt("FLAKY_SLEEP_MS", 0)) * time.Millisecond)
