@@ -109,9 +109,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
-	if err := checkSeedTimeout(timeout); err != nil {
-		return err
-	}
 	sp, err := sf.spec()
 	if err != nil {
 		return err
@@ -151,9 +148,6 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	rest, err := parseFlags(fs, args, 1)
 	if err != nil {
 		return helpOK(err)
-	}
-	if err := checkSeedTimeout(timeout); err != nil {
-		return err
 	}
 	if len(rest) != 1 {
 		return usagef("want one schedule file: simrun replay FILE.schedule")

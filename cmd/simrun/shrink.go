@@ -71,9 +71,6 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return helpOK(err)
 	}
-	if err := checkSeedTimeout(timeout); err != nil {
-		return err
-	}
 	if *tries < 1 {
 		return usagef("-tries must be ≥ 1, got %d", *tries)
 	}

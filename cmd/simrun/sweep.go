@@ -195,9 +195,6 @@ func (f *sweepFlags) check() (checkShare, error) {
 	if f.budget < 0 {
 		return 0, usagef("-for must be ≥ 0 (0 means no budget), got %v", f.budget)
 	}
-	if err := checkSeedTimeout(f.seedTimeout); err != nil {
-		return 0, err
-	}
 	return parseCheckShare(f.det)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"runtime"
@@ -29,16 +30,26 @@ import (
 // hang stays silent.
 const seedTimeoutDefault = time.Minute
 
-// registerSeedTimeout registers -seed-timeout on fs.
+// registerSeedTimeout registers -seed-timeout on fs, into d.
 func registerSeedTimeout(fs *flag.FlagSet, d *time.Duration) {
-	fs.DurationVar(d, "seed-timeout", seedTimeoutDefault, "fail a seed that has not ended after `DURATION` of wall time, with the stack of the task that holds the baton: a loop without a scheduling point, or a block on a channel or lock the simulator cannot see (0: wait forever)")
+	*d = seedTimeoutDefault
+	fs.Var((*seedTimeout)(d), "seed-timeout", "fail a seed that has not ended after `DURATION` of wall time, with the stack of the task that holds the baton: a loop without a scheduling point, or a block on a channel or lock the simulator cannot see (0: wait forever)")
 }
 
-// checkSeedTimeout validates -seed-timeout.
-func checkSeedTimeout(d time.Duration) error {
-	if d < 0 {
-		return usagef("-seed-timeout must be ≥ 0 (0 means no timeout), got %v", d)
+// seedTimeout is -seed-timeout's value: a duration ≥ 0.
+type seedTimeout time.Duration
+
+func (d *seedTimeout) String() string { return time.Duration(*d).String() }
+
+func (d *seedTimeout) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration such as 30s")
 	}
+	if v < 0 {
+		return fmt.Errorf("want a duration ≥ 0 (0 means no timeout), got %v", v)
+	}
+	*d = seedTimeout(v)
 	return nil
 }
 

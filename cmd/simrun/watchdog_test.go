@@ -202,7 +202,7 @@ func TestSeedTimeoutMustNotBeNegative(t *testing.T) {
 	} {
 		code, _, errOut := simrun(t, append(cmd, "-seed-timeout", "-1s")...)
 		assert.Equal(t, 2, code, cmd)
-		assert.Contains(t, errOut, "-seed-timeout must be ≥ 0 (0 means no timeout), got -1s", cmd)
+		assert.Contains(t, errOut, `invalid value "-1s" for flag -seed-timeout: want a duration ≥ 0 (0 means no timeout), got -1s`, cmd)
 	}
 }
 
