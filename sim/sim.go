@@ -1,14 +1,12 @@
 package sim
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/llmdst/llmdst/internal/stacks"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -58,6 +56,14 @@ type Options struct {
 	// later runs (a sweep's worker keeps one). Without it, no goroutine
 	// outlives Run.
 	Pool *Pool
+	// HangAfter, if set, bounds the wall time of the run. A run still going
+	// after it is stuck: a task loops without a scheduling point, or blocks
+	// on something the simulator does not know of, and keeps the baton,
+	// which no step limit sees. Run cannot return from it (the stuck
+	// goroutine cannot be stopped), so the process panics with a
+	// *HangError naming the seed and the stuck task's stack: a test then
+	// fails with them at once instead of when go test -timeout ends it.
+	HangAfter time.Duration
 
 	switcher Switcher
 }
@@ -110,6 +116,9 @@ func (r Result) StepLimited() bool {
 // task at a time, and returns when main has returned (or the run failed) and
 // every other task has been unwound. No goroutine outlives Run.
 func Run(opts Options, main func(rt task.Runtime) error) Result {
+	if opts.HangAfter > 0 {
+		defer watchHang(&opts)()
+	}
 	if opts.CheckDeterminism {
 		opts.NoHash = false
 	}
@@ -284,13 +293,4 @@ func (e *ForeignGoroutineError) Error() string {
 
 // curGoid reads the calling goroutine's id from its stack header. It is slow
 // and used only in debug mode.
-func curGoid() uint64 {
-	var buf [64]byte
-	n := runtime.Stack(buf[:], false)
-	b := bytes.TrimPrefix(buf[:n], []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	id, _ := strconv.ParseUint(string(b), 10, 64)
-	return id
-}
+func curGoid() uint64 { return stacks.ID() }

@@ -181,7 +181,7 @@ type replayed struct {
 // report prints a run, writes its artifacts, and returns errFailed when it
 // failed. rp is nil but for a replay.
 func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Writer) error {
-	var hang *hangError
+	var hang *sim.HangError
 	if errors.As(o.err, &hang) {
 		return reportHang(sp, o, hang, of, rp, stdout)
 	}
@@ -270,7 +270,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 // reportHang reports a run that did not end: there is no schedule, trace or
 // hash to give, only the stacks, which go beside the schedules (for a
 // replay, beside the file replayed), and the command that runs it again.
-func reportHang(sp *spec, o *outcome, h *hangError, of *outputFlags, rp *replayed, stdout io.Writer) error {
+func reportHang(sp *spec, o *outcome, h *sim.HangError, of *outputFlags, rp *replayed, stdout io.Writer) error {
 	dir, again := of.out, sp.runCommand(o.seed, o.strategy)
 	if rp != nil {
 		dir, again = filepath.Dir(rp.file), replayCommand(rp.file)
@@ -280,7 +280,7 @@ func reportHang(sp *spec, o *outcome, h *hangError, of *outputFlags, rp *replaye
 	}
 	if of.json {
 		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
-			Error: h.Error(), Signature: h.signature(), Replay: again}
+			Error: h.Error(), Signature: hangSignature(h), Replay: again}
 		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}

@@ -122,7 +122,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
-	var hang *hangError
+	var hang *sim.HangError
 	if errors.As(o.err, &hang) {
 		// A run that does not end leaves no schedule to shrink.
 		if err := sp.writeStacks(*out, hang); err != nil {
@@ -130,7 +130,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 		if *jsonOut {
 			j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
-				Signature: hang.signature(), Error: hang.Error(), ShrunkFrom: from}
+				Signature: hangSignature(hang), Error: hang.Error(), ShrunkFrom: from}
 			if err := writeJSON(stdout, j); err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	// A candidate schedule that hangs is a failure of its own, and each
 	// leaves a goroutine behind: the shrink stops at the first.
-	var candidateHang *hangError
+	var candidateHang *sim.HangError
 	test := func(opts sim.Options) (sim.Result, bool) {
 		r := sp.run(*seed, opts)
 		if errors.As(r.err, &candidateHang) {

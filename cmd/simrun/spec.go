@@ -210,18 +210,18 @@ func (s *spec) seedFile(dir string, seed uint64, suffix string) string {
 
 // writeStacks writes the goroutine dump of a hung seed to dir, once, and
 // notes the file in the error.
-func (s *spec) writeStacks(dir string, h *hangError) error {
-	if h.written != "" {
+func (s *spec) writeStacks(dir string, h *sim.HangError) error {
+	if h.StacksFile != "" {
 		return nil
 	}
-	file := s.seedFile(dir, h.seed, ".stacks.txt")
+	file := s.seedFile(dir, h.Seed, ".stacks.txt")
 	if err := writeFile(file, func(w io.Writer) error {
-		_, err := w.Write(h.stacks)
+		_, err := w.Write(h.Stacks)
 		return err
 	}); err != nil {
 		return err
 	}
-	h.written = file
+	h.StacksFile = file
 	return nil
 }
 
@@ -431,9 +431,9 @@ func signature(err error) string {
 	if errors.As(err, &sl) {
 		return "step limit"
 	}
-	var h *hangError
+	var h *sim.HangError
 	if errors.As(err, &h) {
-		return h.signature()
+		return hangSignature(h)
 	}
 	var pe *sim.PanicError
 	if errors.As(err, &pe) {

@@ -67,7 +67,7 @@ type sweepMode struct {
 	Error     string     `json:"error"`
 	Replay    string     `json:"replay,omitempty"`
 
-	hang *hangError // the first seed hung: there is no schedule to write
+	hang *sim.HangError // the first seed hung: there is no schedule to write
 }
 
 func cmdSweep(args []string, stdout, stderr io.Writer) error {
@@ -326,7 +326,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 			exited <- struct{}{}
 		}()
 	}
-	var hung <-chan *hangError
+	var hung <-chan *sim.HangError
 	if wd != nil {
 		hung = wd.hung
 	}
@@ -337,8 +337,8 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 		case <-exited:
 		case h := <-hung:
 			st.hung = true
-			st.record(h.seed, &outcome{seed: h.seed, err: h, strategy: strategy.String()}, false)
-			st.stop(fmt.Sprintf("seed %d hung (-seed-timeout %v)", h.seed, sp.seedTimeout))
+			st.record(h.Seed, &outcome{seed: h.Seed, err: h, strategy: strategy.String()}, false)
+			st.stop(fmt.Sprintf("seed %d hung (-seed-timeout %v)", h.Seed, sp.seedTimeout))
 		}
 	}
 	st.elapsed = time.Since(start)
@@ -470,7 +470,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 func printHangs(w io.Writer, cmd string, modes []sweepMode) {
 	for _, m := range modes {
 		if m.hang != nil {
-			fmt.Fprintf(w, "simrun %s: seed %d: %s\n", cmd, m.FirstSeed, m.hang.Error())
+			fmt.Fprintf(w, "simrun %s: %s\n", cmd, m.hang.Error())
 		}
 	}
 }

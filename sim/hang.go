@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmdst/llmdst/internal/stacks"
+)
+
+// HangError is a run that had not ended after a wall-time limit
+// (Options.HangAfter, or a tool's own): a task loops without a scheduling
+// point, or blocks on something the simulator does not know of (a real
+// channel, lock or sleep), and keeps the baton. No step limit sees it, since
+// the simulator decides nothing until the baton comes back.
+type HangError struct {
+	Seed uint64
+	// OwnChooser is set when the run drew from Options.Chooser (rapid's,
+	// say) rather than from Seed.
+	OwnChooser bool
+	After      time.Duration // the run had gone on at least this long
+	// Stuck is the task's goroutine: Status ("running" or "runnable" when it
+	// spins, "chan receive" and the like when it waits; "" when no task was
+	// found outside the simulator), Func (the innermost function of its own
+	// code) and Stack.
+	stacks.Stuck
+	// Stacks is every goroutine's stack when the hang was seen; StacksFile
+	// the file a tool wrote it to, "" when none.
+	Stacks     []byte
+	StacksFile string
+}
+
+func (e *HangError) Error() string {
+	var b strings.Builder
+	run := fmt.Sprintf("seed %d", e.Seed)
+	if e.OwnChooser {
+		run = "a run drawn from Options.Chooser"
+	}
+	fmt.Fprintf(&b, "hang: %s had not ended after %v of wall time", run, e.After)
+	switch {
+	case e.Status == "":
+		b.WriteString(", and none of its tasks is running or blocked outside the simulator")
+	case e.Spinning():
+		fmt.Fprintf(&b, ": a task runs in %s without reaching a scheduling point (a loop without a Yield, Lock, Sleep or queue call); no step limit can see it", e.Func)
+	default:
+		fmt.Fprintf(&b, ": a task is blocked in %s [%s] on something the simulator cannot see (a real channel, lock or sleep; use the task runtime's)", e.Func, e.Status)
+	}
+	if e.StacksFile != "" {
+		fmt.Fprintf(&b, "; every goroutine's stack: %s", e.StacksFile)
+	}
+	if e.Stack != "" {
+		b.WriteString("\n" + e.Stack)
+	}
+	return b.String()
+}
+
+// newHangError describes a hang of seed, seen after the given wall time,
+// from dump (every goroutine's stack): the stuck task is looked for among
+// the goroutines that runner, the goroutine that called Run, started.
+func newHangError(opts *Options, after time.Duration, runner uint64, dump []byte) *HangError {
+	stuck, _ := stacks.FindStuck(dump, runner)
+	return &HangError{Seed: opts.Seed, OwnChooser: opts.Chooser != nil, After: after, Stuck: stuck, Stacks: dump}
+}
+
+// watchHang panics the process, from a timer's goroutine, if the run on the
+// calling goroutine has not ended after opts.HangAfter; the returned func
+// ends the watch. A run that ends while the stacks are being read is not a hang.
+func watchHang(opts *Options) (stop func()) {
+	runner := stacks.ID()
+	start := time.Now()
+	var mu sync.Mutex
+	ended := false
+	t := time.AfterFunc(opts.HangAfter, func() {
+		dump := stacks.All()
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			panic(newHangError(opts, time.Since(start).Round(time.Millisecond), runner, dump))
+		}
+	})
+	return func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		t.Stop()
+	}
+}

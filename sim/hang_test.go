@@ -1,0 +1,103 @@
+package sim_test
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/internal/stacks"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+var spinSink int
+
+//go:noinline
+func spinForever() {
+	for i := 0; ; i++ {
+		spinSink += i
+	}
+}
+
+//go:noinline
+func blockOnARealChannel() { <-make(chan struct{}) }
+
+// hangChild is the program a child process runs: a task that spins, or one
+// that blocks on a channel the simulator does not know of.
+func hangChild(how string) func(rt task.Runtime) error {
+	return func(rt task.Runtime) error {
+		done := task.NewQueue[struct{}](rt, task.QueueName("done"))
+		rt.Go("stuck", func() {
+			rt.Yield("stuck")
+			if how == "spin" {
+				spinForever()
+			}
+			blockOnARealChannel()
+			done.Put(struct{}{})
+		})
+		done.Get() // main waits for the task, which never ends
+		return nil
+	}
+}
+
+// TestHangAfterPanicsWithTheSeedAndTheStuckTask runs a hanging program in a
+// child process, since the panic ends the process: it fails at once with
+// the seed and where the task is stuck, instead of waiting out go test's
+// timeout with neither.
+func TestHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
+	if how := os.Getenv("SIM_HANG_CHILD"); how != "" {
+		sim.Run(sim.Options{Seed: 42, HangAfter: 100 * time.Millisecond}, hangChild(how))
+		t.Fatal("the run of a stuck task returned")
+	}
+	for how, want := range map[string]string{
+		"spin":  "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point",
+		"block": "a task is blocked in github.com/llmdst/llmdst/sim_test.blockOnARealChannel [chan receive] on something the simulator cannot see",
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHangAfterPanicsWithTheSeedAndTheStuckTask$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SIM_HANG_CHILD="+how)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s: %s", how, out)
+		assert.Equal(t, 2, exit.ExitCode(), "%s: a panic", how)
+		assert.Contains(t, string(out), "panic: hang: seed 42 had not ended after ", how)
+		assert.Contains(t, string(out), want, how)
+		assert.Contains(t, string(out), stacks.TaskFrame, "%s: the stuck task's stack", how)
+	}
+}
+
+// TestHangAfterLeavesARunThatEndsAlone: the watch changes nothing in the
+// run and ends with it.
+func TestHangAfterLeavesARunThatEndsAlone(t *testing.T) {
+	plain := sim.Run(sim.Options{Seed: 9, Strategy: sim.Chaos()}, lostUpdate)
+	watched := sim.Run(sim.Options{Seed: 9, Strategy: sim.Chaos(), HangAfter: 20 * time.Millisecond}, lostUpdate)
+	assert.Equal(t, plain.TraceHash, watched.TraceHash)
+	assert.Equal(t, plain.Steps, watched.Steps)
+	time.Sleep(60 * time.Millisecond) // past the limit: a watch left running would panic now
+}
+
+// TestTaskFrameIsInEveryTasksStack: stacks.FindStuck knows a task's
+// goroutine by this frame; a rename of sched.body must take it along.
+func TestTaskFrameIsInEveryTasksStack(t *testing.T) {
+	var seen []string
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		look := func() {
+			buf := make([]byte, 8<<10)
+			seen = append(seen, string(buf[:runtime.Stack(buf, false)]))
+		}
+		rt.Go("other", look)
+		look()
+		rt.Yield("main")
+		return nil
+	})
+	require.NoError(t, res.Err)
+	require.Len(t, seen, 2)
+	for _, st := range seen {
+		assert.True(t, strings.Contains(st, stacks.TaskFrame), st)
+	}
+}
