@@ -32,7 +32,7 @@ const foundingRaceTest = "TestFoundingRaceUnderDrawnSchedules"
 func foundingRace(legacy bool, done *int) func(*rapid.T) {
 	return func(t *rapid.T) {
 		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: legacy})
-		res := sim.Run(sim.Options{Chooser: props.RapidSchedule(t, "schedule", foundingRaceDraws), Strategy: sim.Starve("output-handler")}, prog)
+		res := sim.Run(sim.Options{Chooser: props.RapidSchedule(t, "schedule", foundingRaceDraws), Strategy: sim.Starve("output-handler"), HangAfter: hangAfter}, prog)
 		if done != nil {
 			*done++
 		}

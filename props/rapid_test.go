@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +21,11 @@ import (
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
+
+// hangAfter bounds the wall time of every simulated run of these tests: a
+// task that stops reaching scheduling points fails the test binary at once,
+// with the stuck task, instead of when go test's timeout ends it.
+const hangAfter = time.Minute
 
 // handle is the model's view of one AddRequest.
 type handle struct {
@@ -168,7 +174,7 @@ func (m *engineModel) check(t *rapid.T) {
 // sequential model, and the event stream against every property.
 func TestEngineAgainstASequentialModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+		res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: sim.Chaos(), HangAfter: hangAfter}, func(rt task.Runtime) error {
 			c := props.NewChecker(core.ToyModel{})
 			e, err := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: 200 * 1000})
 			if err != nil {
@@ -201,7 +207,7 @@ func TestEngineAgainstASequentialModel(t *testing.T) {
 // drawn by rapid.
 func runSwarm(t *rapid.T, legacy bool, strategy sim.Strategy) (sim.Result, error) {
 	prog, out := scenario.Swarm.Program(scenario.Options{Legacy: legacy, Source: props.RapidChooser(t, "workload")})
-	res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: strategy}, prog)
+	res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: strategy, HangAfter: hangAfter}, prog)
 	return res, out.Err(res.Err)
 }
 
@@ -230,7 +236,7 @@ func TestDeterminism(t *testing.T) {
 		st, err := sim.ParseStrategy(name)
 		require.NoError(t, err)
 		prog, _ := sc.Program(scenario.Options{Legacy: legacy, Seed: seed})
-		res := sim.Run(sim.Options{Seed: seed, Strategy: st, CheckDeterminism: true}, prog)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st, CheckDeterminism: true, HangAfter: hangAfter}, prog)
 		var nd *sim.NondeterminismError
 		if errors.As(res.Err, &nd) {
 			t.Fatalf("%v", nd)
@@ -278,7 +284,7 @@ func TestRapidShrinksTheLegacyRace(t *testing.T) {
 	tb := &failTB{T: t}
 	checkCatching(tb, func(rt *rapid.T) {
 		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true})
-		res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler")}, prog)
+		res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler"), HangAfter: hangAfter}, prog)
 		if err := out.Err(res.Err); err != nil {
 			steps = append(steps, res.Steps)
 			last = err
