@@ -29,6 +29,11 @@
 //     *DeadlockError, *PanicError, *StepLimitError and
 //     *ScheduleMismatchError.
 //  4. Print the replay command or keep Result.Schedule when a run fails.
+//  5. In a test, set Options.HangAfter: a task that loops without a
+//     scheduling point, or blocks on a channel of its own, keeps the baton
+//     where no step limit sees it, and the process then panics with a
+//     *HangError naming the stuck task instead of waiting for go test's
+//     timeout.
 //
 // Beyond one run: Shrink delta-debugs a failing Schedule down to the fewest
 // preemptions (then waits) that still fail with the same signature, driving
