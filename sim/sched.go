@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/llmdst/llmdst/clock"
+	"github.com/llmdst/llmdst/internal/stacks"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -155,7 +156,7 @@ func (s *sched) spawn(name string, fn func()) *Task {
 // body runs inside the task's coroutine.
 func (s *sched) body(t *Task) {
 	if s.opts.Debug {
-		t.goid = curGoid()
+		t.goid = stacks.ID()
 	}
 	defer s.finish(t)
 	t.fn()
@@ -771,7 +772,7 @@ func (s *sched) checkCaller() {
 	if s.cur == nil {
 		panic("sim: the runtime was called outside any simulated task")
 	}
-	if g := curGoid(); g != s.cur.goid && !s.unwinding {
+	if g := stacks.ID(); g != s.cur.goid && !s.unwinding {
 		panic(&ForeignGoroutineError{Goroutine: g, Running: s.cur.name})
 	}
 }

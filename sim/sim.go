@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmdst/llmdst/internal/stacks"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -290,7 +289,3 @@ type ForeignGoroutineError struct {
 func (e *ForeignGoroutineError) Error() string {
 	return fmt.Sprintf("sim: goroutine %d called the simulated runtime while task %q holds the baton; only simulated tasks may call it (use Runtime.Go, not the go statement)", e.Goroutine, e.Running)
 }
-
-// curGoid reads the calling goroutine's id from its stack header. It is slow
-// and used only in debug mode.
-func curGoid() uint64 { return stacks.ID() }

@@ -176,11 +176,17 @@ func (s *spec) options(seed uint64) scenario.Options {
 
 // run runs one seed, under a watchdog of its own when s.seedTimeout is set.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
-	o := runOne(s.seedTimeout, seed, func() outcome { return s.runSeed(seed, opts) })
-	if o.strategy == "" { // it hung
-		o.strategy = cmp.Or(opts.Strategy, s.strategyOrDefault()).String()
+	o, h := runOne(s.seedTimeout, seed, func() outcome { return s.runSeed(seed, opts) })
+	if h != nil {
+		return s.hung(h, opts.Strategy)
 	}
 	return o
+}
+
+// hung is the outcome of a seed that hung under strategy (nil: the
+// default): no result, the hang as its error.
+func (s *spec) hung(h *sim.HangError, strategy sim.Strategy) outcome {
+	return outcome{seed: h.Seed, err: h, strategy: cmp.Or(strategy, s.strategyOrDefault()).String()}
 }
 
 // runSeed runs one seed on the calling goroutine.

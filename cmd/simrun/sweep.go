@@ -337,7 +337,8 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 		case <-exited:
 		case h := <-hung:
 			st.hung = true
-			st.record(h.Seed, &outcome{seed: h.Seed, err: h, strategy: strategy.String()}, false)
+			o := sp.hung(h, strategy)
+			st.record(h.Seed, &o, false)
 			st.stop(fmt.Sprintf("seed %d hung (-seed-timeout %v)", h.Seed, sp.seedTimeout))
 		}
 	}

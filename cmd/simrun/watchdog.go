@@ -136,11 +136,11 @@ func (w *watchdog) loop(period time.Duration) {
 }
 
 // runOne runs one seed under a watchdog of its own, on a goroutine of its
-// own so that a hang can be returned from: the hung goroutine is left
-// behind, and ends with the process.
-func runOne(timeout time.Duration, seed uint64, run func() outcome) outcome {
+// own so that a hang can be returned from: it returns the run's outcome, or
+// the hang, and the hung goroutine is left behind, to end with the process.
+func runOne(timeout time.Duration, seed uint64, run func() outcome) (outcome, *sim.HangError) {
 	if timeout <= 0 {
-		return run()
+		return run(), nil
 	}
 	w := startWatchdog(timeout, 1)
 	defer w.stop()
@@ -155,9 +155,9 @@ func runOne(timeout time.Duration, seed uint64, run func() outcome) outcome {
 	}()
 	select {
 	case o := <-ended:
-		return o
+		return o, nil
 	case h := <-w.hung:
-		return outcome{seed: seed, err: h}
+		return outcome{}, h
 	}
 }
 

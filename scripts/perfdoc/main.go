@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,11 +55,7 @@ func (r *result) span(unit string) (lo, hi float64, ok bool) {
 	if len(vs) == 0 {
 		return 0, 0, false
 	}
-	lo, hi = vs[0], vs[0]
-	for _, v := range vs[1:] {
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	return lo, hi, true
+	return slices.Min(vs), slices.Max(vs), true
 }
 
 // parseBench reads `go test -bench` output. A benchmark's name keeps its
