@@ -121,12 +121,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	a := tally()
 	a.budget = wf.budget / 2
 	stA := sweepInto(a, spA, seeds, det, bar)
+	hang := compareHangOut{stdout: stdout, stderr: stderr, bar: bar, json: wf.json, junit: *junit, requested: seeds}
 	if stA.hung {
-		return compareHang(stdout, stderr, bar, "A", *aFlags, spA, stA, filepath.Join(*out, "a"))
+		return hang.report(hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")}, nil)
 	}
 	stB := sweepInto(tally(), spB, stA.ran, det, bar)
 	if stB.hung {
-		return compareHang(stdout, stderr, bar, "B", *bFlags, spB, stB, filepath.Join(*out, "b"))
+		return hang.report(hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}, &hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")})
 	}
 	if bar != nil {
 		bar.Finish()
@@ -310,25 +311,124 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 	return out
 }
 
-// compareHang reports the hang that stopped variant name's sweep: the two
+// compareHangOut is where compare reports a hang: the text or JSON
+// output and the JUnit report asked for.
+type compareHangOut struct {
+	stdout, stderr io.Writer
+	bar            *progressbar.ProgressBar
+	json           bool
+	junit          string
+	requested      seedSet
+}
+
+// hangSide is a variant's sweep as far as it went.
+type hangSide struct {
+	name, flags string
+	sp          *spec
+	st          *sweepState
+	dir         string
+}
+
+// compareHangJSON is what compare -json prints when a seed hung: the sweeps
+// as far as they went, and no comparison (no p-value, no pairs).
+type compareHangJSON struct {
+	SeedRange string       `json:"seed_range"`
+	Requested string       `json:"requested_seed_range"`
+	Stopped   string       `json:"stopped"`
+	Hung      string       `json:"hung"` // the variant whose seed hung
+	Verdict   string       `json:"verdict"`
+	A         *compareSide `json:"a,omitempty"`
+	B         *compareSide `json:"b,omitempty"` // nil when A hung: B did not run
+}
+
+// report reports the hang that stopped variant hung's sweep: the two
 // variants no longer run the same seeds, and no pairing of them says
 // anything, so the comparison ends there (B does not run after A hung).
-func compareHang(stdout, stderr io.Writer, bar *progressbar.ProgressBar, name, flags string, sp *spec, st *sweepState, dir string) error {
-	if bar != nil {
-		bar.Finish()
+// other is A's complete sweep when B hung, nil otherwise.
+func (h compareHangOut) report(hung hangSide, other *hangSide) error {
+	if h.bar != nil {
+		h.bar.Finish()
 	}
-	r := st.summary(sp, "")
-	if err := writeModeSchedules(sp, &r, dir); err != nil {
-		return err
+	sides := []hangSide{hung}
+	if other != nil {
+		sides = []hangSide{*other, hung}
 	}
-	for _, m := range r.Modes {
-		if m.hang != nil {
-			fmt.Fprintf(stdout, "compare: variant %s (%s): seed %d hung; no comparison is made until it ends\n    %s\n    run: %s\n",
-				name, flagsOrNone(flags), m.FirstSeed, m.Error, m.Replay)
+	results := make([]compareSide, len(sides))
+	for i, s := range sides {
+		r := s.st.summary(s.sp, "")
+		if err := writeModeSchedules(s.sp, &r, s.dir); err != nil {
+			return err
+		}
+		results[i] = compareSide{Flags: s.flags, sweepResult: r}
+	}
+	r := &results[len(results)-1].sweepResult // the variant that hung
+	// Each mode whose first seed hung: one, unless workers hung at once.
+	var hung1 []*sweepMode
+	for i := range r.Modes {
+		if r.Modes[i].hang != nil {
+			hung1 = append(hung1, &r.Modes[i])
 		}
 	}
-	printHangs(stderr, "compare, "+name, r.Modes)
+	stoppedBy := func(m *sweepMode) string {
+		return fmt.Sprintf("variant %s (%s): seed %d hung; no comparison is made until it ends", hung.name, flagsOrNone(hung.flags), m.FirstSeed)
+	}
+	hm := hung1[0]
+	for _, m := range hung1 {
+		if m.FirstSeed < hm.FirstSeed {
+			hm = m
+		}
+	}
+	if h.junit != "" {
+		if err := writeCompareHangJUnit(h.junit, results, sides, hm); err != nil {
+			return err
+		}
+	}
+	if h.json {
+		j := compareHangJSON{SeedRange: hung.st.ran.String(), Requested: h.requested.String(), Stopped: stoppedBy(hm), Hung: hung.name,
+			Verdict: "no comparison: variant " + hung.name + " hung"}
+		for i, s := range sides {
+			if s.name == "A" {
+				j.A = &results[i]
+			} else {
+				j.B = &results[i]
+			}
+		}
+		if err := writeJSON(h.stdout, j); err != nil {
+			return err
+		}
+	} else {
+		for _, m := range hung1 {
+			fmt.Fprintf(h.stdout, "compare: %s\n    %s\n    run: %s\n", stoppedBy(m), m.Error, m.Replay)
+		}
+	}
+	printHangs(h.stderr, "compare, "+hung.name, r.Modes)
 	return errFailed
+}
+
+// writeCompareHangJUnit writes a case for each variant that ran, the one
+// that hung failing with the hang and the command that runs its seed again.
+func writeCompareHangJUnit(file string, results []compareSide, sides []hangSide, hm *sweepMode) error {
+	var cases []triage.JUnitCase
+	for i, s := range sides {
+		r := &results[i]
+		c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", s.name, flagsOrNone(s.flags)), Classname: "simrun.compare." + r.Scenario,
+			Time:   time.Duration(r.Seconds * float64(time.Second)),
+			Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", r.Scenario, r.Strategy, r.Engine, triage.Rate{K: int(r.Failures), N: int(r.Seeds)})}
+		switch {
+		case i == len(sides)-1: // the variant that hung
+			c.Failure = hm.Error
+			c.Output += "\nrun: " + hm.Replay
+		case r.Failures > 0:
+			c.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
+			if r.Replay != "" {
+				c.Output += "\nreplay the first: " + r.Replay
+			}
+		}
+		cases = append(cases, c)
+	}
+	return writeFile(file, func(w io.Writer) error {
+		return triage.WriteJUnit(w, "simrun compare "+results[len(results)-1].SeedRange, cases)
+	})
 }
 
 // writeModeSchedules writes the schedule of every mode's first failing

@@ -233,3 +233,57 @@ func TestWatchdogReportsOnlyTheSeedThatDoesNotEnd(t *testing.T) {
 	default:
 	}
 }
+
+func TestCompareJSONAndJUnitPastAHang(t *testing.T) {
+	armHang(t)
+	dir := t.TempDir()
+	junit := filepath.Join(dir, "compare.xml")
+	code, out, _ := simrun(t, "compare", "-scenario", "test-hang", "-seeds", "1-10", "-a", "", "-b", "-legacy", "-seed-timeout", "500ms",
+		"-out", dir, "-quiet", "-check-determinism", "0", "-json", "-junit", junit)
+	require.Equal(t, 1, code, out)
+	var j struct {
+		Hung      string          `json:"hung"`
+		Stopped   string          `json:"stopped"`
+		Verdict   string          `json:"verdict"`
+		Requested string          `json:"requested_seed_range"`
+		A         *sweepResult    `json:"a"`
+		B         json.RawMessage `json:"b"`
+		P         *float64        `json:"p_value"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &j), "-json prints JSON when a seed hangs: %s", out)
+	assert.Equal(t, "A", j.Hung)
+	assert.Contains(t, j.Stopped, "seed 5 hung")
+	assert.Contains(t, j.Verdict, "no comparison")
+	assert.Equal(t, "1-10", j.Requested)
+	require.NotNil(t, j.A)
+	assert.Equal(t, []uint64{5}, j.A.FailingSeeds)
+	require.Len(t, j.A.Modes, 1)
+	assert.Equal(t, "simrun run -scenario test-hang -seed 5 -strategy random", j.A.Modes[0].Replay)
+	assert.Nil(t, j.B, "B did not run")
+	assert.Nil(t, j.P, "no p-value: nothing was compared")
+
+	doc := readJUnit(t, junit)
+	require.Len(t, doc.Suites, 1)
+	require.Len(t, doc.Suites[0].Cases, 1, "one case: variant A, which hung")
+	c := doc.Suites[0].Cases[0]
+	require.NotNil(t, c.Failure)
+	assert.Contains(t, c.Failure.Message, "hang: seed 5 had not ended")
+	assert.Contains(t, c.Out, "simrun run -scenario test-hang -seed 5 -strategy random")
+
+	// A stops every run at its first decision, before the spin: B hangs,
+	// and both sweeps are given.
+	code, out, _ = simrun(t, "compare", "-scenario", "test-hang", "-seeds", "1-10", "-a", "-steps-max 1", "-b", "", "-seed-timeout", "500ms",
+		"-out", t.TempDir(), "-quiet", "-check-determinism", "0", "-json")
+	require.Equal(t, 1, code, out)
+	var jb struct {
+		Hung string       `json:"hung"`
+		A    *sweepResult `json:"a"`
+		B    *sweepResult `json:"b"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &jb), out)
+	assert.Equal(t, "B", jb.Hung)
+	require.NotNil(t, jb.A)
+	require.NotNil(t, jb.B)
+	assert.Equal(t, uint64(10), jb.A.Seeds, "A ran every seed")
+	assert.Equal(t, []uint64{5}, jb.B.FailingSeeds)
+}
