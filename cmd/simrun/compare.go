@@ -107,6 +107,14 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, v := range []struct {
+		name string
+		sp   *spec
+	}{{"A", spA}, {"B", spB}} {
+		if err := v.sp.checkReplaySeeds(seeds, "-seeds"); err != nil {
+			return fmt.Errorf("variant %s: %w", v.name, err)
+		}
+	}
 	det, err := wf.check()
 	if err != nil {
 		return err

@@ -114,13 +114,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp.seedTimeout = timeout
-	r, replaying := sp.strategy.(replayFile)
-	if replaying {
-		if recorded, ok := r.sch.Get("seed"); ok && recorded != strconv.FormatUint(*seed, 10) {
-			return usagef("-strategy replay:%s: the schedule was recorded with seed %s, not %d: give -seed %s, or run %s",
-				r.file, recorded, *seed, recorded, replayCommand(r.file))
-		}
+	if err := sp.checkReplaySeeds(seedSet{spans: []span{{*seed, *seed}}, n: 1}, "-seed"); err != nil {
+		return err
 	}
+	r, replaying := sp.strategy.(replayFile)
 	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
 	if replaying {
 		// As simrun replay says it: the flags match what the file records.
@@ -319,6 +316,31 @@ func (s *spec) checkRecorded(r replayFile) error {
 	}
 	return usagef("-strategy replay:%s: the schedule was recorded with %s: give the flags it was recorded with, or run %s",
 		r.file, strings.Join(diffs, ", "), replayCommand(r.file))
+}
+
+// checkReplaySeeds refuses to replay s's schedule file (-strategy
+// replay:FILE) on a seed other than the one it was recorded with, given by
+// flag: such a run could only diverge, and a divergence cuts the run short
+// where its checker sees requests that never ended, a failure that is not
+// one.
+func (s *spec) checkReplaySeeds(seeds seedSet, flag string) error {
+	r, ok := s.strategy.(replayFile)
+	if !ok {
+		return nil
+	}
+	recorded, ok := r.sch.Get("seed")
+	if !ok {
+		return nil // not written by simrun: nothing to check against
+	}
+	if seeds.n == 1 && strconv.FormatUint(seeds.at(0), 10) == recorded {
+		return nil
+	}
+	asked := seeds.String()
+	if flag == "-seeds" {
+		asked = "-seeds " + asked
+	}
+	return usagef("-strategy replay:%s: the schedule was recorded with seed %s, not %s: give %s %s, or run %s",
+		r.file, recorded, asked, flag, recorded, replayCommand(r.file))
 }
 
 func failpointList(fps []string) string {

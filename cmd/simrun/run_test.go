@@ -146,3 +146,35 @@ func TestTheCommandPrintedForAReplayRunsIt(t *testing.T) {
 	assert.Contains(t, out, "strategy replay:"+file)
 	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
 }
+
+func TestAReplayRunsOnlyOnTheSeedItWasRecordedWith(t *testing.T) {
+	dir := t.TempDir()
+	file, _ := recordSeed1(t, dir)
+	replay := "replay:" + file
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"shrink", "-scenario", "abort-reuse", "-legacy", "-seed", "2", "-quiet"}, "recorded with seed 1, not 2: give -seed 1"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-3", "-quiet"}, "recorded with seed 1, not -seeds 1-3: give -seeds 1"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "2", "-quiet"}, "recorded with seed 1, not -seeds 2: give -seeds 1"},
+		{[]string{"compare", "-scenario", "abort-reuse", "-seeds", "1-3", "-a", "-legacy -strategy " + replay, "-b", "", "-quiet"},
+			"variant A: -strategy " + replay + ": the schedule was recorded with seed 1, not -seeds 1-3"},
+	} {
+		args := append(c.args, "-out", filepath.Join(dir, "out"), "-strategy", replay)
+		if c.args[0] == "compare" {
+			args = append(c.args, "-out", filepath.Join(dir, "out"))
+		}
+		code, out, errOut := simrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s%s", c.args, out, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+		assert.Contains(t, errOut, "or run simrun replay "+file, "%v", c.args)
+		assert.Empty(t, out, "%v: nothing ran", c.args)
+	}
+
+	// On its own seed a replay shrinks as any failing run does.
+	code, out, errOut := simrun(t, "shrink", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-quiet", "-strategy", replay,
+		"-out", filepath.Join(dir, "out"), "-tries", "50")
+	assert.Equal(t, 1, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "FAIL, no-cross-incarnation-delivery")
+}

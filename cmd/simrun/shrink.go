@@ -108,6 +108,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		if sp, err = sf.spec(); err != nil {
 			return err
 		}
+		if err := sp.checkReplaySeeds(seedSet{spans: []span{{*seed, *seed}}, n: 1}, "-seed"); err != nil {
+			return err
+		}
 		sp.seedTimeout = timeout
 		o = sp.run(*seed, sim.Options{})
 		from = sp.runCommand(*seed, o.strategy)

@@ -117,6 +117,9 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, wf.seeds)
 		}
 	}
+	if err := sp.checkReplaySeeds(seeds, "-seeds"); err != nil {
+		return err
+	}
 	det, err := wf.check()
 	if err != nil {
 		return err
