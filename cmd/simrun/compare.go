@@ -120,6 +120,11 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	spA.seedTimeout, spB.seedTimeout = wf.seedTimeout, wf.seedTimeout
+	undo, err := outputDirs(append([][2]string{{"-out", filepath.Join(*out, "a")}, {"-out", filepath.Join(*out, "b")}}, fileDir("-junit", *junit)...)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
 	bar := wf.progress(stderr, 2*seeds.n, "runs")
 	tally := func() *sweepState {
 		return &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, sigs: map[uint64]string{}}

@@ -117,6 +117,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err := sp.checkReplaySeeds(seedSet{spans: []span{{*seed, *seed}}, n: 1}, "-seed"); err != nil {
 		return err
 	}
+	undo, err := outputDirs(of.dirs(true)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
 	r, replaying := sp.strategy.(replayFile)
 	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
 	if replaying {
@@ -158,6 +163,11 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 		return usagef("%s: %v", rest[0], err)
 	}
 	sp.seedTimeout = timeout
+	undo, err := outputDirs(of.dirs(false)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
 	o := sp.run(seed, sim.Options{Strategy: sim.Replay(sch), Trace: of.tracing()})
 	o.strategy, _ = sch.Get("strategy")
 	if err := diverged(rest[0], o.res.Err); err != nil {
@@ -458,4 +468,67 @@ func writeFile(file string, write func(w io.Writer) error) (err error) {
 		return fmt.Errorf("cannot write %s: %w", file, err)
 	}
 	return os.Rename(f.Name(), file)
+}
+
+// outputDirs makes the directories a command will write its files into
+// before it spends its time, so that a result is not lost at the end for
+// want of a place to put it: a directory that cannot be made, or in which
+// no file can be created, is bad input, refused before anything runs. dirs
+// pairs each flag with its directory. The returned undo removes the
+// directories made here that are still empty, so that a command that wrote
+// nothing (a sweep that passed) leaves nothing behind.
+func outputDirs(dirs ...[2]string) (undo func(), err error) {
+	var made []string // deepest first, for each dir in turn
+	undo = func() {
+		for _, d := range made {
+			os.Remove(d) // only an empty directory goes
+		}
+	}
+	for _, fd := range dirs {
+		flagName, dir := fd[0], fd[1]
+		if dir == "" {
+			dir = "."
+		}
+		var fresh []string
+		for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+				break
+			}
+			fresh = append(fresh, d)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			undo()
+			return nil, usagef("%s %s: cannot make the directory: %v", flagName, dir, err)
+		}
+		made = append(made, fresh...)
+		f, err := os.CreateTemp(dir, ".simrun-probe-*")
+		if err != nil {
+			undo()
+			return nil, usagef("%s %s: cannot write files there: %v", flagName, dir, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return undo, nil
+}
+
+// fileDir pairs a flag that names a file with the file's directory, for
+// outputDirs; nothing when the flag is not given.
+func fileDir(flagName, file string) [][2]string {
+	if file == "" || file == "-" {
+		return nil
+	}
+	return [][2]string{{flagName, filepath.Dir(file)}}
+}
+
+// dirs are the directories the flags write into; out is the -out directory
+// when the command has one.
+func (f *outputFlags) dirs(withOut bool) [][2]string {
+	var d [][2]string
+	if withOut {
+		d = append(d, [2]string{"-out", f.out})
+		d = append(d, fileDir("-schedule-out", f.schedule)...)
+	}
+	d = append(d, fileDir("-trace", f.trace)...)
+	return append(d, fileDir("-html", f.html)...)
 }

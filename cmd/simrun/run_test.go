@@ -178,3 +178,39 @@ func TestAReplayRunsOnlyOnTheSeedItWasRecordedWith(t *testing.T) {
 	assert.Equal(t, 1, code, "%s%s", out, errOut)
 	assert.Contains(t, out, "FAIL, no-cross-incarnation-delivery")
 }
+
+func TestAnOutputDirectoryThatCannotBeMadeIsRefusedBeforeAnythingRuns(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	bad := filepath.Join(file, "out") // under a regular file: no directory can be made there
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-out", bad}, "-out"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-50", "-quiet", "-out", bad}, "-out"},
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-50", "-quiet", "-json", "-out", dir, "-junit", filepath.Join(bad, "j.xml")}, "-junit"},
+		{[]string{"compare", "-scenario", "abort-reuse", "-seeds", "1-50", "-a", "-legacy", "-b", "", "-quiet", "-out", bad}, "-out"},
+		{[]string{"compare", "-scenario", "abort-reuse", "-seeds", "1-50", "-a", "-legacy", "-b", "", "-quiet", "-out", dir, "-junit", filepath.Join(bad, "j.xml")}, "-junit"},
+		{[]string{"shrink", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-quiet", "-out", bad}, "-out"},
+		{[]string{"shrink", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-quiet", "-out", dir, "-html", filepath.Join(bad, "t.html")}, "-html"},
+		{[]string{"stress", "-p", "2", "-rounds", "1", "-quiet", "-junit", filepath.Join(bad, "j.xml"), "--", "false"}, "-junit"},
+	} {
+		code, out, errOut := simrun(t, c.args...)
+		assert.Equal(t, 2, code, "%v: %s%s", c.args, out, errOut)
+		assert.Empty(t, out, "%v: nothing ran", c.args)
+		assert.Contains(t, errOut, "simrun "+c.args[0]+": "+c.flag+" ", "%v: the message names the flag", c.args)
+		assert.Contains(t, errOut, "not a directory", "%v", c.args)
+	}
+
+	// A directory that can be made, but that a passing run does not need,
+	// is not left behind.
+	fresh := filepath.Join(dir, "fresh", "out")
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-20", "-quiet", "-out", fresh)
+	require.Equal(t, 0, code, out)
+	assert.NoDirExists(t, filepath.Join(dir, "fresh"))
+	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", fresh)
+	require.Equal(t, 1, code, out)
+	assert.FileExists(t, filepath.Join(fresh, "abort-reuse-legacy-seed1.schedule"))
+}

@@ -78,6 +78,13 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		return usagef("-deadline must be a positive duration, as in 30s, got %v", *deadline)
 	}
 
+	dirs := append([][2]string{{"-out", *out}}, fileDir("-trace", *trace)...)
+	undo, err := outputDirs(append(dirs, fileDir("-html", *html)...)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
+
 	var sp *spec
 	var o outcome
 	from := ""

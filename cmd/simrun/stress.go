@@ -112,6 +112,12 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	undo, err := outputDirs(fileDir("-junit", *junit)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var bar *progressbar.ProgressBar

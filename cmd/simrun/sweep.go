@@ -125,6 +125,11 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp.seedTimeout = wf.seedTimeout
+	undo, err := outputDirs(append([][2]string{{"-out", *out}}, fileDir("-junit", *junit)...)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
 	bar := wf.progress(stderr, seeds.n, "seeds")
 	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter)}
 	sw := sweepInto(st, sp, seeds, det, bar)
