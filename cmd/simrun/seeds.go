@@ -86,7 +86,15 @@ func (s seedSet) at(i uint64) uint64 {
 }
 
 // shard returns the I-th of n contiguous parts of the set (1-based).
-func (s seedSet) shard(i, n uint64) seedSet { return s.slice(s.n*(i-1)/n, s.n*i/n) }
+func (s seedSet) shard(i, n uint64) seedSet { return s.slice(mulDiv(s.n, i-1, n), mulDiv(s.n, i, n)) }
+
+// mulDiv is ⌊a·b/c⌋ for b ≤ c, without overflow: a sweep's 2^40 seeds
+// times a shard number past 2^24 do not fit in 64 bits.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	q, _ := bits.Div64(hi, lo, c) // hi < c, since b ≤ c
+	return q
+}
 
 // slice returns the seeds at indices [lo, hi), in order.
 func (s seedSet) slice(lo, hi uint64) seedSet {

@@ -95,3 +95,19 @@ func TestCheckShareRefusesWhatIsNotAShare(t *testing.T) {
 		assert.Contains(t, errOut, c.want, c.in)
 	}
 }
+
+func TestShardsOfAHugeRangeCoverItWithoutOverflow(t *testing.T) {
+	set, err := parseSeeds("0-1099511627775") // 2^40 seeds, the most a sweep takes
+	require.NoError(t, err)
+	const n = 1 << 24 // 2^40 · 2^24 overflows 64 bits
+	last := set.shard(n, n)
+	assert.Equal(t, "1099511562240-1099511627775", last.String())
+	assert.Equal(t, uint64(1<<16), last.n)
+	mid := set.shard(n/2+1, n)
+	assert.Equal(t, "549755813888-549755879423", mid.String())
+
+	code, out, errOut := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "0-1099511627775", "-shard", "16777216/16777216",
+		"-stop-after", "0", "-for", "1ms", "-quiet", "-json", "-out", t.TempDir(), "-check-determinism", "0")
+	require.Equal(t, 0, code, out+errOut)
+	assert.Contains(t, out, `"requested_seed_range": "1099511562240-1099511627775"`)
+}
