@@ -33,8 +33,10 @@ type mergeResult struct {
 	// matrix whose shards ran side by side (total seeds over the slowest
 	// shard's time).
 	SeedsPerSecSum float64 `json:"seeds_per_sec_sum"`
-	// MissingShards names the shards of an I/N split that were not given.
+	// MissingShards names the shards of an I/N split that were not given,
+	// the first missingShardsMax of them; MissingCount counts them all.
 	MissingShards []string `json:"missing_shards,omitempty"`
+	MissingCount  uint64   `json:"missing_shard_count,omitempty"`
 }
 
 func cmdMerge(args []string, stdout, stderr io.Writer) error {
@@ -73,7 +75,11 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints}
 		fmt.Fprintf(stdout, "merge of %d shard(s): %s\n", len(files), strings.Join(m.Shards, ", "))
 		if len(m.MissingShards) > 0 {
-			fmt.Fprintf(stdout, "  missing shards: %s — the result covers only the seeds given\n", strings.Join(m.MissingShards, ", "))
+			names := strings.Join(m.MissingShards, ", ")
+			if more := m.MissingCount - uint64(len(m.MissingShards)); more > 0 {
+				names += fmt.Sprintf(" and %d more", more)
+			}
+			fmt.Fprintf(stdout, "  missing shards: %s — the result covers only the seeds given\n", names)
 		}
 		printSweep(stdout, sp, &m.sweepResult)
 		fmt.Fprintf(stdout, "  throughput: %.0f seeds/s side by side (the slowest shard took %.2fs), %.0f seeds/s summed over shards\n",
@@ -161,7 +167,7 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 			spanFile = append(spanFile, files[i])
 		}
 	}
-	m.MissingShards = missingShards(shards)
+	m.MissingShards, m.MissingCount = missingShards(shards)
 	// Sweeps of other seed lists may each have a shard 1/2: where a name
 	// comes twice, the seeds tell its shards apart.
 	times := map[string]int{}
@@ -304,26 +310,31 @@ func describeShard(r sweepResult) string {
 	return "seeds " + r.SeedRange
 }
 
-// missingShards names the shards of an I/N split that were not given,
-// when every shard given is one of the same N.
-func missingShards(shards []sweepResult) []string {
+// missingShardsMax bounds the missing shards a merge names: a sweep may be
+// split into as many shards as it has seeds.
+const missingShardsMax = 100
+
+// missingShards names the first missingShardsMax shards of an I/N split
+// that were not given, and counts them all, when every shard given is one
+// of the same N.
+func missingShards(shards []sweepResult) ([]string, uint64) {
 	n := uint64(0)
 	have := map[uint64]bool{} // looked up, never ranged
 	for _, r := range shards {
 		i, k, err := parseShard(r.Shard)
 		if err != nil || (n != 0 && k != n) {
-			return nil
+			return nil, 0
 		}
 		n = k
 		have[i] = true
 	}
 	var missing []string
-	for i := uint64(1); i <= n; i++ {
+	for i := uint64(1); i <= n && len(missing) < missingShardsMax; i++ {
 		if !have[i] {
 			missing = append(missing, fmt.Sprintf("%d/%d", i, n))
 		}
 	}
-	return missing
+	return missing, n - uint64(len(have))
 }
 
 // mergeSpans sorts spans and joins those that touch.

@@ -209,3 +209,34 @@ func TestMergeNamesShardsOfTheSameNameApart(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "merge of 2 shard(s): 1/2 (seeds 1-10), 1/2 (seeds 101-110)\n")
 }
+
+func TestMergeOfOneShardOfManyListsAFewMissingAndCountsTheRest(t *testing.T) {
+	// A sweep split a million ways, and one shard given: the merge names
+	// the first missing shards and counts the others, where it used to
+	// build a name for each of them (and, split 10^12 ways, never ended).
+	missing, count := missingShards([]sweepResult{{Shard: "3/1000000"}})
+	assert.Len(t, missing, missingShardsMax)
+	assert.Equal(t, []string{"1/1000000", "2/1000000", "4/1000000"}, missing[:3])
+	assert.Equal(t, uint64(999999), count)
+
+	missing, count = missingShards([]sweepResult{{Shard: "1/3"}, {Shard: "3/3"}})
+	assert.Equal(t, []string{"2/3"}, missing)
+	assert.Equal(t, uint64(1), count)
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "last.json")
+	code, out, errOut := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-10", "-shard", "1000000000000/1000000000000",
+		"-json", "-quiet", "-out", dir)
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, os.WriteFile(file, []byte(out), 0o644))
+	code, out, errOut = simrun(t, "merge", file)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "missing shards: 1/1000000000000, 2/1000000000000, ")
+	assert.Contains(t, out, " and 999999999899 more — the result covers only the seeds given")
+	code, out, _ = simrun(t, "merge", "-json", file)
+	require.Equal(t, 0, code)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Len(t, m.MissingShards, missingShardsMax)
+	assert.Equal(t, uint64(999999999999), m.MissingCount)
+}
