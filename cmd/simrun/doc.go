@@ -19,9 +19,10 @@
 // prints the command that replays it and writes its schedule file; sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson
 // interval, first occurrence and a command that reproduces it. A sweep
-// given -for (a wall-time budget) or -stop-after (a number of failures)
-// stops taking seeds early and reports the seeds that ran, the first ones
-// of -seeds; stress given -for starts no round once the budget is spent.
+// given -for (a wall-time budget) or -stop-after (a number of failures),
+// or interrupted (Ctrl-C, SIGTERM), stops taking seeds early and reports
+// the seeds that ran, the first ones of -seeds; stress given -for starts no
+// round once the budget is spent.
 //
 // A seed that has not ended after -seed-timeout of wall time (a minute by
 // default) is a hang: a task loops without a scheduling point, or blocks on

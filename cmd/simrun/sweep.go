@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -132,7 +134,11 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	defer undo()
 	bar := wf.progress(stderr, seeds.n, "seeds")
 	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter)}
+	// Ctrl-C (or SIGTERM) stops taking seeds, as -for does, so that what
+	// the sweep found is reported rather than lost; a second one kills.
+	interrupted := stopOnSignal(st)
 	sw := sweepInto(st, sp, seeds, det, bar)
+	interrupted.release()
 	if bar != nil {
 		bar.Finish()
 	}
@@ -159,8 +165,44 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if res.Failures > 0 || len(res.Nondetermined) > 0 {
 		return errFailed
 	}
+	if interrupted.happened() && res.Stopped != "" {
+		return fmt.Errorf("interrupted after %d of %d seeds, before any failure", res.Seeds, seeds.n)
+	}
 	return nil
 }
+
+// signalStop stops a sweep at the first SIGINT or SIGTERM.
+type signalStop struct {
+	c    chan os.Signal
+	done chan struct{}
+	seen atomic.Bool
+}
+
+// stopOnSignal stops st's workers taking seeds at the first SIGINT or
+// SIGTERM, until release.
+func stopOnSignal(st *sweepState) *signalStop {
+	s := &signalStop{c: make(chan os.Signal, 1), done: make(chan struct{})}
+	signal.Notify(s.c, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		defer close(s.done)
+		if _, ok := <-s.c; ok {
+			s.seen.Store(true)
+			signal.Stop(s.c) // a second signal kills, as usual
+			st.stop("interrupted")
+		}
+	}()
+	return s
+}
+
+// release stops listening for signals.
+func (s *signalStop) release() {
+	signal.Stop(s.c)
+	close(s.c)
+	<-s.done
+}
+
+// happened reports whether a signal stopped the sweep.
+func (s *signalStop) happened() bool { return s.seen.Load() }
 
 // jobsMax bounds -j. Each run is single-threaded and CPU-bound, so workers
 // past the machine's cores add memory (a pool of goroutines each) and no

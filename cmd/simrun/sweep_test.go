@@ -6,10 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/scenario"
 )
 
 // sweepJSON runs sweep -json with args and returns its exit code and result.
@@ -222,4 +227,45 @@ func TestPrintedCommandsCarryGOFailpoints(t *testing.T) {
 	assert.Contains(t, stderr, "the schedule was recorded with GO_FAILPOINTS '"+env+"', not unset: set it as it was")
 	_, stdout, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", t.TempDir())
 	assert.NotContains(t, stdout, "GO_FAILPOINTS")
+}
+
+// sweepRunning is closed by the first run of the scenario test-running.
+var sweepRunning = struct {
+	once sync.Once
+	c    chan struct{}
+}{c: make(chan struct{})}
+
+func init() {
+	scenario.Register(&scenario.Scenario{Name: "test-running", Summary: "a scenario whose first run says that a sweep is under way", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			sweepRunning.once.Do(func() { close(sweepRunning.c) })
+			x.RT.Yield("main")
+			return nil
+		}})
+}
+
+// TestSweepInterruptReportsTheSeedsThatRan sends this process SIGINT while
+// a long sweep runs: it stops taking seeds and reports those that ran.
+func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
+	done := make(chan int)
+	var out, errOut string
+	go func() {
+		var code int
+		code, out, errOut = simrun(t, "sweep", "-scenario", "test-running", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
+			"-out", t.TempDir(), "-check-determinism", "0")
+		done <- code
+	}()
+	<-sweepRunning.c // the handler is in place before the first seed runs
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	code := <-done
+	assert.Equal(t, 2, code, "an interrupted sweep that found nothing has not passed: %s", errOut)
+	assert.Contains(t, errOut, "simrun sweep: interrupted after ")
+	assert.Contains(t, errOut, "of 1000000000 seeds, before any failure")
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "the result is printed: %s", out)
+	assert.Equal(t, "interrupted", r.Stopped)
+	assert.Equal(t, "1-1000000000", r.Requested)
+	assert.Positive(t, r.Seeds)
+	assert.Equal(t, fmt.Sprintf("1-%d", r.Seeds), r.SeedRange, "the seeds that ran are the first ones asked for")
 }
