@@ -133,14 +133,28 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	// so that the two stay paired seed by seed.
 	a := tally()
 	a.budget = wf.budget / 2
+	// Ctrl-C (or SIGTERM) stops the variant running, and the comparison
+	// there, as a hang does: the sweeps as far as they went are reported.
+	interrupted := stopOnSignal(a)
+	defer interrupted.release()
 	stA := sweepInto(a, spA, seeds, det, bar)
-	hang := compareHangOut{stdout: stdout, stderr: stderr, bar: bar, json: wf.json, junit: *junit, requested: seeds}
+	partial := compareHangOut{stdout: stdout, stderr: stderr, bar: bar, json: wf.json, junit: *junit, requested: seeds}
+	sideA := hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")}
 	if stA.hung {
-		return hang.report(hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")}, nil)
+		return partial.report(sideA, nil)
 	}
-	stB := sweepInto(tally(), spB, stA.ran, det, bar)
+	if interrupted.happened() && stA.stopped != "" {
+		return partial.interrupted(sideA, nil)
+	}
+	b := tally()
+	interrupted.watch(b)
+	stB := sweepInto(b, spB, stA.ran, det, bar)
+	sideB := hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}
 	if stB.hung {
-		return hang.report(hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}, &hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")})
+		return partial.report(sideB, &sideA)
+	}
+	if interrupted.happened() && stB.stopped != "" {
+		return partial.interrupted(sideB, &sideA)
 	}
 	if bar != nil {
 		bar.Finish()
@@ -324,8 +338,9 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 	return out
 }
 
-// compareHangOut is where compare reports a hang: the text or JSON
-// output and the JUnit report asked for.
+// compareHangOut is where compare reports a comparison that ended early,
+// by a hang or an interrupt: the text or JSON output and the JUnit report
+// asked for.
 type compareHangOut struct {
 	stdout, stderr io.Writer
 	bar            *progressbar.ProgressBar
@@ -342,16 +357,51 @@ type hangSide struct {
 	dir         string
 }
 
-// compareHangJSON is what compare -json prints when a seed hung: the sweeps
-// as far as they went, and no comparison (no p-value, no pairs).
+// compareHangJSON is what compare -json prints when a seed hung or the
+// comparison was interrupted: the sweeps as far as they went, and no
+// comparison (no p-value, no pairs).
 type compareHangJSON struct {
 	SeedRange string       `json:"seed_range"`
 	Requested string       `json:"requested_seed_range"`
 	Stopped   string       `json:"stopped"`
-	Hung      string       `json:"hung"` // the variant whose seed hung
+	Hung      string       `json:"hung,omitempty"` // the variant whose seed hung
 	Verdict   string       `json:"verdict"`
 	A         *compareSide `json:"a,omitempty"`
-	B         *compareSide `json:"b,omitempty"` // nil when A hung: B did not run
+	B         *compareSide `json:"b,omitempty"` // nil when A stopped: B did not run
+}
+
+// sides summarises each variant that ran, A first, and writes the schedule
+// of each of its modes' first failing seed. last is the variant that
+// stopped; other is A's complete sweep when B stopped, nil otherwise.
+func (h compareHangOut) sides(last hangSide, other *hangSide) ([]hangSide, []compareSide, error) {
+	if h.bar != nil {
+		h.bar.Finish()
+	}
+	sides := []hangSide{last}
+	if other != nil {
+		sides = []hangSide{*other, last}
+	}
+	results := make([]compareSide, len(sides))
+	for i, s := range sides {
+		r := s.st.summary(s.sp, "")
+		if err := writeModeSchedules(s.sp, &r, s.dir); err != nil {
+			return nil, nil, err
+		}
+		results[i] = compareSide{Flags: s.flags, sweepResult: r}
+	}
+	return sides, results, nil
+}
+
+// writeJSON prints j with the variants that ran.
+func (h compareHangOut) writeJSON(j compareHangJSON, sides []hangSide, results []compareSide) error {
+	for i, s := range sides {
+		if s.name == "A" {
+			j.A = &results[i]
+		} else {
+			j.B = &results[i]
+		}
+	}
+	return writeJSON(h.stdout, j)
 }
 
 // report reports the hang that stopped variant hung's sweep: the two
@@ -359,20 +409,9 @@ type compareHangJSON struct {
 // anything, so the comparison ends there (B does not run after A hung).
 // other is A's complete sweep when B hung, nil otherwise.
 func (h compareHangOut) report(hung hangSide, other *hangSide) error {
-	if h.bar != nil {
-		h.bar.Finish()
-	}
-	sides := []hangSide{hung}
-	if other != nil {
-		sides = []hangSide{*other, hung}
-	}
-	results := make([]compareSide, len(sides))
-	for i, s := range sides {
-		r := s.st.summary(s.sp, "")
-		if err := writeModeSchedules(s.sp, &r, s.dir); err != nil {
-			return err
-		}
-		results[i] = compareSide{Flags: s.flags, sweepResult: r}
+	sides, results, err := h.sides(hung, other)
+	if err != nil {
+		return err
 	}
 	r := &results[len(results)-1].sweepResult // the variant that hung
 	// Each mode whose first seed hung: one, unless workers hung at once.
@@ -392,21 +431,14 @@ func (h compareHangOut) report(hung hangSide, other *hangSide) error {
 		}
 	}
 	if h.junit != "" {
-		if err := writeCompareHangJUnit(h.junit, results, sides, hm); err != nil {
+		if err := writeCompareStopJUnit(h.junit, results, sides, hm.Error, "\nrun: "+hm.Replay); err != nil {
 			return err
 		}
 	}
 	if h.json {
 		j := compareHangJSON{SeedRange: hung.st.ran.String(), Requested: h.requested.String(), Stopped: stoppedBy(hm), Hung: hung.name,
 			Verdict: "no comparison: variant " + hung.name + " hung"}
-		for i, s := range sides {
-			if s.name == "A" {
-				j.A = &results[i]
-			} else {
-				j.B = &results[i]
-			}
-		}
-		if err := writeJSON(h.stdout, j); err != nil {
+		if err := h.writeJSON(j, sides, results); err != nil {
 			return err
 		}
 	} else {
@@ -418,9 +450,48 @@ func (h compareHangOut) report(hung hangSide, other *hangSide) error {
 	return errFailed
 }
 
-// writeCompareHangJUnit writes a case for each variant that ran, the one
-// that hung failing with the hang and the command that runs its seed again.
-func writeCompareHangJUnit(file string, results []compareSide, sides []hangSide, hm *sweepMode) error {
+// interrupted reports a comparison stopped by a signal while variant last
+// ran: each variant's sweep as far as it went, and no comparison, since
+// the two no longer ran the same seeds. other is A's complete sweep when
+// B was interrupted, nil otherwise.
+func (h compareHangOut) interrupted(last hangSide, other *hangSide) error {
+	sides, results, err := h.sides(last, other)
+	if err != nil {
+		return err
+	}
+	r := &results[len(results)-1].sweepResult
+	stopped := fmt.Sprintf("variant %s (%s) interrupted after %d of %d seeds; no comparison is made", last.name, flagsOrNone(last.flags), r.Seeds, last.st.requested.n)
+	if h.junit != "" {
+		if err := writeCompareStopJUnit(h.junit, results, sides, stopped, ""); err != nil {
+			return err
+		}
+	}
+	if h.json {
+		j := compareHangJSON{SeedRange: last.st.ran.String(), Requested: h.requested.String(), Stopped: stopped,
+			Verdict: "no comparison: interrupted"}
+		if err := h.writeJSON(j, sides, results); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(h.stdout, "compare: %s\n", stopped)
+		for i, s := range sides {
+			fmt.Fprintf(h.stdout, "%s  %s\n", s.name, flagsOrNone(s.flags))
+			printSweep(h.stdout, s.sp, &results[i].sweepResult)
+		}
+	}
+	for i, s := range sides {
+		s.st.printWarnings(h.stderr, "compare, "+s.name)
+		if results[i].Failures > 0 {
+			return errFailed
+		}
+	}
+	return fmt.Errorf("%s, before any failure", stopped)
+}
+
+// writeCompareStopJUnit writes a case for each variant that ran, the one
+// that stopped the comparison failing with failure (and output added to
+// its output): an unfinished comparison has not passed.
+func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide, failure, output string) error {
 	var cases []triage.JUnitCase
 	for i, s := range sides {
 		r := &results[i]
@@ -428,9 +499,9 @@ func writeCompareHangJUnit(file string, results []compareSide, sides []hangSide,
 			Time:   time.Duration(r.Seconds * float64(time.Second)),
 			Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", r.Scenario, r.Strategy, r.Engine, triage.Rate{K: int(r.Failures), N: int(r.Seeds)})}
 		switch {
-		case i == len(sides)-1: // the variant that hung
-			c.Failure = hm.Error
-			c.Output += "\nrun: " + hm.Replay
+		case i == len(sides)-1: // the variant that stopped
+			c.Failure = failure
+			c.Output += output
 		case r.Failures > 0:
 			c.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
 			if r.Replay != "" {

@@ -22,7 +22,8 @@
 // given -for (a wall-time budget) or -stop-after (a number of failures),
 // or interrupted (Ctrl-C, SIGTERM), stops taking seeds early and reports
 // the seeds that ran, the first ones of -seeds; stress given -for starts no
-// round once the budget is spent.
+// round once the budget is spent. An interrupted compare reports each
+// variant's sweep as far as it went, and no comparison.
 //
 // A seed that has not ended after -seed-timeout of wall time (a minute by
 // default) is a hang: a task loops without a scheduling point, or blocks on

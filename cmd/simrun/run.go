@@ -70,7 +70,7 @@ func (f *outputFlags) register(fs *flag.FlagSet) {
 // registerSchedule registers the flags that say where the run's schedule
 // goes: not for replay, whose schedule is the file it was given.
 func (f *outputFlags) registerSchedule(fs *flag.FlagSet) {
-	fs.StringVar(&f.schedule, "schedule-out", "", "write the run's schedule to `FILE` (by default a failing run's goes to -out)")
+	fs.StringVar(&f.schedule, "schedule-out", "", "write the run's schedule to `FILE` (by default a failing run's goes to -out; - writes none)")
 	fs.StringVar(&f.out, "out", "out", "directory for schedule files of failing runs")
 }
 

@@ -176,22 +176,39 @@ type signalStop struct {
 	c    chan os.Signal
 	done chan struct{}
 	seen atomic.Bool
+	mu   sync.Mutex
+	st   *sweepState // the sweep a signal stops
 }
 
 // stopOnSignal stops st's workers taking seeds at the first SIGINT or
 // SIGTERM, until release.
 func stopOnSignal(st *sweepState) *signalStop {
-	s := &signalStop{c: make(chan os.Signal, 1), done: make(chan struct{})}
+	s := &signalStop{c: make(chan os.Signal, 1), done: make(chan struct{}), st: st}
 	signal.Notify(s.c, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		defer close(s.done)
 		if _, ok := <-s.c; ok {
-			s.seen.Store(true)
 			signal.Stop(s.c) // a second signal kills, as usual
+			s.mu.Lock()
+			s.seen.Store(true)
+			st := s.st
+			s.mu.Unlock()
 			st.stop("interrupted")
 		}
 	}()
 	return s
+}
+
+// watch makes a signal stop st from now on, in place of the sweep before
+// it; st is stopped at once if a signal came already.
+func (s *signalStop) watch(st *sweepState) {
+	s.mu.Lock()
+	s.st = st
+	seen := s.seen.Load()
+	s.mu.Unlock()
+	if seen {
+		st.stop("interrupted")
+	}
 }
 
 // release stops listening for signals.
@@ -328,6 +345,9 @@ type modeTally struct {
 // single-threaded and independent, so the sweep scales with cores; the
 // tally does not depend on which worker ran which seed.
 func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *progressbar.ProgressBar) *sweepState {
+	if uint64(st.workers) > seeds.n { // a worker without a seed is not one
+		st.workers = int(max(seeds.n, 1))
+	}
 	workers := st.workers
 	strategy := sp.strategyOrDefault()
 	// Workers take seeds one at a time, in order: a seed costs tens of

@@ -235,10 +235,21 @@ var sweepRunning = struct {
 	c    chan struct{}
 }{c: make(chan struct{})}
 
+// legacyRunning is sent to by runs of test-running on the legacy engine,
+// when it has room.
+var legacyRunning = make(chan struct{}, 1)
+
 func init() {
 	scenario.Register(&scenario.Scenario{Name: "test-running", Summary: "a scenario whose first run says that a sweep is under way", DefaultStrategy: "random",
 		Run: func(x *scenario.Run) error {
 			sweepRunning.once.Do(func() { close(sweepRunning.c) })
+			if x.Opts.Legacy { // slow, so that a sweep of it is still running
+				select {
+				case legacyRunning <- struct{}{}:
+				default:
+				}
+				time.Sleep(time.Millisecond)
+			}
 			x.RT.Yield("main")
 			return nil
 		}})
@@ -268,4 +279,68 @@ func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
 	assert.Equal(t, "1-1000000000", r.Requested)
 	assert.Positive(t, r.Seeds)
 	assert.Equal(t, fmt.Sprintf("1-%d", r.Seeds), r.SeedRange, "the seeds that ran are the first ones asked for")
+}
+
+// TestCompareInterruptReportsTheSweepsAsFarAsTheyWent interrupts compare
+// while A runs and while B runs: the variant running stops, and what each
+// ran is reported, with no comparison.
+func TestCompareInterruptReportsTheSweepsAsFarAsTheyWent(t *testing.T) {
+	for _, c := range []struct {
+		name, a, b, stopped string
+		bRan                bool
+	}{
+		{"during A", "-legacy", "", "variant A (-legacy) interrupted after ", false},
+		{"during B", "", "-legacy", "variant B (-legacy) interrupted after ", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			select {
+			case <-legacyRunning:
+			default:
+			}
+			junit := filepath.Join(t.TempDir(), "compare.xml")
+			done := make(chan int)
+			var out, errOut string
+			go func() {
+				var code int
+				code, out, errOut = simrun(t, "compare", "-scenario", "test-running", "-seeds", "1-20000", "-a", c.a, "-b", c.b,
+					"-quiet", "-json", "-junit", junit, "-out", t.TempDir(), "-check-determinism", "0")
+				done <- code
+			}()
+			<-legacyRunning // the legacy variant's sweep is under way
+			time.Sleep(20 * time.Millisecond)
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+			code := <-done
+			assert.Equal(t, 2, code, "an interrupted comparison that found nothing has not passed: %s", errOut)
+			assert.Contains(t, errOut, "simrun compare: "+c.stopped)
+			assert.Contains(t, errOut, "of 20000 seeds; no comparison is made, before any failure")
+			var j compareHangJSON
+			require.NoError(t, json.Unmarshal([]byte(out), &j), "the result is printed: %s", out)
+			assert.Equal(t, "no comparison: interrupted", j.Verdict)
+			assert.Contains(t, j.Stopped, c.stopped)
+			assert.Empty(t, j.Hung)
+			assert.Equal(t, "1-20000", j.Requested)
+			require.NotNil(t, j.A)
+			last := j.A
+			if c.bRan {
+				require.NotNil(t, j.B)
+				assert.Equal(t, uint64(20000), j.A.Seeds, "A ran every seed before B began")
+				last = j.B
+			} else {
+				assert.Nil(t, j.B, "B does not run once A was interrupted")
+			}
+			assert.Equal(t, "interrupted", last.Stopped)
+			assert.Less(t, last.Seeds, uint64(20000))
+			assert.Equal(t, fmt.Sprintf("1-%d", last.Seeds), j.SeedRange, "the seeds the interrupted variant ran are the first ones")
+			x, err := os.ReadFile(junit)
+			require.NoError(t, err)
+			assert.Contains(t, string(x), c.stopped, "the JUnit report fails the interrupted variant")
+		})
+	}
+}
+
+func TestASweepStartsNoMoreWorkersThanSeeds(t *testing.T) {
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-3", "-j", "8")
+	require.Equal(t, 0, code)
+	assert.Equal(t, 3, r.Workers)
+	assert.Equal(t, uint64(3), r.Seeds)
 }
