@@ -417,6 +417,12 @@ func signature(err error) string {
 	if err == nil {
 		return ""
 	}
+	// A replay that left its schedule cut the run short: whatever else
+	// the run reports (requests that never ended) follows from that.
+	var mm *sim.ScheduleMismatchError
+	if errors.As(err, &mm) {
+		return "replay diverged"
+	}
 	var v *props.Violation
 	if errors.As(err, &v) {
 		if v.Task != "" {
@@ -447,10 +453,6 @@ func signature(err error) string {
 			return "goexit in " + pe.Task
 		}
 		return fmt.Sprintf("panic in %s: %v", pe.Task, firstLine(fmt.Sprint(pe.Value)))
-	}
-	var mm *sim.ScheduleMismatchError
-	if errors.As(err, &mm) {
-		return "replay diverged"
 	}
 	if isNondeterministic(err) {
 		return sigNondeterministic

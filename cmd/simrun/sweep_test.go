@@ -338,6 +338,29 @@ func TestCompareInterruptReportsTheSweepsAsFarAsTheyWent(t *testing.T) {
 	}
 }
 
+// TestASweepOfADivergedReplaySaysSo: a sweep that replays a schedule the
+// run leaves reports the divergence, not what the cut-short run then broke.
+func TestASweepOfADivergedReplaySaysSo(t *testing.T) {
+	dir := t.TempDir()
+	sched := filepath.Join(dir, "seed1.schedule")
+	code, out, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-out", dir, "-schedule-out", sched)
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	b, err := os.ReadFile(sched)
+	require.NoError(t, err)
+	// The third decision runs the output handler in place of the core,
+	// which the replay cannot follow for long.
+	text := strings.Replace(string(b), "\n0*2 1 0*5 ", "\n0*2 2 0*5 ", 1)
+	require.NotEqual(t, string(b), text, "the schedule's decisions are as expected: %s", b)
+	require.NoError(t, os.WriteFile(sched, []byte(text), 0o644))
+
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1", "-strategy", "replay:"+sched)
+	require.Equal(t, 1, code)
+	require.Len(t, r.Modes, 1)
+	assert.Equal(t, "replay diverged", r.Modes[0].Signature)
+	assert.True(t, strings.HasPrefix(r.Error, "sim: replay diverged at step "), "the divergence comes first: %s", r.Error)
+	assert.NotContains(t, r.Error, "never ended", "the requests the cut-short run left are not its failures")
+}
+
 func TestASweepStartsNoMoreWorkersThanSeeds(t *testing.T) {
 	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-3", "-j", "8")
 	require.Equal(t, 0, code)
