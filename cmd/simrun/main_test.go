@@ -279,3 +279,28 @@ func readJUnit(t *testing.T, file string) junitDoc {
 	require.NoError(t, xml.Unmarshal(data, &doc), "%s is not JUnit XML", file)
 	return doc
 }
+
+func TestReplayOfAScheduleWithNoTraceHashSaysNoneWasRecorded(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code, out)
+	file := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, `meta "trace-hash" `) {
+			kept = append(kept, line)
+		}
+	}
+	require.Less(t, len(kept), strings.Count(string(b), "\n")+1, "the schedule had a trace hash")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(kept, "\n")), 0o644))
+
+	code, out, _ = simrun(t, "replay", file)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, " (the schedule recorded none)")
+	assert.NotContains(t, out, "DIFFERENT")
+	code, out, _ = simrun(t, "replay", "-json", file)
+	require.Equal(t, 1, code, out)
+	assert.NotContains(t, out, "same_hash_as_recorded", "there is nothing to compare with")
+}

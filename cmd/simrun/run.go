@@ -174,15 +174,16 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	recorded, _ := sch.Get("trace-hash")
-	rp := &replayed{file: rest[0], same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
+	rp := &replayed{file: rest[0], recorded: recorded != "", same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
 	return report(sp, &o, &of, rp, stdout)
 }
 
 // replayed is what report says of a replay: the schedule file replayed,
-// and whether the run's trace hash is the one the file recorded.
+// whether the file recorded a trace hash, and whether the run's is that one.
 type replayed struct {
-	file string
-	same bool
+	file     string
+	recorded bool
+	same     bool
 }
 
 // report prints a run, writes its artifacts, and returns errFailed when it
@@ -223,7 +224,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 	if of.json {
 		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: o.failed(),
 			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile}
-		if rp != nil {
+		if rp != nil && rp.recorded {
 			j.Replayed = &rp.same
 		}
 		if o.failed() {
@@ -245,9 +246,12 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 		}
 		fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
 		if rp != nil {
-			if rp.same {
+			switch {
+			case !rp.recorded:
+				fmt.Fprint(stdout, " (the schedule recorded none)")
+			case rp.same:
 				fmt.Fprint(stdout, " (the same as recorded)")
-			} else {
+			default:
 				fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
 			}
 		}
