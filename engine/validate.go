@@ -38,7 +38,9 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 	if slices.Contains(p.Stop, "") {
 		return bad("stop strings must not be empty")
 	}
-	total := min(len(prompt)+p.MaxTokens, e.ccfg.MaxModelLen)
+	// MaxTokens is clipped before the sum: a MaxTokens near the int limit
+	// ("up to the model length") would overflow it and pass.
+	total := min(len(prompt)+min(p.MaxTokens, e.ccfg.MaxModelLen), e.ccfg.MaxModelLen)
 	if need := e.ccfg.BlocksFor(total); need > e.ccfg.NumBlocks {
 		return bad("the request needs %d KV blocks of %d tokens for %d tokens (prompt and MaxTokens), but the cache has only %d",
 			need, e.ccfg.BlockSize, total, e.ccfg.NumBlocks)
