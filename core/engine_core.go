@@ -176,7 +176,6 @@ func (c *EngineCore) handle(in Input) bool {
 		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
 			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
 		}
-		c.held.Store(0)
 		c.put(frames)
 		return false
 	}
@@ -225,7 +224,6 @@ func (c *EngineCore) runStep() {
 	c.processAborts()
 	out, room := newBatch(len(so.Scheduled))
 	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
-	c.syncHeld()
 	c.putBatch(out, frames)
 }
 
@@ -255,7 +253,6 @@ func (c *EngineCore) processAborts() {
 // could schedule although nothing runs (Scheduler.RejectUnschedulable).
 func (c *EngineCore) rejectUnschedulable() {
 	if r, ok := c.sched.RejectUnschedulable(); ok {
-		c.syncHeld()
 		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 		return
 	}
@@ -319,7 +316,16 @@ func (c *EngineCore) put(frames []Frame) {
 	c.putBatch(&Outputs{}, frames)
 }
 
+// putBatch publishes the held count and puts frames on the output queue.
+// The batch is counted before the held count drops: a request the core
+// has finished is still the core's work until its final frame is on the
+// queue, and WaitIdle, reading Held and then Batches, must not find the
+// core empty with that frame still unsent (a late batch sits in between).
 func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
+	if len(frames) > 0 {
+		c.batches.Add(1)
+	}
+	c.syncHeld()
 	if len(frames) == 0 {
 		return
 	}
@@ -331,7 +337,6 @@ func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 		}
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
-	c.batches.Add(1)
 	*out = Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step}
 	c.out.Put(out)
 }
