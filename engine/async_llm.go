@@ -559,19 +559,35 @@ func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) it
 		}
 		stop, _ := task.AfterContext(e.rt, ctx, r.Cancel)
 		defer stop()
+		// A consumer whose loop body panics (or calls runtime.Goexit) has
+		// walked away too, but yield never returns to say so: abort the
+		// request on the way out, or it runs on to MaxTokens for nobody,
+		// its id still live. Every other way out has ended it already.
+		ended := false
+		defer func() {
+			if !ended {
+				r.Cancel()
+			}
+		}()
 		for {
 			if err := ctx.Err(); err != nil {
 				r.Cancel()
+				ended = true
 				yield(Output{}, err)
 				return
 			}
 			out, err := r.Next()
 			if errors.Is(err, io.EOF) {
+				ended = true
 				return
 			}
 			if err != nil {
+				ended = true // the engine died: its requests are gone
 				yield(Output{}, err)
 				return
+			}
+			if out.Finished {
+				ended = true
 			}
 			if out.FinishReason == FinishAbort && ctx.Err() != nil {
 				yield(Output{}, ctx.Err())
@@ -579,6 +595,7 @@ func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) it
 			}
 			if !yield(out, nil) {
 				r.Cancel()
+				ended = true
 				return
 			}
 			if out.Finished {
