@@ -122,6 +122,9 @@ func (c *EngineCore) Run() {
 	}()
 	defer func() {
 		if r := recover(); r != nil {
+			if task.Stopping(r) { // the run ends, the core did not fail
+				panic(r)
+			}
 			err := fmt.Errorf("engine core: %v", r)
 			c.emit(Event{Kind: EventDead, Err: err})
 			c.batches.Add(1)

@@ -21,6 +21,9 @@ import (
 // unwinding is the panic value that unwinds a parked task when its run ends.
 type unwinding struct{}
 
+// TaskStopping marks unwinding for task.Stopping.
+func (unwinding) TaskStopping() {}
+
 // sched is one run: the task.Runtime handed to the simulated program, the
 // baton-passing loop, the virtual clock and the recorder.
 type sched struct {

@@ -68,6 +68,16 @@ func AfterContext(rt Runtime, ctx context.Context, f func()) (stop func() bool, 
 	return w.AfterContext(ctx, f), true
 }
 
+// Stopping reports whether v, a value recovered from a panic, is a runtime
+// stopping the task rather than a failure: the simulator unwinds the tasks
+// still parked when a run ends by panicking in them. Code that recovers
+// panics to report them must panic again with such a value, or it reports
+// a failure that did not happen and keeps the task from being stopped.
+func Stopping(v any) bool {
+	_, ok := v.(interface{ TaskStopping() })
+	return ok
+}
+
 // Real returns the runtime of real goroutines and the wall clock. Yield is a
 // no-op; Mutex and Cond are package sync's.
 func Real() Runtime { return realRuntime{} }
