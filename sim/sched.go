@@ -910,7 +910,9 @@ type ctxWatch struct {
 // AfterContext implements task.ContextWatcher by polling: at every decision
 // the simulator checks the contexts it watches and starts a task named
 // "context" running f for each one that is done. A context cancelled by a
-// simulated task is therefore seen at the next decision, deterministically;
+// simulated task is therefore seen at the next decision, deterministically,
+// or at a stop before it, which then starts f and reports false, as
+// context.AfterFunc's stop does once the context is done;
 // one cancelled by wall time (a deadline) is not deterministic and should
 // not be used under the simulator.
 func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
@@ -924,6 +926,12 @@ func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
 		s.watches = append(s.watches, w)
 	}
 	return func() bool {
+		if !w.done && !s.ended && w.ctx.Err() != nil {
+			// The context is done, so context.AfterFunc would have
+			// started f already: start the callbacks due, as the next
+			// decision would, rather than let stop take f back.
+			s.pollContexts()
+		}
 		if w.done {
 			return false
 		}

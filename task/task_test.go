@@ -218,3 +218,29 @@ func BenchmarkRealYield(b *testing.B) {
 		rt.Yield("bench")
 	}
 }
+
+// TestAfterContextStopOnceTheContextIsDone: context.AfterFunc starts f as
+// soon as ctx is done (or at once, for a ctx done already), so a stop after
+// that prevents nothing: it reports false and f still runs. The simulator
+// must not open a window, between the cancel and its next decision, in
+// which a stop takes back a callback the real runtime has already started.
+func TestAfterContextStopOnceTheContextIsDone(t *testing.T) {
+	onBoth(t, func(rt task.Runtime) error {
+		for _, doneFirst := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			if doneFirst {
+				cancel()
+			}
+			q := task.NewQueue[int](rt, task.QueueName("ran"))
+			stop, _ := task.AfterContext(rt, ctx, func() { q.Put(1) })
+			cancel()
+			if stop() {
+				return fmt.Errorf("done first %v: stop after the cancel reported that it prevented f", doneFirst)
+			}
+			if _, ok := q.Get(); !ok {
+				return fmt.Errorf("done first %v: f did not run", doneFirst)
+			}
+		}
+		return nil
+	})
+}
