@@ -107,6 +107,12 @@ func newSched(opts *Options, c Chooser) *sched {
 // run executes main as the first task and returns when the run is over and
 // every task has been unwound.
 func (s *sched) run(main func(rt task.Runtime) error) {
+	if s.ended {
+		// The strategy's first draws failed (NewPolicy): the run is over
+		// before its first decision, and main would only run with every
+		// scheduling point a no-op.
+		return
+	}
 	m := s.spawn("main", func() {
 		err := main(s)
 		s.mainErr = err

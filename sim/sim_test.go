@@ -657,3 +657,27 @@ func TestAfterContextStopOfAContextNeverDone(t *testing.T) {
 		assert.False(t, stop(), "a second stop prevents nothing more")
 	})
 }
+
+// exhausted is a chooser that has no answer left, as rapid's ends a draw.
+type exhausted struct{}
+
+func (exhausted) Intn(int) int { panic("no draws left") }
+
+// TestAChooserThatFailsBeforeTheRunDoesNotRunMain: PCT draws its change
+// points as the run starts. When the chooser fails there, the run is over
+// before its first decision, and main must not run with every scheduling
+// point a no-op (Sleep returning at once, Lock never waiting), where its
+// checks would report failures of a run that never happened.
+func TestAChooserThatFailsBeforeTheRunDoesNotRunMain(t *testing.T) {
+	ran := false
+	res := sim.Run(sim.Options{Chooser: exhausted{}, Strategy: sim.PCT(3)}, func(rt task.Runtime) error {
+		ran = true
+		return nil
+	})
+	var pe *sim.PanicError
+	require.ErrorAs(t, res.Err, &pe)
+	assert.Equal(t, "no draws left", pe.Value)
+	assert.False(t, ran, "main ran after the run had failed")
+	assert.Zero(t, res.Steps)
+	goleak.VerifyNone(t)
+}
