@@ -125,7 +125,11 @@ func Run(opts Options, main func(rt task.Runtime) error) Result {
 	if opts.CheckDeterminism && opts.Chooser == nil {
 		again := runOnce(&opts, main)
 		if again.TraceHash != res.TraceHash {
-			err := &NondeterminismError{Seed: opts.Seed, Hashes: [2]uint64{res.TraceHash, again.TraceHash}, Step: firstDivergence(res.Schedule, again.Schedule)}
+			step := int64(-1) // without a record, where they part is not known
+			if !opts.NoRecord {
+				step = firstDivergence(res.Schedule, again.Schedule)
+			}
+			err := &NondeterminismError{Seed: opts.Seed, Hashes: [2]uint64{res.TraceHash, again.TraceHash}, Step: step}
 			res.Err = errors.Join(err, res.Err)
 		}
 	}
@@ -271,12 +275,18 @@ func (e *ScheduleMismatchError) Error() string {
 type NondeterminismError struct {
 	Seed   uint64
 	Hashes [2]uint64
-	Step   int64 // first decision that differed, 0 if the decisions agree
+	// Step is the first decision that differed, 0 if the decisions agree,
+	// -1 if they were not recorded (Options.NoRecord).
+	Step int64
 }
 
 func (e *NondeterminismError) Error() string {
-	return fmt.Sprintf("sim: seed %d is not deterministic: trace hashes %016x and %016x, first different decision at step %d (map iteration, wall time, a goroutine the simulator does not manage?)",
-		e.Seed, e.Hashes[0], e.Hashes[1], e.Step)
+	where := fmt.Sprintf("first different decision at step %d", e.Step)
+	if e.Step < 0 {
+		where = "the decisions were not recorded (run it again without NoRecord to find the first that differs)"
+	}
+	return fmt.Sprintf("sim: seed %d is not deterministic: trace hashes %016x and %016x, %s (map iteration, wall time, a goroutine the simulator does not manage?)",
+		e.Seed, e.Hashes[0], e.Hashes[1], where)
 }
 
 // ForeignGoroutineError is the panic of Options.Debug when a goroutine the

@@ -681,3 +681,30 @@ func TestAChooserThatFailsBeforeTheRunDoesNotRunMain(t *testing.T) {
 	assert.Zero(t, res.Steps)
 	goleak.VerifyNone(t)
 }
+
+// TestDeterminismSelfCheckWithoutRecordingDoesNotClaimTheDecisionsAgree:
+// a sweep checks determinism with recording off. Step 0 says the two runs
+// made the same decisions, which cannot be known without a record: the
+// error must say that the decisions were not recorded instead.
+func TestDeterminismSelfCheckWithoutRecordingDoesNotClaimTheDecisionsAgree(t *testing.T) {
+	calls := 0
+	program := func(rt task.Runtime) error {
+		calls++
+		g := task.NewGroup(rt, "g")
+		if calls%2 == 0 {
+			g.Go("only-every-other-run", func() {})
+		}
+		g.Wait()
+		return nil
+	}
+	res := sim.Run(sim.Options{Seed: 7, CheckDeterminism: true}, program)
+	var nd *sim.NondeterminismError
+	require.ErrorAs(t, res.Err, &nd)
+	require.Positive(t, nd.Step, "recorded runs name the first decision that differed")
+
+	res = sim.Run(sim.Options{Seed: 7, CheckDeterminism: true, NoRecord: true, NoHash: true}, program)
+	require.ErrorAs(t, res.Err, &nd)
+	assert.Equal(t, int64(-1), nd.Step)
+	assert.NotContains(t, nd.Error(), "at step 0")
+	assert.Contains(t, nd.Error(), "decisions were not recorded")
+}
