@@ -46,6 +46,14 @@ var bannedSelectors = map[string]map[string]string{
 	"runtime": {
 		"Gosched": "rt.Yield(point) from task.Runtime",
 	},
+	// A context's deadline fires on the wall clock, which the simulator
+	// neither sees nor replays.
+	"context": {
+		"WithTimeout":       "context.WithCancel and rt.AfterFunc(d, cancel), or a deadline kept in a field",
+		"WithTimeoutCause":  "context.WithCancelCause and rt.AfterFunc(d, ...), or a deadline kept in a field",
+		"WithDeadline":      "context.WithCancel and rt.AfterFunc(d, cancel), or a deadline kept in a field",
+		"WithDeadlineCause": "context.WithCancelCause and rt.AfterFunc(d, ...), or a deadline kept in a field",
+	},
 }
 
 // randAllowed are the math/rand/v2 names that take an explicit seed.
@@ -95,8 +103,8 @@ func checkFile(fset *token.FileSet, f *ast.File) []Finding {
 			local = imp.Name.Name
 		}
 		imports[local] = path
-		if path == "math/rand" {
-			add(imp, `import "math/rand"`, `rand.New(rand.NewPCG(seed, stream)) from math/rand/v2, passed to whoever draws`)
+		if path == "math/rand" || path == "crypto/rand" {
+			add(imp, `import "`+path+`"`, `rand.New(rand.NewPCG(seed, stream)) from math/rand/v2, passed to whoever draws`)
 		}
 	}
 	ast.Inspect(f, func(n ast.Node) bool {

@@ -94,3 +94,42 @@ func F(s *S) {
 	assert.NotContains(t, all, "NewPCG (global", "seeded generators are allowed")
 	assert.NotContains(t, all, "r2.New ", "seeded generators are allowed")
 }
+
+// TestCheckCatchesWallClockDeadlinesAndOSRandomness: a context deadline is
+// the wall clock by another name (it fires on real time, which the
+// simulator cannot see or replay), and crypto/rand is randomness no seed
+// reproduces.
+func TestCheckCatchesWallClockDeadlinesAndOSRandomness(t *testing.T) {
+	dir := t.TempDir()
+	src := `package bad
+
+import (
+	"context"
+	crand "crypto/rand"
+	"time"
+)
+
+func F(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, cancel2 := context.WithDeadline(ctx, time.Time{})
+	defer cancel2()
+	_, cancel3 := context.WithCancel(ctx)
+	defer cancel3()
+	_ = crand.Text()
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.go"), []byte(src), 0o644))
+	findings, err := tidy.Check(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, f := range findings {
+		got = append(got, f.String())
+	}
+	all := strings.Join(got, "\n")
+	assert.Contains(t, all, "context.WithTimeout is banned here")
+	assert.Contains(t, all, "context.WithDeadline is banned here")
+	assert.Contains(t, all, `import "crypto/rand" is banned here`)
+	assert.NotContains(t, all, "context.WithCancel is banned", "a cancel a task calls is deterministic")
+	assert.Len(t, findings, 3)
+}
