@@ -321,3 +321,35 @@ func TestNotesAreHashed(t *testing.T) {
 	assert.Equal(t, with.Steps, without.Steps)
 	assert.NotEqual(t, with.TraceHash, without.TraceHash)
 }
+
+// TestStarveOfAPrefixWithAColonParsesBack: the name of a strategy is
+// recorded with every run and printed in the command that runs it again,
+// so it must parse back to the same strategy when the prefix it starves
+// holds a colon too ("worker:" for tasks named "worker:1", "worker:2").
+func TestStarveOfAPrefixWithAColonParsesBack(t *testing.T) {
+	for _, st := range []sim.Strategy{
+		sim.Starve("worker:"), sim.Starve("worker:1"), sim.Starve("a:b:c"),
+		sim.StarveUpTo("worker:1", 800*time.Microsecond), sim.Starve("worker:0"),
+	} {
+		back, err := sim.ParseStrategy(st.String())
+		require.NoError(t, err, st.String())
+		assert.Equal(t, st.String(), back.String())
+		ran := 0
+		res := sim.Run(sim.Options{Seed: 1, Strategy: back}, func(rt task.Runtime) error {
+			g := task.NewGroup(rt, "g")
+			for _, name := range []string{"worker:", "worker:1", "worker:0", "a:b:c"} {
+				g.Go(name, func() { rt.Yield("w"); ran++ })
+			}
+			g.Wait()
+			return nil
+		})
+		require.NoError(t, res.Err, st.String())
+		assert.Empty(t, res.Warnings, "%s starves the tasks its prefix names", st)
+		assert.Equal(t, 4, ran)
+	}
+	// Typed by hand with the default window, a prefix whose last part is
+	// not a duration is the prefix whole.
+	st, err := sim.ParseStrategy("starve:worker:1")
+	require.NoError(t, err)
+	assert.Equal(t, sim.Starve("worker:1").String(), st.String())
+}

@@ -300,7 +300,9 @@ type starveStrategy struct {
 }
 
 func (s starveStrategy) String() string {
-	if s.max == DefaultStarveWindowMax {
+	// A prefix with a colon reads back only with the window after it (see
+	// ParseStrategy).
+	if s.max == DefaultStarveWindowMax && !strings.Contains(s.prefix, ":") {
 		return s.name
 	}
 	return s.name + ":" + s.max.String()
@@ -410,6 +412,8 @@ func taskNames(tasks []*Task) string {
 // ParseStrategy reads a strategy as simrun's -strategy flag takes it:
 // "random", "pct:D", "pct:D:K", "chaos", "chaos:MAX", "starve:PREFIX" or
 // "starve:PREFIX:MAX", MAX being the longest starvation window ("51.2ms").
+// A PREFIX may hold colons: what follows its last colon is MAX when it is a
+// duration.
 // Replay needs a schedule and is built with Replay.
 func ParseStrategy(s string) (Strategy, error) {
 	name, arg, hasArg := strings.Cut(s, ":")
@@ -446,7 +450,15 @@ func ParseStrategy(s string) (Strategy, error) {
 		}
 		return PCTSteps(d, k), nil
 	case "starve":
-		prefix, ws, hasW := strings.Cut(arg, ":")
+		// The prefix may hold colons itself ("worker:" for tasks named
+		// "worker:1"): the last part is the window when it is a duration,
+		// and part of the prefix otherwise.
+		prefix, ws, hasW := arg, "", false
+		if i := strings.LastIndex(arg, ":"); i >= 0 {
+			if _, err := time.ParseDuration(arg[i+1:]); err == nil {
+				prefix, ws, hasW = arg[:i], arg[i+1:], true
+			}
+		}
 		if prefix == "" {
 			return nil, fmt.Errorf("sim: strategy %q: want starve:PREFIX naming the tasks to starve, as in starve:output-handler", s)
 		}
