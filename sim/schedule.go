@@ -241,7 +241,7 @@ func (e *ScheduleError) Error() string {
 // with a *ScheduleError.
 func ParseSchedule(text string) (*Schedule, error) {
 	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	sc.Buffer(make([]byte, 0, 64*1024), scheduleLineMax)
 	line := 0
 	next := func() (string, bool) {
 		for sc.Scan() {
@@ -257,8 +257,19 @@ func ParseSchedule(text string) (*Schedule, error) {
 	errf := func(format string, args ...any) error {
 		return &ScheduleError{Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
+	// unread is why the reader stopped before the end of the text, if it
+	// did: a line too long to hold.
+	unread := func() error {
+		if sc.Err() == nil {
+			return nil
+		}
+		return &ScheduleError{Line: line + 1, Msg: fmt.Sprintf("the line is longer than %d bytes, the most a schedule line may hold", scheduleLineMax)}
+	}
 	first, ok := next()
 	if !ok {
+		if err := unread(); err != nil {
+			return nil, err
+		}
 		return nil, &ScheduleError{Msg: "empty text: want a first line \"" + scheduleMagic + " v1\""}
 	}
 	magic, ver, _ := strings.Cut(first, " ")
@@ -273,6 +284,9 @@ func ParseSchedule(text string) (*Schedule, error) {
 	for {
 		l, ok := next()
 		if !ok {
+			if err := unread(); err != nil {
+				return nil, err
+			}
 			return nil, &ScheduleError{Msg: fmt.Sprintf("truncated: the text ends after line %d without the \"end\" line", line)}
 		}
 		if l == "end" {
@@ -280,6 +294,9 @@ func ParseSchedule(text string) (*Schedule, error) {
 			// schedule appended, or an edit in the wrong place.
 			if extra, ok := next(); ok {
 				return nil, errf("unexpected %q after the \"end\" line: want only blank lines and # comments there", clip(extra))
+			}
+			if err := unread(); err != nil {
+				return nil, err
 			}
 			break
 		}
@@ -334,6 +351,11 @@ func ParseSchedule(text string) (*Schedule, error) {
 	}
 	return s, nil
 }
+
+// scheduleLineMax bounds a line of a schedule's text, in bytes. String
+// wraps decisions at 100 columns; only a meta value or a task name can
+// come near it.
+const scheduleLineMax = 16 << 20
 
 // ScheduleStepsMax bounds the decisions a schedule's text may declare, and
 // so those of a recorded run. The decisions are read run-length encoded,

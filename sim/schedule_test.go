@@ -353,3 +353,16 @@ func TestStarveOfAPrefixWithAColonParsesBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sim.Starve("worker:1").String(), st.String())
 }
+
+// TestParseScheduleSaysALineIsTooLong: a line past what the reader holds
+// is not the end of the text; calling it truncated sends whoever reads the
+// error looking for a cut file.
+func TestParseScheduleSaysALineIsTooLong(t *testing.T) {
+	long := sim.NewSchedule([]sim.Step{{Task: 0}}, []string{"main"}, []sim.Meta{{Key: "workload", Value: strings.Repeat("x", 17<<20)}}).String()
+	_, err := sim.ParseSchedule(long)
+	var se *sim.ScheduleError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 2, se.Line)
+	assert.NotContains(t, err.Error(), "truncated")
+	assert.Contains(t, err.Error(), "longer than")
+}
