@@ -26,8 +26,13 @@ type queueOptions struct {
 // QueueName names the queue's scheduling points; the default is "queue".
 func QueueName(name string) QueueOption { return func(o *queueOptions) { o.name = name } }
 
-// QueueCapacity preallocates room for n items. The queue still grows past it.
+// QueueCapacity preallocates room for n items, up to QueueCapacityMax: a
+// hint, not a bound. The queue still grows past it.
 func QueueCapacity(n int) QueueOption { return func(o *queueOptions) { o.capacity = n } }
+
+// QueueCapacityMax is the most room QueueCapacity preallocates, so that a
+// huge hint (math.MaxInt for "unbounded") is not an allocation that fails.
+const QueueCapacityMax = 1 << 16
 
 // NewQueue returns an empty, open queue.
 func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
@@ -38,7 +43,7 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 	mu := rt.NewMutex(o.name)
 	q := &Queue[T]{mu: mu, nonEmpty: rt.NewCond(mu), getPoint: o.name + ".get"}
 	if o.capacity > 0 {
-		q.buf = make([]T, ceilPow2(o.capacity))
+		q.buf = make([]T, ceilPow2(min(o.capacity, QueueCapacityMax)))
 	}
 	return q
 }

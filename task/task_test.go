@@ -3,6 +3,7 @@ package task_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -79,6 +80,23 @@ func TestQueueTryGetLenAndClose(t *testing.T) {
 		}
 		if fmt.Sprint(got) != "[a b c]" {
 			return fmt.Errorf("drained %v after Close, want [a b c]", got)
+		}
+		return nil
+	})
+}
+
+// TestQueueCapacityIsAHint: a huge capacity ("unbounded") is not an
+// allocation: the queue preallocates at most QueueCapacityMax and grows.
+func TestQueueCapacityIsAHint(t *testing.T) {
+	onBoth(t, func(rt task.Runtime) error {
+		q := task.NewQueue[int](rt, task.QueueCapacity(math.MaxInt))
+		for i := range task.QueueCapacityMax + 3 {
+			q.Put(i)
+		}
+		for i := range task.QueueCapacityMax + 3 {
+			if v, ok := q.TryGet(); !ok || v != i {
+				return fmt.Errorf("item %d: got %d, %v", i, v, ok)
+			}
 		}
 		return nil
 	})
