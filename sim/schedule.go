@@ -57,9 +57,14 @@ func (s *Schedule) run(i int) (task int, n int, until time.Duration) {
 }
 
 // NewSchedule builds a schedule from decisions, for tools that edit them.
+// It panics on a step that runs a task number no schedule can hold (below
+// 0, or from 2^32-1 up), as a programming error.
 func NewSchedule(steps []Step, tasks []string, meta []Meta) *Schedule {
 	s := &Schedule{Tasks: append([]string(nil), tasks...), Meta: append([]Meta(nil), meta...)}
-	for _, st := range steps {
+	for i, st := range steps {
+		if !st.Wait && (st.Task < 0 || st.Task >= waitTask) {
+			panic(fmt.Sprintf("sim: NewSchedule: step %d runs task %d; a step runs a task from 0 to %d, or waits (Wait set)", i, st.Task, waitTask-1))
+		}
 		if st.Wait {
 			s.appendWait(st.Until)
 		} else {

@@ -64,6 +64,14 @@ func TestNewScheduleRebuildsSteps(t *testing.T) {
 	assert.Contains(t, s.String(), "\n0*2 1 @1000000 1\n")
 }
 
+func TestNewScheduleRefusesATaskNoScheduleHolds(t *testing.T) {
+	// Task -1 without Wait was recorded as a wait, and String and Steps
+	// then indexed past the waits.
+	assert.PanicsWithValue(t, "sim: NewSchedule: step 1 runs task -1; a step runs a task from 0 to 4294967294, or waits (Wait set)",
+		func() { sim.NewSchedule([]sim.Step{{Task: 0}, {Task: -1}}, []string{"main"}, nil) })
+	assert.Panics(t, func() { sim.NewSchedule([]sim.Step{{Task: 1<<32 - 1}}, nil, nil) })
+}
+
 func TestParseScheduleRejectsBadText(t *testing.T) {
 	good := sim.NewSchedule([]sim.Step{{Task: 0}, {Task: 1}}, []string{"main", "w"}, []sim.Meta{{Key: "seed", Value: "1"}}).String()
 	cases := map[string]struct{ text, want string }{
