@@ -16,6 +16,10 @@ const (
 	DefaultMaxModelLen         = 131072
 	DefaultNumBlocks           = 2 * DefaultMaxModelLen / DefaultBlockSize
 	DefaultStepTime            = time.Millisecond
+	// MaxModelLenMax bounds MaxModelLen: token counts derived from it (a
+	// prompt and its MaxTokens, twice it for the default cache) must not
+	// overflow an int on any platform.
+	MaxModelLenMax = 1 << 29
 )
 
 // Config bounds the core. A zero field takes its default.
@@ -62,7 +66,7 @@ func (c Config) WithDefaults() Config {
 	}
 	// NumBlocks is derived only from valid fields, so that Validate
 	// reports a bad BlockSize or MaxModelLen as itself.
-	if c.NumBlocks == 0 && c.BlockSize >= 1 && c.MaxModelLen >= 2 {
+	if c.NumBlocks == 0 && c.BlockSize >= 1 && c.MaxModelLen >= 2 && c.MaxModelLen <= MaxModelLenMax {
 		c.NumBlocks = c.BlocksFor(2 * c.MaxModelLen)
 	}
 	if c.StepTime == 0 {
@@ -87,6 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: BlockSize must be ≥ 1, got %d", c.BlockSize)
 	case c.MaxModelLen < 2:
 		return fmt.Errorf("core: MaxModelLen must be ≥ 2, got %d", c.MaxModelLen)
+	case c.MaxModelLen > MaxModelLenMax:
+		return fmt.Errorf("core: MaxModelLen must be ≤ %d, got %d", MaxModelLenMax, c.MaxModelLen)
 	case c.NumBlocks < 1: // after the fields a zero NumBlocks derives from
 		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
 	}

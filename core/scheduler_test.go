@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -244,6 +245,10 @@ func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
 		{core.Config{BlockSize: -4, MaxModelLen: -100}, "core: BlockSize must be ≥ 1, got -4"},
 		{core.Config{NumBlocks: -3}, "core: NumBlocks must be ≥ 1, got -3"},
 		{core.Config{NumBlocks: -3, MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
+		// 2*MaxModelLen, the default cache, overflowed and the error
+		// named NumBlocks.
+		{core.Config{MaxModelLen: math.MaxInt/2 + 1}, fmt.Sprintf("core: MaxModelLen must be ≤ 536870912, got %d", math.MaxInt/2+1)},
+		{core.Config{MaxModelLen: core.MaxModelLenMax + 1}, "core: MaxModelLen must be ≤ 536870912, got 536870913"},
 	} {
 		assert.EqualError(t, c.cfg.WithDefaults().Validate(), c.want, "%+v", c.cfg)
 	}

@@ -43,7 +43,8 @@ type Config struct {
 	// NumBlocks is the number of KV blocks; 0 means enough for two
 	// sequences of the model length.
 	NumBlocks int
-	// MaxModelLen is the longest sequence in tokens; 0 means 131072.
+	// MaxModelLen is the longest sequence in tokens; 0 means 131072, and
+	// it can be at most core.MaxModelLenMax (2^29).
 	MaxModelLen int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value means none (benchmarks).
