@@ -216,3 +216,28 @@ func TestSameSeedSameRun(t *testing.T) {
 		}
 	}
 }
+
+// TestScenariosRunCleanInDebugMode: every scenario, on both engines and
+// under each strategy, calls the runtime only from its own tasks (debug
+// mode panics on any other caller), and debug mode changes nothing of the
+// run: the same trace hash and verdict.
+func TestScenariosRunCleanInDebugMode(t *testing.T) {
+	for _, s := range scenario.All() {
+		for _, legacy := range []bool{false, true} {
+			for _, name := range []string{s.DefaultStrategy, "chaos", "random"} {
+				st, err := sim.ParseStrategy(name)
+				require.NoError(t, err)
+				for seed := uint64(1); seed <= 5; seed++ {
+					plain, plainErr := run(t, s, legacy, seed, st, false)
+					prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: seed})
+					res := sim.Run(sim.Options{Seed: seed, Strategy: st, Debug: true}, prog)
+					debugErr := out.Err(res.Err)
+					var fg *sim.ForeignGoroutineError
+					require.False(t, errors.As(debugErr, &fg), "%s legacy=%t %s seed %d: %v", s.Name, legacy, name, seed, debugErr)
+					assert.Equal(t, plain.TraceHash, res.TraceHash, "%s legacy=%t %s seed %d", s.Name, legacy, name, seed)
+					assert.Equal(t, plainErr == nil, debugErr == nil, "%s legacy=%t %s seed %d: %v / %v", s.Name, legacy, name, seed, plainErr, debugErr)
+				}
+			}
+		}
+	}
+}

@@ -777,6 +777,17 @@ func (s *sched) enter() {
 	}
 }
 
+// checkLiveCaller is checkCaller for the calls that have no scheduling
+// point (Now, a timer's or a context watch's stop, Note) and may also be
+// made outside the run, before it or after it ends: while the run goes
+// on, a goroutine other than the running task's that makes them races
+// with the tasks, and debug mode says so.
+func (s *sched) checkLiveCaller() {
+	if s.cur != nil && !s.ended {
+		s.checkCaller()
+	}
+}
+
 func (s *sched) checkCaller() {
 	if s.cur == nil {
 		panic("sim: the runtime was called outside any simulated task")
@@ -788,7 +799,12 @@ func (s *sched) checkCaller() {
 
 // task.Runtime
 
-func (s *sched) Now() time.Time { return Epoch.Add(s.now) }
+func (s *sched) Now() time.Time {
+	if s.debug {
+		s.checkLiveCaller()
+	}
+	return Epoch.Add(s.now)
+}
 
 // AfterFunc starts f as a task named "timer" once the clock reaches now+d.
 // A deadline past the end of virtual time is never (see Sleep): f then
@@ -887,6 +903,9 @@ type simTimer struct {
 }
 
 func (t *simTimer) Stop() bool {
+	if t.s != nil && t.s.debug {
+		t.s.checkLiveCaller()
+	}
 	if t.e == nil || t.e.index < 0 {
 		return false
 	}
@@ -932,6 +951,9 @@ func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
 		s.watches = append(s.watches, w)
 	}
 	return func() bool {
+		if s.debug {
+			s.checkLiveCaller()
+		}
 		if !w.done && !s.ended && w.ctx.Err() != nil {
 			// The context is done, so context.AfterFunc would have
 			// started f already: start the callbacks due, as the next

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/llmdst/llmdst/clock"
 	"github.com/llmdst/llmdst/internal/golden"
 	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
@@ -461,6 +462,43 @@ func TestDebugCatchesAForeignGoroutine(t *testing.T) {
 	got := <-caught
 	require.IsType(t, fg, got)
 	assert.Contains(t, got.(error).Error(), `while task "main" holds the baton`)
+}
+
+// TestDebugCatchesAForeignGoroutineAtCallsWithoutASchedulingPoint: Now, a
+// timer's Stop, a context watch's stop and the trace notes change or read
+// the run's state too; from a goroutine of its own they race with the
+// tasks.
+func TestDebugCatchesAForeignGoroutineAtCallsWithoutASchedulingPoint(t *testing.T) {
+	calls := map[string]func(rt task.Runtime, tm clock.Timer, stop func() bool){
+		"Now":                 func(rt task.Runtime, _ clock.Timer, _ func() bool) { rt.Now() },
+		"Timer.Stop":          func(_ task.Runtime, tm clock.Timer, _ func() bool) { tm.Stop() },
+		"AfterContext's stop": func(_ task.Runtime, _ clock.Timer, stop func() bool) { stop() },
+		"NoteHash":            func(rt task.Runtime, _ clock.Timer, _ func() bool) { sim.NoteHash(rt, "note", 1) },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			caught := make(chan any, 1)
+			res := sim.Run(sim.Options{Seed: 1, Debug: true}, func(rt task.Runtime) error {
+				tm := rt.AfterFunc(time.Second, func() {})
+				stop, _ := task.AfterContext(rt, t.Context(), func() {})
+				done := make(chan struct{})
+				go func() { // deliberately foreign
+					defer close(done)
+					defer func() { caught <- recover() }()
+					call(rt, tm, stop)
+				}()
+				<-done
+				tm.Stop()
+				stop()
+				rt.Now() // the running task may
+				return nil
+			})
+			require.NoError(t, res.Err)
+			got := <-caught
+			require.IsType(t, &sim.ForeignGoroutineError{}, got)
+			assert.Contains(t, got.(error).Error(), `while task "main" holds the baton`)
+		})
+	}
 }
 
 func TestTimersFireInDeadlineThenCreationOrderAsTasks(t *testing.T) {

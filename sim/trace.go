@@ -84,6 +84,9 @@ func Note(rt task.Runtime, a Annotation) {
 	if !ok || s.cur == nil {
 		return
 	}
+	if s.debug {
+		s.checkLiveCaller()
+	}
 	if !s.opts.NoHash {
 		s.hashNote(a.Kind(), a.Fingerprint())
 	}
@@ -325,6 +328,9 @@ func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
 	s, ok := rt.(*sched)
 	if !ok || s.cur == nil || s.opts.NoHash {
 		return
+	}
+	if s.debug {
+		s.checkLiveCaller()
 	}
 	s.hashNote(kind, fingerprint)
 }
