@@ -133,6 +133,14 @@ func (e *AsyncLLM) emit(ev Event) {
 // closed, with ErrDuplicateRequestID when id is still live in the frontend,
 // and with ErrInvalidRequest when the request cannot run.
 func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
+	if e.stopped.Load() { // a dead engine says so first, whatever the request
+		e.mu.Lock()
+		err := e.unusableLocked()
+		e.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	tokens := e.tok.Encode(prompt)
 	if err := e.validate(id, tokens, p); err != nil {
 		return nil, err

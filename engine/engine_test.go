@@ -328,6 +328,8 @@ func TestCloseEndsEveryRequest(t *testing.T) {
 		}
 		_, err = e.AddRequest("late", "hello", engine.Params{MaxTokens: 1})
 		assert.ErrorIs(t, err, engine.ErrClosed)
+		_, err = e.AddRequest("late", "hello", engine.Params{MaxTokens: -1})
+		assert.ErrorIs(t, err, engine.ErrClosed, "a closed engine says so before it judges a request")
 		assert.ErrorIs(t, e.WaitIdle(context.Background()), engine.ErrClosed)
 		assert.False(t, e.HasUnfinishedRequests())
 	})
@@ -573,6 +575,8 @@ func TestModelPanicKillsTheEngine(t *testing.T) {
 		}
 		_, err := e.AddRequest("later", "hello", engine.Params{MaxTokens: 1})
 		assert.ErrorIs(t, err, engine.ErrEngineDead, "later calls fail fast")
+		_, err = e.AddRequest("", "", engine.Params{})
+		assert.ErrorIs(t, err, engine.ErrEngineDead, "a dead engine says so before it judges a request, as vLLM's does")
 		assert.ErrorIs(t, e.WaitIdle(context.Background()), engine.ErrEngineDead)
 		assert.Equal(t, int64(len(reqs)), e.Stats().FinishedError)
 	})
