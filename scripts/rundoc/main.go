@@ -17,7 +17,8 @@
 // story down to what the text talks about); the filter's own exit code must
 // be 0. A command may exit non-zero (simrun exits 1 when it finds failures):
 // the exit code is printed, not judged. A mark "<!-- setup: COMMAND -->"
-// runs a command for its effects only and writes nothing.
+// runs a command for its effects only and writes nothing; it must exit 0,
+// or rundoc stops without writing the file.
 //
 // Usage:
 //
@@ -82,7 +83,13 @@ func render(doc string) (string, error) {
 		line := strings.TrimRight(lines[i], "\n")
 		if m := setupMark.FindStringSubmatch(line); m != nil {
 			out.WriteString(lines[i])
-			if _, _, _, err := run(m[1], ""); err != nil {
+			// A setup builds what the marked commands run: past a failed
+			// one they would print what an old build, or nothing, prints.
+			text, code, _, err := run(m[1], "")
+			if err == nil && code != 0 {
+				err = fmt.Errorf("exit %d: %s", code, lastLines(text, 20))
+			}
+			if err != nil {
 				return "", fmt.Errorf("line %d: setup %q: %v", i+1, m[1], err)
 			}
 			continue
@@ -176,6 +183,15 @@ func userEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func wallString(d time.Duration) string {
