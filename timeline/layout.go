@@ -498,7 +498,9 @@ func (l *layout) pickLanes() {
 			continue
 		}
 		id := "lane-" + slug(name)
-		if seen[id] {
+		// Another task's name may give the id with a number already:
+		// tasks "a", "a-3" and a second "a" as task 3.
+		for seen[id] {
 			id += "-" + strconv.Itoa(t)
 		}
 		seen[id] = true

@@ -321,3 +321,30 @@ func firstStaleFrame(t *testing.T, tr *sim.Trace) uint64 {
 	t.Fatal("the trace has no stale delivery")
 	return 0
 }
+
+// TestLaneIDsAreUnique draws tasks whose names give the same slug, one of
+// them the slug another gets with its task number: every lane keeps an id
+// of its own.
+func TestLaneIDsAreUnique(t *testing.T) {
+	prog := func(rt task.Runtime) error {
+		g := task.NewGroup(rt, "g")
+		for _, name := range []string{"a", "a-3", "a", "A"} { // tasks 1 to 4
+			g.Go(name, func() { rt.Yield("work") })
+		}
+		g.Wait()
+		return nil
+	}
+	res := sim.Run(sim.Options{Seed: 1, Strategy: sim.Random(), Trace: true}, prog)
+	require.NoError(t, res.Err)
+	svg := svgtest.Parse(t, write(t, res.Trace, timeline.Options{}))
+	seen := map[string]string{}
+	lanes := svg.All(svgtest.Classed("lane"))
+	require.Len(t, lanes, len(res.Trace.Tasks))
+	for _, l := range lanes {
+		id := l.Attr("id")
+		if other, dup := seen[id]; dup {
+			t.Errorf("tasks %s and %s share the lane id %q", other, l.Attr("data-task-id"), id)
+		}
+		seen[id] = l.Attr("data-task-id")
+	}
+}
