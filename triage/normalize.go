@@ -26,8 +26,10 @@ const (
 var (
 	ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 	// timeRE matches RFC 3339 timestamps and times of day, before numbers
-	// are masked one by one ("T15" would otherwise survive as a word).
-	timeRE  = regexp.MustCompile(`\b(?:\d{4}-\d{2}-\d{2}[T ])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\b`)
+	// are masked one by one ("T15" would otherwise survive as a word). The
+	// hour may have one digit, as clocks that do not pad it write it: 9:59:59
+	// and 10:00:00 mask alike.
+	timeRE  = regexp.MustCompile(`\b(?:\d{4}-\d{2}-\d{2}[T ])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\b`)
 	hex0xRE = regexp.MustCompile(`\b0[xX][0-9a-fA-F]+\b`)
 	uuidRE  = regexp.MustCompile(`\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b`)
 	// hexRunRE matches long runs of hex digits: commit hashes, addresses

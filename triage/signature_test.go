@@ -198,3 +198,17 @@ func TestSignatureHandlesCarriageReturnsAndColour(t *testing.T) {
 	assert.Equal(t, "error: disk full", Signature([]byte(out), 1))
 	assert.Regexp(t, regexp.MustCompile(`^[^\x1b]*$`), Signature([]byte(out), 1))
 }
+
+// TestTimesOfDayMaskAlikeAtEveryHour: a clock that does not pad the hour
+// writes 9:59:59 and then 10:00:00; the same failure either side of ten
+// o'clock is one mode.
+func TestTimesOfDayMaskAlikeAtEveryHour(t *testing.T) {
+	for _, tc := range [][2]string{
+		{"9:59:59 error: lost frame", "10:00:00 error: lost frame"},
+		{"error at 2024-01-02 9:04:05.123 PM", "error at 2024-01-02 11:04:05.123 PM"},
+		{"error after 0:00:01.5 of work", "error after 12:00:01.5 of work"},
+	} {
+		assert.Equal(t, Normalize(tc[1]), Normalize(tc[0]), "%q and %q", tc[0], tc[1])
+		assert.Contains(t, Normalize(tc[0]), TimeMask, tc[0])
+	}
+}
