@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Z95 is the standard normal quantile of a two-sided 95% interval.
@@ -103,7 +104,9 @@ func (r Rate) interval() string {
 }
 
 // Percent formats a proportion as a percentage: one decimal ("25.8%"),
-// "0%" and "100%" at the edges, two significant digits below 0.1%.
+// "0%" and "100%" at the edges, two significant digits below 0.1%, and
+// above 99.9% two significant digits of what is missing to 100%
+// ("99.9982%"), so that nothing short of all reads as "100.0%".
 func Percent(x float64) string {
 	v := 100 * x
 	switch {
@@ -113,6 +116,10 @@ func Percent(x float64) string {
 		return "100%"
 	case math.Abs(v) < 0.1:
 		return strconv.FormatFloat(v, 'g', 2, 64) + "%"
+	case v > 99.9 && v < 100:
+		decimals := 1 - int(math.Floor(math.Log10(100-v)))
+		s := strings.TrimRight(strconv.FormatFloat(v, 'f', decimals, 64), "0")
+		return strings.TrimSuffix(s, ".") + "%"
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + "%"
 }

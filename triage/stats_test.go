@@ -155,3 +155,20 @@ func TestPercentAndFormatP(t *testing.T) {
 	assert.Equal(t, "<0.0001", FormatP(1e-9))
 	assert.False(t, math.IsNaN(Rate{}.P()))
 }
+
+// TestPercentNearAllIsNotAll: one decimal rounds 99.99% up to "100.0%",
+// which reads as every run failing, and a Wilson bound of N/N to a
+// certainty; near 100% the digits that tell it apart are kept, as they are
+// near 0%.
+func TestPercentNearAllIsNotAll(t *testing.T) {
+	assert.Equal(t, "99.9%", Percent(0.999))
+	assert.Equal(t, "99.94%", Percent(0.9994))
+	assert.Equal(t, "99.99%", Percent(0.9999))
+	assert.Equal(t, "99.9982%", Percent(0.999982347))
+	assert.Equal(t, "100%", Percent(1))
+	for _, x := range []float64{0.9995, 0.99999, 1 - 1e-9, 1 - 1e-13} {
+		assert.NotContains(t, Percent(x), "100", "Percent(%v)", x)
+	}
+	assert.Equal(t, "9999/10000 = 99.99% [99.943%, 99.9982%]", Rate{9999, 10000}.String())
+	assert.Equal(t, "100000/100000 = 100% [99.9962%, 100%]", Rate{100000, 100000}.String())
+}
