@@ -32,3 +32,30 @@ func TestParseBenchSaysWhatIsNotANumber(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"fast" is not a number`)
 }
+
+// TestBenchmarksAtThisMachinesProcs: the benchmarks make bench runs
+// without -test.cpu are named after GOMAXPROCS, "-4" on four cores and no
+// suffix on one; those run with -test.cpu 1,2 are named "" and "-2"
+// everywhere. Both are found.
+func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
+	for _, tc := range []struct {
+		procs  int
+		suffix string
+	}{{4, "-4"}, {1, ""}, {2, "-2"}} {
+		text := "cpu: AMD EPYC\n" +
+			"BenchmarkYieldSwitch/pull" + tc.suffix + "   \t 1000\t 101.0 ns/op\t 101.0 ns/switch\n" +
+			"BenchmarkYieldSwitch/pull-sweep" + tc.suffix + "   \t 1000\t 90.0 ns/op\t 90.0 ns/switch\n" +
+			"BenchmarkRealYield" + tc.suffix + "   \t 1000\t 0.55 ns/op\n" +
+			"BenchmarkSeedParallel/abort-reuse/fixed   \t 100\t 11000 seeds/s\n" +
+			"BenchmarkSeedParallel/abort-reuse/fixed-2   \t 100\t 21000 seeds/s\n"
+		b, env, err := parseBench(strings.NewReader(text))
+		require.NoError(t, err)
+		var out strings.Builder
+		write(&out, b, env, &stressSummary{}, &sweepSummary{}, tc.procs)
+		doc := out.String()
+		assert.Contains(t, doc, "| a task switch (decision and baton pass) | < 100 ns | 101 ns | 101 – 101 (1) | **not met** |", "procs %d", tc.procs)
+		assert.Contains(t, doc, "| Yield on the real runtime | < 2 ns | 0.55 ns |", "procs %d", tc.procs)
+		assert.Contains(t, doc, "| iter.Pull coroutines (kept) | not measured | 101 | 90 | not measured |", "procs %d", tc.procs)
+		assert.Contains(t, doc, "| fixed engine | 11000 | 21000 |", "procs %d", tc.procs)
+	}
+}
