@@ -2,6 +2,7 @@ package triage
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,25 +200,35 @@ func finish(sig string) string {
 // raceSignature is a data race report's header with the first line of
 // each access and the frame below it (Go's race detector and
 // ThreadSanitizer print the same shape), or "".
+//
+// A report names the later access first and the earlier one "Previous",
+// so the same race reads the other way round when the goroutines ran the
+// other way round: the accesses are written without "Previous", in a fixed
+// order, so that both orders give one signature.
 func raceSignature(lines []string) string {
 	for i, l := range lines {
 		if !raceRE.MatchString(l) || !strings.Contains(strings.ToUpper(l), "WARNING") {
 			continue
 		}
-		parts := []string{strings.TrimSpace(l)}
-		for j := i + 1; j < len(lines) && len(parts) < 3; j++ {
+		var accesses []string
+		for j := i + 1; j < len(lines) && len(accesses) < 2; j++ {
 			if summaryRE.MatchString(lines[j]) && strings.Trim(lines[j], "=") == "" {
 				break // the "==================" closing the report
 			}
 			if accessRE.MatchString(lines[j]) {
 				access := strings.TrimSpace(lines[j])
+				if len(access) > len("previous ") && strings.EqualFold(access[:len("previous ")], "previous ") {
+					access = access[len("previous "):]
+					access = strings.ToUpper(access[:1]) + access[1:]
+				}
 				if j+1 < len(lines) {
 					access += " " + strings.TrimSpace(lines[j+1])
 				}
-				parts = append(parts, access)
+				accesses = append(accesses, Normalize(access))
 			}
 		}
-		return strings.Join(parts, " | ")
+		slices.Sort(accesses)
+		return strings.Join(append([]string{strings.TrimSpace(l)}, accesses...), " | ")
 	}
 	return ""
 }
