@@ -173,3 +173,23 @@ func TestPairedSkipsRoundsWhereASideHasNoValue(t *testing.T) {
 	assert.Equal(t, 1, rows[0].pairs)
 	assert.InDelta(t, 0.8, rows[0].ratio, 1e-12)
 }
+
+// TestPairedKeepsAMetricThatLeavesZero: an allocation where there was
+// none has no ratio to take, but it is a difference in every round, not
+// an equality.
+func TestPairedKeepsAMetricThatLeavesZero(t *testing.T) {
+	rs := newResults()
+	for r := range 3 {
+		rs.add(0, r, "./sim", "BenchmarkX-2 1000 100 ns/op 0 B/op 0 allocs/op\n")
+		rs.add(1, r, "./sim", "BenchmarkX-2 1000 100 ns/op 16 B/op 1 allocs/op\n")
+	}
+	rows := rs.paired()
+	require.Len(t, rows, 2, "B/op and allocs/op went from 0 in every round")
+	assert.Equal(t, "B/op", rows[0].key.unit)
+	assert.Equal(t, 3, rows[0].pairs)
+	assert.Equal(t, 0, rows[0].lower)
+	var out strings.Builder
+	writePaired(&out, rows, 3)
+	assert.NotContains(t, out.String(), "every metric was equal")
+	assert.Regexp(t, `\./sim\s+X-2\s+allocs/op\s+—\s+0 of 3\s+—`, out.String())
+}

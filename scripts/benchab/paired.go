@@ -68,34 +68,45 @@ func (rs *results) add(side, r int, pkg, output string) (n int) {
 // pairedRow is the comparison of one metric.
 type pairedRow struct {
 	key   metricKey
-	ratio float64 // median of head ÷ base over the rounds
+	ratio float64 // median of head ÷ base over the rounds where both are positive; NaN if none
 	lower int     // rounds where head was below base
 	pairs int     // rounds with a value on both sides
-	p     float64 // two-sided signed-rank p-value of the log ratios
+	p     float64 // two-sided signed-rank p-value of the log ratios; NaN without a ratio
 }
 
-// paired compares every metric that differs in some round.
+// paired compares every metric that differs in some round. A round where a
+// side is 0 (allocations where there were none) has no ratio: it counts
+// among the pairs, not in the ratio or the test.
 func (rs *results) paired() []pairedRow {
 	var rows []pairedRow
 	for _, k := range rs.keys {
 		vs := rs.values[k]
 		var logs, ratios []float64
-		lower := 0
+		lower, pairs, differs := 0, 0, false
 		for r := 0; r < min(len(vs[0]), len(vs[1])); r++ {
 			b, h := vs[0][r], vs[1][r]
-			if math.IsNaN(b) || math.IsNaN(h) || b <= 0 || h <= 0 {
+			if math.IsNaN(b) || math.IsNaN(h) {
+				continue
+			}
+			pairs++
+			differs = differs || h != b
+			if h < b {
+				lower++
+			}
+			if b <= 0 || h <= 0 {
 				continue
 			}
 			ratios = append(ratios, h/b)
 			logs = append(logs, math.Log(h/b))
-			if h < b {
-				lower++
-			}
 		}
-		if len(ratios) == 0 || !slices.ContainsFunc(logs, func(d float64) bool { return d != 0 }) {
+		if !differs {
 			continue // equal in every round: nothing to say
 		}
-		rows = append(rows, pairedRow{key: k, ratio: median(ratios), lower: lower, pairs: len(ratios), p: signedRankP(logs)})
+		row := pairedRow{key: k, ratio: math.NaN(), lower: lower, pairs: pairs, p: math.NaN()}
+		if len(ratios) > 0 {
+			row.ratio, row.p = median(ratios), signedRankP(logs)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -186,6 +197,10 @@ func writePaired(w io.Writer, rows []pairedRow, rounds int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "package\tbenchmark\tmetric\thead÷base\thead lower\tp\t")
 	for _, r := range rows {
+		if math.IsNaN(r.ratio) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t—\t%d of %d\t—\t\n", r.key.pkg, r.key.bench, r.key.unit, r.lower, r.pairs)
+			continue
+		}
 		mark := ""
 		if r.p < 0.05 {
 			mark = " *"
@@ -194,4 +209,7 @@ func writePaired(w io.Writer, rows []pairedRow, rounds int) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\n* p < 0.05. For a rate (a unit per second) higher is better; for the rest, lower.")
+	if slices.ContainsFunc(rows, func(r pairedRow) bool { return math.IsNaN(r.ratio) }) {
+		fmt.Fprintln(w, "—: a side was 0 in every round, so there is no ratio; benchstat's tables above give both values.")
+	}
 }
