@@ -3,13 +3,21 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet bench bench-ab sim simrun e2e fuzz docs
+.PHONY: all test test-plain lint fmt-check vet cc bench bench-ab sim simrun e2e fuzz docs
 
 all: test
 
 ## test: formatting, vet, and every test under the race detector
-test: lint
+test: lint cc
 	$(GO) test -race -count=1 $(PKGS)
+
+## cc: the race detector needs cgo, so a C compiler: Debian's gcc is
+## installed when there is none
+cc:
+	@command -v "$$($(GO) env CC)" >/dev/null 2>&1 || { \
+		echo "cc: installing Debian's gcc, which go test -race needs"; \
+		if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y gcc libc6-dev; }
 
 ## test-plain: every test without the race detector
 test-plain:
