@@ -492,8 +492,10 @@ type tailBuffer struct {
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	if len(p) >= t.max {
+		if len(t.buf)+len(p) > t.max { // else nothing is dropped
+			t.truncated = true
+		}
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
-		t.truncated = true
 		return n, nil
 	}
 	t.buf = append(t.buf, p...)

@@ -380,6 +380,14 @@ func TestTailBufferKeepsWholeLinesOfTheTail(t *testing.T) {
 	tb.Write([]byte(strings.Repeat("x", 40) + "\nend\n"))
 	assert.Equal(t, "end\n", string(tb.Bytes()))
 	assert.LessOrEqual(t, len(tb.buf), 2*tb.max, "memory stays bounded")
+
+	// One write of exactly what the buffer keeps drops nothing: its first
+	// line is whole.
+	exact := &tailBuffer{max: 16}
+	exact.Write([]byte("first\nsecond\nend\n"[:16]))
+	assert.Equal(t, "first\nsecond\nend"[:16], string(exact.Bytes()))
+	exact.Write([]byte("!"))
+	assert.Equal(t, "second\nend!", string(exact.Bytes()), "one byte more drops the cut first line")
 }
 
 func TestShellJoin(t *testing.T) {
