@@ -444,12 +444,17 @@ func reproduceLine(cfg StressConfig, argv, copyVars []string) string {
 	if cfg.Dir != "" {
 		parts = append(parts, "cd", shellQuote(cfg.Dir), "&&")
 	}
+	if cfg.PrivateTmp { // every temp variable a copy gets, as it got them
+		parts = append(parts, `t="$(mktemp -d)" &&`)
+	}
 	for _, kv := range append(append([]string(nil), cfg.Env...), copyVars...) {
 		k, v, _ := strings.Cut(kv, "=")
 		parts = append(parts, k+"="+shellQuote(v))
 	}
 	if cfg.PrivateTmp {
-		parts = append(parts, `TMPDIR="$(mktemp -d)"`)
+		for _, k := range tmpVars {
+			parts = append(parts, k+`="$t"`)
+		}
 	}
 	parts = append(parts, ShellJoin(argv))
 	return strings.Join(parts, " ")

@@ -198,7 +198,9 @@ func TestStressGivesEveryCopyItsOwnTmpdir(t *testing.T) {
 	}
 	assert.NoDirExists(t, parent, "the parent is removed at the end")
 	assert.Contains(t, rep.Conditions(), "private TMPDIR per copy")
-	assert.Contains(t, rep.Variants[0].Modes[0].Example, `TMPDIR="$(mktemp -d)"`)
+	ex := rep.Variants[0].Modes[0].Example
+	assert.Contains(t, ex, `t="$(mktemp -d)" && `)
+	assert.Contains(t, ex, ` TMPDIR="$t" TMP="$t" TEMP="$t" TEMPDIR="$t" `, "the copy's temporary directory, under every name it had: %s", ex)
 
 	// The contrast: copies sharing one TMPDIR see each other's files.
 	shared := t.TempDir()
