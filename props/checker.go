@@ -173,6 +173,7 @@ func (c *Checker) observe(ev *core.Event) {
 		c.inCore[ev.Incarnation] = true
 	case core.EventCoreAbort:
 		delete(c.inCore, ev.Incarnation)
+		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
 		if ev.Finished {
 			delete(c.inCore, ev.Incarnation)
@@ -229,6 +230,25 @@ func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what func() stri
 			return
 		}
 	}
+}
+
+// checkCoreAbort: the core aborts only what the frontend asked it to, and
+// the frontend asks only for an incarnation it ended first (an abort, a
+// cancel, Close, a stop string). An incarnation the core drops while it is
+// live and nobody aborted it was hit by an abort meant for another — a
+// predecessor's late abort routed by the reused id (vLLM #23697) — and can
+// no longer end on its own. Close aborting it later would hide that.
+func (c *Checker) checkCoreAbort(ev *core.Event) {
+	in := c.inc(ev.Incarnation)
+	if ev.Incarnation == 0 || in == nil || in.aborted || in.finished {
+		return
+	}
+	prop := EndsExactlyOnce
+	if in.reuse {
+		prop = ReuseFinishesNormally
+	}
+	c.fail(prop, "the core aborted %q (incarnation %d, internal id %s), which nobody aborted and which had not finished: it can no longer finish on its own",
+		in.id, in.n, ev.InternalID)
 }
 
 func (c *Checker) checkReuse(in *incarnation) {

@@ -124,3 +124,26 @@ func TestViolationSaysWhere(t *testing.T) {
 	assert.EqualError(t, c.Err(), "property wait-idle-means-the-core-holds-nothing violated: WaitIdle returned while the core held incarnation(s) [] (it counted 1) (detected in task output-handler after frontend.lock)")
 	assert.Len(t, c.Violations(), 1)
 }
+
+// TestACoreAbortNobodyMadeIsCaught: the core drops a live incarnation on an
+// abort that was not of it — a predecessor's late abort, routed by the
+// reused id (vLLM #23697). The request can no longer end on its own; when
+// Close then aborts it, nothing else would show that it was lost.
+func TestACoreAbortNobodyMadeIsCaught(t *testing.T) {
+	p := engine.Params{MaxTokens: 3, Output: engine.Delta}
+	first := []core.Event{add(1, "a", p), {Kind: core.EventCoreAdd, Incarnation: 1},
+		{Kind: core.EventAbort, RequestID: "a", Incarnation: 1}, finish(1, core.FinishAbort, nil)}
+	killed := append(first, add(2, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 2},
+		core.Event{Kind: core.EventCoreAbort, RequestID: "a", InternalID: "a", Incarnation: 2},
+		// Close aborts what is left.
+		core.Event{Kind: core.EventAbort, RequestID: "a", Incarnation: 2}, finish(2, core.FinishAbort, nil))
+	v := requireViolation(t, check(killed...), props.ReuseFinishesNormally)
+	assert.Contains(t, v.Detail, "incarnation 2")
+
+	// The core's abort of an incarnation its caller aborted, or that the
+	// frontend finished on a stop string, is no violation.
+	require.NoError(t, check(append(first, core.Event{Kind: core.EventCoreAbort, Incarnation: 1})...))
+	stopped := []core.Event{add(1, "a", p), {Kind: core.EventCoreAdd, Incarnation: 1},
+		finish(1, core.FinishStop, tokens(1)), {Kind: core.EventCoreAbort, Incarnation: 1}}
+	require.NoError(t, check(stopped...))
+}
