@@ -248,3 +248,27 @@ func BenchmarkDisarmedRunSet(b *testing.B) {
 		s.Stall(rt, failpoints.CoreStallMidStep)
 	}
 }
+
+// TestAQuotedValueHoldsAnArrow: "->" inside a quoted value is part of the
+// value, in a run set as in pingcap's grammar (and in the process-wide set),
+// so that a spec GO_FAILPOINTS arms is armed the same in a simulated run.
+func TestAQuotedValueHoldsAnArrow(t *testing.T) {
+	s := set(t, `core/model-panic=1*off->return("a->b")`)
+	assert.False(t, s.Fires(failpoints.ModelPanic))
+	v, ok := s.Value(failpoints.ModelPanic)
+	assert.True(t, ok)
+	assert.Equal(t, "a->b", v)
+	assert.Equal(t, []string{`core/model-panic=1*off->return("a->b")`}, s.Specs())
+
+	t.Setenv("GO_FAILPOINTS", failpoints.ModelPanic.FullName()+`=return("x->y")`)
+	specs, err := failpoints.EnvSpecs()
+	require.NoError(t, err)
+	_, err = failpoints.NewSet(sim.NewPCGChooser(1, 0), specs...)
+	assert.NoError(t, err, "a spec GO_FAILPOINTS arms is armed in a run set too")
+
+	// A quote that is not closed is not a value, as pingcap does not read it.
+	for _, spec := range []string{`core/model-panic=return("a)`, `core/model-panic=return("a->b)`, `core/model-panic=return("a)->off`} {
+		_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), spec)
+		assert.ErrorContains(t, err, "quoted value", spec)
+	}
+}

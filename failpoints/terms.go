@@ -39,7 +39,7 @@ func parseChain(desc string) (*chain, error) {
 	if strings.TrimSpace(desc) == "" {
 		return nil, fmt.Errorf("empty terms: want, say, return(500) or 3*return(500)->off")
 	}
-	for _, part := range strings.Split(desc, "->") {
+	for _, part := range splitChain(desc) { // a quoted value may hold "->"
 		t, err := parseTerm(strings.TrimSpace(part))
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", part, err)
@@ -76,6 +76,13 @@ func parseTerm(s string) (term, error) {
 		s = rest
 	}
 	name, arg, hasArg, closed := cutAction(s)
+	if open := strings.IndexByte(s, '('); open >= 0 && strings.HasPrefix(s[open+1:], `"`) {
+		// A quote that does not close is no value: it would run as its
+		// raw text, where pingcap refuses it.
+		if _, err := strconv.Unquote(strings.TrimSuffix(s[open+1:], ")")); err != nil || !closed {
+			return t, fmt.Errorf("bad quoted value: want %s(\"TEXT\"), the text a Go string literal", name)
+		}
+	}
 	if !closed {
 		return t, fmt.Errorf("unclosed %q: want %s(VALUE)", s, name)
 	}
