@@ -29,7 +29,8 @@ const (
 	// aborted it, finishes with reason length or stop and the right number
 	// of tokens.
 	ReuseFinishesNormally = "reused-id-finishes-normally"
-	// WaitIdleMeansIdle: when WaitIdle returns, the core holds nothing.
+	// WaitIdleMeansIdle: when WaitIdle returns, the core holds nothing,
+	// and every frame it emitted has reached the output handler.
 	WaitIdleMeansIdle = "wait-idle-means-the-core-holds-nothing"
 )
 
@@ -82,8 +83,11 @@ type Checker struct {
 	// inCore are the incarnations the core holds, as its own events tell:
 	// admitted, and neither aborted nor finished in the core since.
 	inCore map[uint64]bool
-	events int
-	all    []*Violation
+	// framesInFlight are the frames the core emitted that the output
+	// handler has not delivered or dropped yet.
+	framesInFlight int
+	events         int
+	all            []*Violation
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -175,11 +179,15 @@ func (c *Checker) observe(ev *core.Event) {
 		delete(c.inCore, ev.Incarnation)
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
+		c.framesInFlight++
 		if ev.Finished {
 			delete(c.inCore, ev.Incarnation)
 		}
 		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
+	case core.EventFrameDropped:
+		c.framesInFlight--
 	case core.EventFrameDelivered:
+		c.framesInFlight--
 		if ev.Collector != ev.Incarnation {
 			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d, tokens %v at position %d) was delivered to incarnation %d of %q",
 				ev.Frame, ev.InternalID, ev.Incarnation, ev.Tokens, ev.Position, ev.Collector, ev.RequestID)
@@ -211,6 +219,11 @@ func (c *Checker) observe(ev *core.Event) {
 		// WaitIdle's check and this event.
 		if len(c.inCore) != 0 || ev.Held != 0 {
 			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held incarnation(s) %v (it counted %d)", sortedKeys(c.inCore), ev.Held)
+		}
+		// WaitIdle also waits for the output handler to take every batch
+		// the core emitted: a frame on its way is the core's work still.
+		if c.framesInFlight > 0 {
+			c.fail(WaitIdleMeansIdle, "WaitIdle returned while %d frame(s) the core emitted had not reached the output handler", c.framesInFlight)
 		}
 	}
 }

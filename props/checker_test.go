@@ -147,3 +147,19 @@ func TestACoreAbortNobodyMadeIsCaught(t *testing.T) {
 		finish(1, core.FinishStop, tokens(1)), {Kind: core.EventCoreAbort, Incarnation: 1}}
 	require.NoError(t, check(stopped...))
 }
+
+// TestWaitIdleMustMeanTheFramesArrived: WaitIdle also promises that the
+// output handler took every batch the core emitted. A final frame still on
+// its way leaves the request unfinished in the frontend — and, were it
+// routed by a reused id, it would reach the next incarnation.
+func TestWaitIdleMustMeanTheFramesArrived(t *testing.T) {
+	p := engine.Params{MaxTokens: 1, Output: engine.Delta}
+	emitted := core.Event{Kind: core.EventFrameEmitted, RequestID: "a", Incarnation: 1, Frame: 1, Tokens: tokens(1), Finished: true, Reason: core.FinishLength}
+	v := requireViolation(t, check(add(1, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 1}, emitted, core.Event{Kind: core.EventIdle}), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "1 frame(s)")
+	dropped := emitted
+	dropped.Kind = core.EventFrameDropped
+	require.NoError(t, check(add(1, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 1},
+		core.Event{Kind: core.EventAbort, Incarnation: 1}, finish(1, core.FinishAbort, nil),
+		emitted, dropped, core.Event{Kind: core.EventIdle}))
+}
