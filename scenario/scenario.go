@@ -105,17 +105,18 @@ type Outcome struct {
 // Err joins a run's error with the checker's violations, the violation
 // first: it names the property. A run that ended early — a deadlock, a
 // step limit, a panic — also gets the end-of-run check, so that a request
-// that was accepted and never ended is named as such. A replay that left
-// its schedule is the exception: the run was cut short by the replay, not
-// by the code, so its requests are not checked for an end, and the
-// divergence comes first.
+// that was accepted and never ended is named as such. A run the harness
+// cut short is the exception — a replay that left its schedule, or the
+// step limit — since what it left unfinished says nothing of the code: its
+// requests are not checked for an end, and the cut comes first.
 func (o *Outcome) Err(runErr error) error {
 	if o.Checker == nil {
 		return runErr
 	}
 	var diverged *sim.ScheduleMismatchError
-	replayLeft := errors.As(runErr, &diverged)
-	if runErr != nil && !replayLeft && o.Checker.Err() == nil && !errors.Is(runErr, o.ScenarioErr) {
+	var limited *sim.StepLimitError
+	cut := errors.As(runErr, &diverged) || errors.As(runErr, &limited)
+	if runErr != nil && !cut && o.Checker.Err() == nil && !errors.Is(runErr, o.ScenarioErr) {
 		o.Checker.Finish()
 	}
 	v := o.Checker.Err()
@@ -124,7 +125,7 @@ func (o *Outcome) Err(runErr error) error {
 		return runErr
 	case runErr == nil || errors.Is(runErr, v):
 		return v
-	case replayLeft:
+	case cut:
 		return errors.Join(runErr, v)
 	}
 	return errors.Join(v, runErr)

@@ -241,3 +241,17 @@ func TestScenariosRunCleanInDebugMode(t *testing.T) {
 		}
 	}
 }
+
+// TestAStepLimitedRunIsNotAPropertyFailure: the step limit cuts a run
+// short, which leaves requests unfinished; that is the harness's doing, so
+// the run fails as step-limited, not as requests that never ended.
+func TestAStepLimitedRunIsNotAPropertyFailure(t *testing.T) {
+	prog, out := scenario.Swarm.Program(scenario.Options{Seed: 3})
+	res := sim.Run(sim.Options{Seed: 3, Strategy: sim.Chaos(), StepsMax: 50}, prog)
+	require.True(t, res.StepLimited())
+	err := out.Err(res.Err)
+	var sl *sim.StepLimitError
+	require.ErrorAs(t, err, &sl)
+	var v *props.Violation
+	assert.False(t, errors.As(err, &v), "no property is named: %v", err)
+}
