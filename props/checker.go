@@ -61,6 +61,7 @@ type incarnation struct {
 	id        string
 	n         uint64
 	params    engine.Params
+	promptLen int
 	key       uint64
 	reuse     bool // the id was used before
 	aborted   bool // its caller aborted or cancelled it, or Close did
@@ -88,6 +89,9 @@ type Checker struct {
 	framesInFlight int
 	events         int
 	all            []*Violation
+	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
+	// length finish then has an exact token count.
+	modelLen int
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -124,6 +128,12 @@ func (c *Checker) SetModel(m core.Model) {
 	}
 	c.model = m
 }
+
+// SetModelLen sets the engine's model length (its MaxModelLen, defaults
+// applied), so that a reused id's length finish is checked for its exact
+// token count: its MaxTokens, or what the model length leaves after the
+// prompt. Without it, only more tokens than MaxTokens are caught.
+func (c *Checker) SetModelLen(n int) { c.modelLen = n }
 
 // Err returns the first violation so far, or nil.
 func (c *Checker) Err() error {
@@ -165,7 +175,7 @@ func (c *Checker) observe(ev *core.Event) {
 	switch ev.Kind {
 	case core.EventAdd:
 		p, _ := ev.Params.(engine.Params)
-		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
+		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
 		c.usedID[ev.RequestID] = true
 		for uint64(len(c.incs)) <= ev.Incarnation {
 			c.incs = append(c.incs, nil)
@@ -274,6 +284,16 @@ func (c *Checker) checkReuse(in *incarnation) {
 		// more can only be someone else's tokens.
 		if len(in.final) > in.params.MaxTokens {
 			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) finished with %d tokens, more than its MaxTokens %d", in.id, in.n, len(in.final), in.params.MaxTokens)
+			return
+		}
+		if c.modelLen == 0 {
+			return
+		}
+		// The core ends a request at the first step that reaches
+		// MaxTokens or the model length: any other count was cut short.
+		if want := min(in.params.MaxTokens, c.modelLen-in.promptLen); len(in.final) != want {
+			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) finished for length with %d tokens, where its MaxTokens %d and the model length %d after a %d-token prompt give %d",
+				in.id, in.n, len(in.final), in.params.MaxTokens, c.modelLen, in.promptLen, want)
 		}
 	case core.FinishStop:
 	default:

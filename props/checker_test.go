@@ -163,3 +163,27 @@ func TestWaitIdleMustMeanTheFramesArrived(t *testing.T) {
 		core.Event{Kind: core.EventAbort, Incarnation: 1}, finish(1, core.FinishAbort, nil),
 		emitted, dropped, core.Event{Kind: core.EventIdle}))
 }
+
+// TestAReusedIDsLengthFinishHasItsExactTokenCount: with the model length
+// known, a length finish has exactly MaxTokens tokens, or what the model
+// length leaves after the prompt; fewer means the request was cut short.
+func TestAReusedIDsLengthFinishHasItsExactTokenCount(t *testing.T) {
+	p := engine.Params{MaxTokens: 4, Output: engine.Delta}
+	first := []core.Event{add(1, "a", p), {Kind: core.EventAbort, RequestID: "a", Incarnation: 1}, finish(1, core.FinishAbort, nil)}
+	run := func(modelLen, n int) error {
+		c := props.NewChecker(core.ToyModel{})
+		c.SetModelLen(modelLen)
+		for _, ev := range append(first, add(2, "a", p), output(2, tokens(n), true, core.FinishLength), finish(2, core.FinishLength, tokens(n))) {
+			c.Observe(ev)
+		}
+		return c.Finish()
+	}
+	require.NoError(t, run(0, 2), "without the model length, fewer than MaxTokens may be its cap")
+	require.NoError(t, run(1000, 4))
+	v := requireViolation(t, run(1000, 2), props.ReuseFinishesNormally)
+	assert.Contains(t, v.Detail, "finished for length with 2 tokens")
+	assert.Contains(t, v.Detail, "give 4")
+	// The model length caps it: the prompt leaves 2.
+	require.NoError(t, run(len(prompt)+2, 2))
+	requireViolation(t, run(len(prompt)+3, 2), props.ReuseFinishesNormally)
+}

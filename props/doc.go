@@ -28,6 +28,7 @@
 // Usage:
 //
 //	c := props.NewChecker(core.ToyModel{})
+//	c.SetModelLen(core.DefaultMaxModelLen) // the engine's, for exact length finishes
 //	e, _ := engine.New(engine.Config{Runtime: rt, Observer: c.Observe})
 //	// ... drive the engine ...
 //	e.Close()

@@ -70,6 +70,7 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 		x.Opts.Engine(&cfg)
 	}
 	x.Checker.SetModel(cfg.Model)
+	x.Checker.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
 	checker := x.Checker
 	rt := x.RT
 	tracing, hashing := sim.Tracing(rt), sim.Hashing(rt)
