@@ -156,6 +156,7 @@ func TestEveryFailpointOnTheRealRuntime(t *testing.T) {
 				defer goleak.VerifyNone(t)
 				failpoints.Scoped(t, name, terms)
 				c := props.NewChecker(core.ToyModel{})
+				c.SetModelLen(core.DefaultMaxModelLen) // the engines run the default
 				e, err := engine.New(engine.Config{StepTime: 50_000, Observer: c.Locked()})
 				require.NoError(t, err)
 				workload(t, e, 8, 12)
@@ -203,6 +204,7 @@ func TestLoadWithAbortsCancelsAndReuse(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const clients, total = 64, 10_000
 	c := props.NewChecker(core.ToyModel{})
+	c.SetModelLen(core.DefaultMaxModelLen) // the engines run the default
 	e, err := engine.New(engine.Config{StepTime: 20_000, Observer: c.Locked()})
 	require.NoError(t, err)
 	workload(t, e, clients, total/clients+1)

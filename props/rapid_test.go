@@ -176,6 +176,7 @@ func TestEngineAgainstASequentialModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: sim.Chaos(), HangAfter: hangAfter}, func(rt task.Runtime) error {
 			c := props.NewChecker(core.ToyModel{})
+			c.SetModelLen(core.DefaultMaxModelLen) // the engines run the default
 			e, err := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: 200 * 1000})
 			if err != nil {
 				return err
