@@ -352,6 +352,32 @@ func TestPCTIsNotHeldForeverByAYieldLoop(t *testing.T) {
 	}
 }
 
+// TestStarveWindowsEndWhileOthersSpin: virtual time moves only when no
+// task may run, so while a task spins at scheduling points, waiting for the
+// withheld one, the clock stands still. A window must end all the same, or
+// the victim is starved for good and a program that ends in a few steps
+// under Random runs into the step limit.
+func TestStarveWindowsEndWhileOthersSpin(t *testing.T) {
+	spin := func(rt task.Runtime) error {
+		done := false
+		g := task.NewGroup(rt, "g")
+		g.Go("spinner", func() {
+			for !done {
+				rt.Yield("spin")
+			}
+		})
+		g.Go("setter", func() { done = true })
+		g.Wait()
+		return nil
+	}
+	for _, st := range []sim.Strategy{sim.Chaos(), sim.Starve("setter"), sim.StarveUpTo("setter", sim.StarveWindowLimit)} {
+		for seed := uint64(0); seed < 200; seed++ {
+			res := sim.Run(sim.Options{Seed: seed, Strategy: st, StepsMax: 1_000_000}, spin)
+			require.NoError(t, res.Err, "%s seed %d: the setter was withheld for good", st, seed)
+		}
+	}
+}
+
 func TestStepLimitIsReportedApartFromFailures(t *testing.T) {
 	res := sim.Run(sim.Options{Seed: 1, StepsMax: 500}, func(rt task.Runtime) error {
 		for {

@@ -235,6 +235,15 @@ const StarveWindowMin = 50 * time.Microsecond
 // thread, short enough that a run stays a few hundred decisions long.
 const DefaultStarveWindowMax = 3200 * time.Microsecond
 
+// StarveWindowDecisionsMax bounds a window in decisions as well as in
+// time. The clock moves only when no task may run, so while the tasks that
+// do run spin at scheduling points — waiting, say, for the victim — it
+// stands still, and a window measured in virtual time alone would withhold
+// its victim for good: a program that ends in a few steps under Random would
+// run into the step limit. Runs of the engine's scenarios never hold a
+// window this long.
+const StarveWindowDecisionsMax = 10_000
+
 // StarveWindowLimit bounds the longest window ParseStrategy accepts for
 // Chaos and Starve: an hour of virtual time withheld is far past any
 // descheduling a real thread sees, and a window near the end of virtual
@@ -262,7 +271,9 @@ func StarveWindows(max time.Duration) []time.Duration {
 // the first one included — is withheld for a window of virtual time drawn
 // from StarveWindows(DefaultStarveWindowMax), while the others run in
 // random order. When every runnable task is withheld the clock moves on:
-// starvation is time passing while a thread could run but does not.
+// starvation is time passing while a thread could run but does not. A
+// window also ends after StarveWindowDecisionsMax decisions, since the
+// clock stands still while the others run.
 func Chaos() Strategy { return ChaosUpTo(DefaultStarveWindowMax) }
 
 // ChaosUpTo is Chaos with windows up to max, which is kept within
@@ -319,11 +330,14 @@ type starvePolicy struct {
 	until  time.Duration
 	match  []*Task // the live tasks that may be victims
 	seen   int64   // the live set's version match was built for
+	// last is the window's last decision: it ends after it even when the
+	// clock has not reached until (see StarveWindowDecisionsMax).
+	last int64
 }
 
 func (p *starvePolicy) Pick(v *View) Decision {
 	c := v.Chooser
-	if p.victim != nil && (v.Now >= p.until || p.victim.state == stateDone) {
+	if p.victim != nil && (v.Now >= p.until || v.Step > p.last || p.victim.state == stateDone) {
 		p.victim = nil
 	}
 	n := len(v.Candidates)
@@ -347,6 +361,7 @@ func (p *starvePolicy) Pick(v *View) Decision {
 			p.victim = p.match[c.Intn(len(p.match))]
 			w := p.st.windows[c.Intn(len(p.st.windows))]
 			p.until = v.Now + w
+			p.last = v.Step + StarveWindowDecisionsMax
 			if v.Tracing() {
 				v.Note(fmt.Sprintf("%s: withhold task %d %q for %v", p.st.name, p.victim.id, p.victim.name, w))
 			}
