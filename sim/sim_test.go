@@ -352,6 +352,60 @@ func TestPCTIsNotHeldForeverByAYieldLoop(t *testing.T) {
 	}
 }
 
+// backAndForth fails only when a1 < b1 < a2 < b2: a is preempted, then b
+// is preempted in turn so that a goes on first — a bug of depth 3. Its
+// scheduling points are uncontended locks, where PCT lowers no task, so
+// only PCT's change points can reorder it.
+func backAndForth(rt task.Runtime) error {
+	x, r, bad := 0, 0, false
+	ma, mb := rt.NewMutex("a"), rt.NewMutex("b")
+	g := task.NewGroup(rt, "g")
+	g.Go("a", func() {
+		ma.Lock()
+		x = 1 // a1
+		ma.Unlock()
+		ma.Lock()
+		r = x // a2
+		ma.Unlock()
+	})
+	g.Go("b", func() {
+		mb.Lock()
+		if x == 1 { // b1
+			x = 2
+		}
+		mb.Unlock()
+		mb.Lock()
+		bad = r == 2 // b2
+		mb.Unlock()
+	})
+	g.Wait()
+	if bad {
+		return errors.New("a read b's write, and b saw it")
+	}
+	return nil
+}
+
+// TestPCTFindsADepth3BugAsOftenAsItPromises: PCT finds a bug of depth d
+// in a run of n tasks and k steps with probability at least 1/(n·k^(d−1)).
+// That needs the priorities the change points give to be in no particular
+// order in time: this bug needs the task lowered first (a) to go on before
+// the task lowered second (b).
+func TestPCTFindsADepth3BugAsOftenAsItPromises(t *testing.T) {
+	const seeds, n, k = 3000, 3, 12
+	calm := sim.Run(sim.Options{Strategy: sim.Guided(sim.NewSchedule(nil, nil, nil))}, backAndForth)
+	require.NoError(t, calm.Err)
+	require.LessOrEqual(t, calm.Steps, int64(k), "k is the run's length")
+	fails := 0
+	for seed := uint64(0); seed < seeds; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.PCTSteps(3, k)}, backAndForth)
+		if res.Err != nil {
+			require.EqualError(t, res.Err, "a read b's write, and b saw it")
+			fails++
+		}
+	}
+	assert.GreaterOrEqual(t, fails, seeds/(n*k*k), "pct:3:%d found the depth-3 bug in %d of %d seeds", k, fails, seeds)
+}
+
 // TestStarveWindowsEndWhileOthersSpin: virtual time moves only when no
 // task may run, so while a task spins at scheduling points, waiting for the
 // withheld one, the clock stands still. A window must end all the same, or

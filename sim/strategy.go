@@ -1,11 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -178,19 +178,30 @@ func (p pctStrategy) String() string {
 
 func (p pctStrategy) NewPolicy(c Chooser) Policy {
 	pol := &pctPolicy{depth: p.depth}
+	// The i-th change point drawn lowers the running task to priority i,
+	// wherever it falls in the run: the order of the lowered tasks is not
+	// the order of the change points in time, and a bug that needs a task
+	// lowered earlier to run before one lowered later (a preempted, then b
+	// preempted so that a goes on) is found as often as the reverse.
 	for i := 1; i < p.depth; i++ {
-		pol.changes = append(pol.changes, int64(c.Intn(int(min(p.k, 1<<30))))+1)
+		pol.changes = append(pol.changes, pctChange{step: int64(c.Intn(int(min(p.k, 1<<30)))) + 1, prio: int64(i)})
 	}
-	sort.Slice(pol.changes, func(i, j int) bool { return pol.changes[i] < pol.changes[j] })
+	slices.SortStableFunc(pol.changes, func(a, b pctChange) int { return cmp.Compare(a.step, b.step) })
 	return pol
+}
+
+// pctChange is a change point: at step, the running task drops to prio.
+type pctChange struct {
+	step int64
+	prio int64 // 1..depth-1: below every initial priority
 }
 
 type pctPolicy struct {
 	depth   int
-	changes []int64 // steps at which the running task drops, ascending
-	changed int     // change points passed
-	prio    []int64 // by task ID; 0 = not seen yet
-	low     int64   // next priority for a task that yields: below all others
+	changes []pctChange // by step, ascending
+	changed int         // change points passed
+	prio    []int64     // by task ID; 0 = not seen yet
+	low     int64       // next priority for a task that yields: below all others
 }
 
 func (p *pctPolicy) priority(t *Task, c Chooser) int64 {
@@ -210,11 +221,12 @@ func (p *pctPolicy) Pick(v *View) Decision {
 			p.low--
 			p.prio[at.id] = p.low
 		}
-		for p.changed < len(p.changes) && v.Step >= p.changes[p.changed] {
+		for p.changed < len(p.changes) && v.Step >= p.changes[p.changed].step {
+			ch := p.changes[p.changed]
 			p.changed++
-			p.prio[at.id] = int64(p.changed) // 1..depth-1: below every initial priority
+			p.prio[at.id] = ch.prio
 			if v.Tracing() {
-				v.Note(fmt.Sprintf("pct: change point %d lowers task %d %q", p.changed, at.id, at.name))
+				v.Note(fmt.Sprintf("pct: change point %d lowers task %d %q to priority %d", p.changed, at.id, at.name, ch.prio))
 			}
 		}
 	}
