@@ -154,7 +154,9 @@ const PCTDepthMax = 1 << 10
 // runnable task runs, and at depth−1 random steps the running task drops
 // below every initial priority. A bug of depth d is found with probability
 // at least 1/(n·k^(d−1)) for n tasks. A task that yields without blocking
-// drops below every task, so a busy loop cannot hold the run forever. A
+// drops below every task, and so does one that goes on for
+// PCTSpinDecisionsMax decisions in a row while another could run, so a
+// busy loop cannot hold the run forever. A
 // depth below 1 is taken as 1 and one above PCTDepthMax as PCTDepthMax.
 func PCTSteps(depth int, k int64) Strategy {
 	depth = min(max(depth, 1), PCTDepthMax)
@@ -202,7 +204,18 @@ type pctPolicy struct {
 	changed int         // change points passed
 	prio    []int64     // by task ID; 0 = not seen yet
 	low     int64       // next priority for a task that yields: below all others
+	spinner *Task       // the task that went on at the last decisions while another could run
+	spins   int         // how many decisions in a row it did
 }
+
+// PCTSpinDecisionsMax bounds how long PCT lets one task go on while
+// another could run: after that many decisions in a row it is lowered as at
+// a Yield. A task that polls under a mutex (a loop around a Queue's TryGet)
+// passes a scheduling point at every Lock without yielding or blocking, and
+// once the change points are behind the run nothing else would lower it:
+// it would hold the run until the step limit, waiting for a task that
+// cannot run. Runs of the engine's scenarios never come near it.
+const PCTSpinDecisionsMax = 10_000
 
 func (p *pctPolicy) priority(t *Task, c Chooser) int64 {
 	for len(p.prio) <= t.id {
@@ -217,9 +230,18 @@ func (p *pctPolicy) priority(t *Task, c Chooser) int64 {
 func (p *pctPolicy) Pick(v *View) Decision {
 	if at := v.At; at != nil {
 		p.priority(at, v.Chooser)
-		if at.kind == PointYield {
+		switch {
+		case !v.CanContinue || len(v.Candidates) == 1:
+			p.spinner, p.spins = nil, 0
+		case at != p.spinner:
+			p.spinner, p.spins = at, 1
+		default:
+			p.spins++
+		}
+		if at.kind == PointYield || p.spins >= PCTSpinDecisionsMax {
 			p.low--
 			p.prio[at.id] = p.low
+			p.spinner, p.spins = nil, 0
 		}
 		for p.changed < len(p.changes) && v.Step >= p.changes[p.changed].step {
 			ch := p.changes[p.changed]
