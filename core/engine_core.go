@@ -58,7 +58,10 @@ type EngineCore struct {
 	inputsDone    atomic.Uint64
 	batches       atomic.Uint64
 	abortsPending atomic.Int64
-	progress      func() // called when the core is about to block for input
+	// stats is the scheduler's counts as of the core's last change, for
+	// the frontend's gauges: an abort changes them without a batch.
+	stats    atomic.Pointer[SchedulerStats]
+	progress func() // called when the core is about to block for input
 }
 
 // NewEngineCore returns a core reading in and aborts and writing out. cfg
@@ -351,5 +354,20 @@ func (c *EngineCore) emit(e Event) {
 }
 
 // syncHeld publishes how many requests the core holds, for the frontend's
-// WaitIdle to read.
-func (c *EngineCore) syncHeld() { c.held.Store(int64(c.sched.NumRequests())) }
+// WaitIdle to read, and the scheduler's counts, for its gauges.
+func (c *EngineCore) syncHeld() {
+	c.held.Store(int64(c.sched.NumRequests()))
+	if st := c.sched.Stats(); st != c.Stats() {
+		c.stats.Store(&st)
+	}
+}
+
+// Stats returns the scheduler's counts as of the core's last change (an
+// add, an abort, a step), as vLLM's core reports them after every step,
+// even one that only finished aborted requests and produced no output.
+func (c *EngineCore) Stats() SchedulerStats {
+	if st := c.stats.Load(); st != nil {
+		return *st
+	}
+	return SchedulerStats{KVNumBlocks: c.cfg.NumBlocks}
+}

@@ -431,11 +431,6 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 				toAbort = append(toAbort, frames[i].InternalID)
 			}
 		}
-		if end == len(frames) {
-			e.stats.RequestsRunning, e.stats.RequestsWaiting = outs.Stats.Running, outs.Stats.Waiting
-			e.stats.Preemptions = outs.Stats.Preemptions
-			e.stats.KVUsedBlocks, e.stats.KVNumBlocks = outs.Stats.KVUsedBlocks, outs.Stats.KVNumBlocks
-		}
 		e.mu.Unlock()
 		if end < len(frames) {
 			e.rt.Yield("output-handler.between-chunks")

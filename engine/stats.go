@@ -22,11 +22,15 @@ type Stats struct {
 }
 
 // Stats returns a snapshot of the counters. Running, waiting, preemptions
-// and KV usage are as of the last batch the output handler took.
+// and KV usage are the core's as of its last change: an abort that leaves
+// the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
 	e.mu.Lock()
 	s := e.stats
 	e.mu.Unlock()
+	cs := e.core.Stats()
+	s.RequestsRunning, s.RequestsWaiting, s.Preemptions = cs.Running, cs.Waiting, cs.Preemptions
+	s.KVUsedBlocks, s.KVNumBlocks = cs.KVUsedBlocks, cs.KVNumBlocks
 	return s
 }
 
