@@ -58,10 +58,10 @@ type EngineCore struct {
 	inputsDone    atomic.Uint64
 	batches       atomic.Uint64
 	abortsPending atomic.Int64
-	// stats is the scheduler's counts as of the core's last change, for
-	// the frontend's gauges: an abort changes them without a batch.
-	stats    atomic.Pointer[SchedulerStats]
-	progress func() // called when the core is about to block for input
+	// The scheduler's counts as of the core's last change, for the
+	// frontend's gauges: an abort changes them without a batch.
+	running, waiting, kvUsed, preemptions atomic.Int64
+	progress                              func() // called when the core is about to block for input
 }
 
 // NewEngineCore returns a core reading in and aborts and writing out. cfg
@@ -357,17 +357,27 @@ func (c *EngineCore) emit(e Event) {
 // WaitIdle to read, and the scheduler's counts, for its gauges.
 func (c *EngineCore) syncHeld() {
 	c.held.Store(int64(c.sched.NumRequests()))
-	if st := c.sched.Stats(); st != c.Stats() {
-		c.stats.Store(&st)
+	st := c.sched.Stats()
+	publish(&c.running, int64(st.Running))
+	publish(&c.waiting, int64(st.Waiting))
+	publish(&c.kvUsed, int64(st.KVUsedBlocks))
+	publish(&c.preemptions, st.Preemptions)
+}
+
+// publish stores v in a unless a holds it already: most steps change few
+// of the counts, and a load costs less than a store.
+func publish(a *atomic.Int64, v int64) {
+	if a.Load() != v {
+		a.Store(v)
 	}
 }
 
 // Stats returns the scheduler's counts as of the core's last change (an
 // add, an abort, a step), as vLLM's core reports them after every step,
 // even one that only finished aborted requests and produced no output.
+// Each count is the core's at some moment; read while the core runs, they
+// need not all be of the same one.
 func (c *EngineCore) Stats() SchedulerStats {
-	if st := c.stats.Load(); st != nil {
-		return *st
-	}
-	return SchedulerStats{KVNumBlocks: c.cfg.NumBlocks}
+	return SchedulerStats{Running: int(c.running.Load()), Waiting: int(c.waiting.Load()),
+		Preemptions: c.preemptions.Load(), KVUsedBlocks: int(c.kvUsed.Load()), KVNumBlocks: c.cfg.NumBlocks}
 }
