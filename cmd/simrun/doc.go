@@ -13,8 +13,11 @@
 //	simrun merge   shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
 //
-// -strategy takes random, pct:D, chaos[:MAX], starve:PREFIX[:MAX] or
-// replay:FILE; without it the scenario's default applies. -failpoint
+// -strategy takes random, pct:D[:K], chaos[:MAX], starve:PREFIX[:MAX] or
+// replay:FILE; without it the scenario's default applies. pct:D spreads
+// its D-1 change points over the first K decisions, K being the median
+// length of seeds 1-16 under random unless given; it is named pct:D:K in
+// what simrun prints. -failpoint
 // NAME=TERMS (repeatable) arms a failpoint in every run. Every failure
 // prints the command that replays it and writes its schedule file; sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson

@@ -2,14 +2,18 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/sim"
 )
 
 // failAfter is a write that gives up after n bytes, as one does when the
@@ -213,4 +217,52 @@ func TestAnOutputDirectoryThatCannotBeMadeIsRefusedBeforeAnythingRuns(t *testing
 	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", fresh)
 	require.Equal(t, 1, code, out)
 	assert.FileExists(t, filepath.Join(fresh, "abort-reuse-legacy-seed1.schedule"))
+}
+
+// TestPCTEstimatesTheRunsLengthFromRandomRuns: pct:D's change points fall
+// among the first K decisions. simrun takes K from the median length of
+// seeds 1-16 under random, so that they fall within the runs, and names
+// the strategy pct:D:K, so that a seed runs the same alone and in a sweep.
+func TestPCTEstimatesTheRunsLengthFromRandomRuns(t *testing.T) {
+	sp, err := (&specFlags{scenario: "abort-reuse", strategy: "pct:3"}).spec()
+	require.NoError(t, err)
+	var steps []int64
+	for seed := uint64(1); seed <= 16; seed++ {
+		steps = append(steps, sp.runSeed(seed, sim.Options{Strategy: sim.Random()}).res.Steps)
+	}
+	slices.Sort(steps)
+	want := fmt.Sprintf("pct:3:%d", steps[8])
+	assert.Equal(t, want, sp.strategyOrDefault().String())
+
+	// The change points now fall within the runs: both of them, in
+	// nearly every run, where K = 1000 leaves most runs with none.
+	passed := func(st sim.Strategy) (both int) {
+		for seed := uint64(1); seed <= 50; seed++ {
+			o := sp.runSeed(seed, sim.Options{Strategy: st, Trace: true})
+			n := 0
+			for _, ev := range o.res.Trace.Events {
+				if ev.Kind == sim.EvStrategy && strings.Contains(ev.Text, "change point") {
+					n++
+				}
+			}
+			if n == 2 {
+				both++
+			}
+		}
+		return both
+	}
+	assert.GreaterOrEqual(t, passed(sp.strategyOrDefault()), 45)
+	assert.LessOrEqual(t, passed(sim.PCT(3)), 10)
+
+	// A seed of a sweep runs alone with the strategy its sweep names.
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-strategy", "pct:3", "-seeds", "100-120")
+	require.Equal(t, 0, code)
+	assert.Equal(t, want, r.Strategy)
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-strategy", "pct:3", "-seed", "110", "-out", t.TempDir())
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "strategy "+want+",")
+	// Given, K is kept.
+	sp, err = (&specFlags{scenario: "abort-reuse", strategy: "pct:3:77"}).spec()
+	require.NoError(t, err)
+	assert.Equal(t, "pct:3:77", sp.strategyOrDefault().String())
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,8 +110,54 @@ func (f *specFlags) spec() (*spec, error) {
 			}
 		}
 		s.strategy = st
+		if depth, ok := pctWithoutSteps(f.strategy); ok {
+			k, err := s.estimateSteps()
+			if err != nil {
+				return nil, err
+			}
+			s.strategy = sim.PCTSteps(depth, k)
+		}
 	}
 	return s, nil
+}
+
+// pctWithoutSteps reports the depth of a pct:D strategy that leaves its
+// step estimate to the default.
+func pctWithoutSteps(name string) (depth int, ok bool) {
+	d, ok := strings.CutPrefix(name, "pct:")
+	if !ok || strings.Contains(d, ":") {
+		return 0, false
+	}
+	depth, err := strconv.Atoi(d)
+	return depth, err == nil
+}
+
+// calibrationSeeds is how many runs estimate PCT's step count.
+const calibrationSeeds = 16
+
+// estimateSteps estimates how many decisions a run of the spec takes, for
+// pct:D, whose change points fall at random among the first K decisions: a
+// K far past the runs' length puts them past their end, where they do
+// nothing (the default of 1,000 against the ~150 of an abort-reuse run
+// left pct:3 without a change point in most runs), and one far short of it
+// never preempts the runs' later part. The estimate is the median length
+// of seeds 1 to 16 under random: it depends on the scenario, engine,
+// failpoints and step limit alone, not on the seeds a command runs, so a
+// seed runs the same in a sweep and alone, and the strategy's name
+// (pct:D:K) records it.
+func (s *spec) estimateSteps() (int64, error) {
+	steps := make([]int64, 0, calibrationSeeds)
+	for seed := uint64(1); seed <= calibrationSeeds; seed++ {
+		o, h := runOne(seedTimeoutDefault, seed, func() outcome {
+			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+		})
+		if h != nil {
+			return 0, fmt.Errorf("pct: estimating the runs' length, seed %d hung under random (%v); give the estimate as pct:D:K", seed, h)
+		}
+		steps = append(steps, o.res.Steps)
+	}
+	slices.Sort(steps)
+	return max(steps[len(steps)/2], 1), nil
 }
 
 // replayFile is sim.Replay of a schedule file.
