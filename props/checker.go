@@ -18,7 +18,13 @@ const (
 	// EndsExactlyOnce: every accepted request ends, once.
 	EndsExactlyOnce = "each-request-ends-exactly-once"
 	// DeltasConcatenate: Delta outputs concatenate, and Cumulative outputs
-	// extend one another, to the request's final tokens.
+	// extend one another, to the request's final tokens and text; FinalOnly
+	// returns them once. The text is the detokenization of the tokens the
+	// caller received, cut before the first stop string that ends after
+	// the first MinTokens tokens (the request then finishes with reason
+	// stop and no more tokens); a stop token that finished the request is
+	// not in it; a running request's text holds back its tail, as long as
+	// its longest stop string less one byte.
 	DeltasConcatenate = "deltas-concatenate-to-the-final-output"
 	// NothingAfterFinish: no output reaches a caller after the finished one.
 	NothingAfterFinish = "nothing-after-finish"
@@ -70,7 +76,31 @@ type incarnation struct {
 	final     []int // tokens at the finish
 	received  []int // tokens the caller received, by Delta concatenation or the latest Cumulative
 	sawFinish bool  // the caller took the finished output
+	text      textOracle
 }
+
+// textOracle is what the checker knows of the text a caller received. It
+// is worked out from the tokenizer's pieces of the tokens the caller
+// received and from the request's parameters, apart from the engine's
+// detokenizer, so that it catches that detokenizer's mistakes. It keeps
+// lengths and a cursor, never the text: the checker runs on every event of
+// every seed.
+type textOracle struct {
+	hold    int // bytes a running request's text holds back: its longest stop string's, less one
+	fed     int // tokens of received decoded so far
+	textLen int // bytes of their text
+	stopAt  int // tokens decoded when a stop string ended the text; 0 if none did
+	cut     int // where the text ends then: before that stop string
+	// got is how many bytes of the text a Delta caller received; at is
+	// where the text goes on from there.
+	got int
+	at  textCursor
+	bad bool // a violation was reported: later outputs are not checked
+}
+
+// textCursor is a place in the text of a token sequence: byte off of the
+// piece of token tok.
+type textCursor struct{ tok, off int }
 
 // Checker verifies the properties over one engine's events — one engine,
 // since incarnations are numbered per engine. It is not safe
@@ -95,6 +125,12 @@ type Checker struct {
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
+
+	tok core.Tokenizer // the engine's: the text oracle decodes with it
+	// window is where the text oracle looks for stop strings; windowBuf
+	// holds it unless a stop string is long.
+	window    []byte
+	windowBuf [64]byte
 }
 
 // NewChecker returns a checker for an engine running model.
@@ -102,8 +138,10 @@ func NewChecker(model core.Model) *Checker {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	return &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16),
+	c := &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16),
 		inCore: make(map[uint64]bool)}
+	c.window = c.windowBuf[:0]
+	return c
 }
 
 // violationsMax bounds what a checker keeps: the first is what matters.
@@ -176,6 +214,9 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventAdd:
 		p, _ := ev.Params.(engine.Params)
 		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
+		for _, s := range p.Stop {
+			in.text.hold = max(in.text.hold, len(s)-1)
+		}
 		c.usedID[ev.RequestID] = true
 		for uint64(len(c.incs)) <= ev.Incarnation {
 			c.incs = append(c.incs, nil)
@@ -318,10 +359,12 @@ func (c *Checker) output(ev *core.Event) {
 		if len(ev.Tokens) < len(in.received) || !slices.Equal(ev.Tokens[:len(in.received)], in.received) {
 			c.fail(DeltasConcatenate, "a %s output of %q (incarnation %d) has tokens %v, which do not extend the previous %v",
 				in.params.Output, in.id, in.n, ev.Tokens, in.received)
+			in.text.bad = true // its text cannot be followed either
 		}
 		c.checkModel(in.n, ev.Tokens, 0, func() string { return fmt.Sprintf("a %s output of %q", in.params.Output, in.id) })
 		in.received = append(in.received[:0], ev.Tokens...)
 	}
+	c.checkText(in, ev)
 	if !ev.Finished {
 		if in.params.Output == engine.FinalOnly {
 			c.fail(DeltasConcatenate, "a FinalOnly request %q (incarnation %d) returned an unfinished output", in.id, in.n)

@@ -31,8 +31,14 @@ func finish(inc uint64, reason core.FinishReason, toks []int) core.Event {
 	return core.Event{Kind: core.EventFinish, RequestID: "a", Incarnation: inc, Finished: true, Reason: reason, Tokens: toks}
 }
 
+// output is an output of toks whose text is theirs, as for a request with
+// no stop strings (a Delta one's toks are the new tokens).
 func output(inc uint64, toks []int, finished bool, reason core.FinishReason) core.Event {
-	return core.Event{Kind: core.EventOutput, RequestID: "a", Incarnation: inc, Tokens: toks, Finished: finished, Reason: reason}
+	return textOutput(inc, toks, core.Tokenizer{}.Decode(toks), finished, reason)
+}
+
+func textOutput(inc uint64, toks []int, text string, finished bool, reason core.FinishReason) core.Event {
+	return core.Event{Kind: core.EventOutput, RequestID: "a", Incarnation: inc, Tokens: toks, Text: text, Finished: finished, Reason: reason}
 }
 
 func check(events ...core.Event) error {
@@ -186,4 +192,74 @@ func TestAReusedIDsLengthFinishHasItsExactTokenCount(t *testing.T) {
 	// The model length caps it: the prompt leaves 2.
 	require.NoError(t, run(len(prompt)+2, 2))
 	requireViolation(t, run(len(prompt)+3, 2), props.ReuseFinishesNormally)
+}
+
+// The model's text for the prompt "hello" begins " body interest now study";
+// a stop string such as "dy int" spans the first two tokens.
+func TestTheTextOfEachOutputKindIsChecked(t *testing.T) {
+	toks := tokens(3)
+	require.Equal(t, " body interest now", core.Tokenizer{}.Decode(toks))
+	stop := func(kind engine.OutputKind, minTokens int, stops ...string) engine.Params {
+		return engine.Params{MaxTokens: 3, MinTokens: minTokens, Output: kind, Stop: stops}
+	}
+	end := func(reason core.FinishReason, n int) core.Event { return finish(1, reason, toks[:n]) }
+
+	// Right text passes. A stop string across a token boundary cuts the
+	// text where it begins; a running request holds back its tail, as long
+	// as the longest stop string less one byte (5 here).
+	require.NoError(t, check(add(1, "a", stop(engine.Delta, 0, "dy int")),
+		textOutput(1, toks[:1], "", false, ""), end(core.FinishStop, 2), textOutput(1, toks[1:2], " bo", true, core.FinishStop)))
+	require.NoError(t, check(add(1, "a", stop(engine.Cumulative, 0, "dy int")),
+		textOutput(1, toks[:1], "", false, ""), end(core.FinishStop, 2), textOutput(1, toks[:2], " bo", true, core.FinishStop)))
+	require.NoError(t, check(add(1, "a", stop(engine.FinalOnly, 0, "dy int")),
+		end(core.FinishStop, 2), textOutput(1, toks[:2], " bo", true, core.FinishStop)))
+	// A slow Delta consumer's merged output has the merged text.
+	require.NoError(t, check(add(1, "a", stop(engine.Delta, 0, "xyz")),
+		end(core.FinishLength, 3), textOutput(1, toks, " body interest now", true, core.FinishLength)))
+	// Within MinTokens no stop string applies, but one that ends after
+	// them does, even when it begins inside them.
+	require.NoError(t, check(add(1, "a", stop(engine.Cumulative, 1, " body", "y int")),
+		textOutput(1, toks[:1], " ", false, ""), end(core.FinishStop, 2), textOutput(1, toks[:2], " bod", true, core.FinishStop)))
+	// A stop token that ended the request is not in its text; EOS is
+	// nothing in it anyway.
+	p := engine.Params{MaxTokens: 5, Output: engine.Delta, StopTokenIDs: []int{toks[2]}}
+	require.NoError(t, check(add(1, "a", p), end(core.FinishStop, 3), textOutput(1, toks, " body interest", true, core.FinishStop)))
+	// An aborted request's text is whole: nothing is held back any more.
+	require.NoError(t, check(add(1, "a", stop(engine.Delta, 0, "xyz")), textOutput(1, toks[:1], " bo", false, ""),
+		core.Event{Kind: core.EventAbort, Incarnation: 1}, end(core.FinishAbort, 1), textOutput(1, nil, "dy", true, core.FinishAbort)))
+
+	// Delta texts that do not concatenate to the text.
+	v := requireViolation(t, check(add(1, "a", engine.Params{MaxTokens: 2, Output: engine.Delta}),
+		textOutput(1, toks[:1], " body", false, ""), end(core.FinishLength, 2), textOutput(1, toks[1:2], " body interest", true, core.FinishLength)),
+		props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, `want " interest" after the 5 bytes received before it`)
+	// A final text that runs past a stop string.
+	v = requireViolation(t, check(add(1, "a", stop(engine.Cumulative, 0, " interest")),
+		end(core.FinishStop, 2), textOutput(1, toks[:2], " body interest", true, core.FinishStop)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, `want " body"`)
+	assert.Contains(t, v.Detail, "cut at byte 5 before a stop string")
+	// Tokens after the stop string: the request should have ended on it.
+	v = requireViolation(t, check(add(1, "a", stop(engine.FinalOnly, 0, " interest")),
+		end(core.FinishStop, 3), textOutput(1, toks, " body", true, core.FinishStop)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "reached the stop string at token 2")
+	assert.Contains(t, v.Detail, "yet it received 3 tokens")
+	// A stop string that is not looked for: the request runs on past it.
+	v = requireViolation(t, check(add(1, "a", stop(engine.Delta, 0, "dy int")),
+		textOutput(1, toks[:2], " body int", false, "")), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "yet its output says finished=false")
+	// A stop applied before MinTokens.
+	v = requireViolation(t, check(add(1, "a", stop(engine.Cumulative, 2, " interest")),
+		end(core.FinishStop, 2), textOutput(1, toks[:2], " body", true, core.FinishStop)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "no stop token ended it and no stop string")
+	// Text that is not the tokens' detokenization, or that does not hold
+	// back a running request's tail.
+	v = requireViolation(t, check(add(1, "a", engine.Params{MaxTokens: 3}),
+		textOutput(1, toks[:2], " body interests", false, "")), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, `an output's text is " body interests", want " body interest"`)
+	requireViolation(t, check(add(1, "a", stop(engine.Cumulative, 0, "xyz")),
+		textOutput(1, toks[:2], " body interest", false, "")), props.DeltasConcatenate)
+	// A running request whose text ends in the stop string's first bytes
+	// does not give them out yet.
+	requireViolation(t, check(add(1, "a", stop(engine.Delta, 0, " interest now")),
+		textOutput(1, toks[:1], " body", false, "")), props.DeltasConcatenate)
 }
