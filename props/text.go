@@ -58,7 +58,7 @@ func (c *Checker) checkText(in *incarnation, ev *core.Event) {
 		end = o.cut
 	case ev.Finished && ev.Reason == core.FinishStop && !stopToken:
 		c.textFail(in, "it finished for stop after %d tokens, but no stop token ended it and no stop string of %q ends in its text %s after its first %d tokens (MinTokens)",
-			n, in.params.Stop, strconv.Quote(c.decode(in.received, 0, o.textLen)), in.params.MinTokens)
+			n, in.params.Stop, clipText(c.decode(in.received, 0, o.textLen)), in.params.MinTokens)
 		return
 	case !ev.Finished:
 		end = max(0, end-o.hold)
