@@ -335,18 +335,7 @@ func TestChaosStarvesRandomVictimsIncludingMain(t *testing.T) {
 
 func TestPCTIsNotHeldForeverByAYieldLoop(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
-		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.PCT(3), StepsMax: 10_000}, func(rt task.Runtime) error {
-			done := false
-			g := task.NewGroup(rt, "g")
-			g.Go("spinner", func() {
-				for !done {
-					rt.Yield("spin")
-				}
-			})
-			g.Go("setter", func() { done = true })
-			g.Wait()
-			return nil
-		})
+		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.PCT(3), StepsMax: 10_000}, spinUntilSet)
 		require.NoError(t, res.Err, "seed %d", seed)
 		assert.Less(t, res.Steps, int64(100), "seed %d", seed)
 	}

@@ -112,22 +112,25 @@ func TestPCTFindsADepth3BugAsOftenAsItPromises(t *testing.T) {
 // the victim is starved for good and a program that ends in a few steps
 // under Random runs into the step limit.
 func TestStarveWindowsEndWhileOthersSpin(t *testing.T) {
-	spin := func(rt task.Runtime) error {
-		done := false
-		g := task.NewGroup(rt, "g")
-		g.Go("spinner", func() {
-			for !done {
-				rt.Yield("spin")
-			}
-		})
-		g.Go("setter", func() { done = true })
-		g.Wait()
-		return nil
-	}
 	for _, st := range []sim.Strategy{sim.Chaos(), sim.Starve("setter"), sim.StarveUpTo("setter", sim.StarveWindowLimit)} {
 		for seed := uint64(0); seed < 200; seed++ {
-			res := sim.Run(sim.Options{Seed: seed, Strategy: st, StepsMax: 1_000_000}, spin)
+			res := sim.Run(sim.Options{Seed: seed, Strategy: st, StepsMax: 1_000_000}, spinUntilSet)
 			require.NoError(t, res.Err, "%s seed %d: the setter was withheld for good", st, seed)
 		}
 	}
+}
+
+// spinUntilSet is a program whose "spinner" task yields in a loop until
+// its "setter" task has run: it ends as soon as the setter gets a turn.
+func spinUntilSet(rt task.Runtime) error {
+	done := false
+	g := task.NewGroup(rt, "g")
+	g.Go("spinner", func() {
+		for !done {
+			rt.Yield("spin")
+		}
+	})
+	g.Go("setter", func() { done = true })
+	g.Wait()
+	return nil
 }
