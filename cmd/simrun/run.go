@@ -482,7 +482,10 @@ func writeFile(file string, write func(w io.Writer) error) (err error) {
 // directories made here that are still empty, so that a command that wrote
 // nothing (a sweep that passed) leaves nothing behind.
 func outputDirs(dirs ...[2]string) (undo func(), err error) {
-	var made []string // deepest first, for each dir in turn
+	// made is in the reverse of the order the directories were made in,
+	// so that each is removed before its parent: compare makes OUT/a (and
+	// OUT with it) and then OUT/b, and OUT can go only after both.
+	var made []string
 	undo = func() {
 		for _, d := range made {
 			os.Remove(d) // only an empty directory goes
@@ -500,11 +503,12 @@ func outputDirs(dirs ...[2]string) (undo func(), err error) {
 			}
 			fresh = append(fresh, d)
 		}
+		// Counted before MkdirAll, which may make some of them and fail.
+		made = append(fresh, made...) // fresh is deepest first
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			undo()
 			return nil, usagef("%s %s: cannot make the directory: %v", flagName, dir, err)
 		}
-		made = append(made, fresh...)
 		f, err := os.CreateTemp(dir, ".simrun-probe-*")
 		if err != nil {
 			undo()

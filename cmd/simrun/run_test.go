@@ -217,6 +217,13 @@ func TestAnOutputDirectoryThatCannotBeMadeIsRefusedBeforeAnythingRuns(t *testing
 	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-quiet", "-out", fresh)
 	require.Equal(t, 1, code, out)
 	assert.FileExists(t, filepath.Join(fresh, "abort-reuse-legacy-seed1.schedule"))
+
+	// compare makes OUT/a, and OUT with it, then OUT/b: a compare that
+	// wrote nothing leaves none of the three.
+	fresh = filepath.Join(dir, "fresh-compare", "out")
+	code, out, _ = simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-5", "-a", "", "-b", "", "-quiet", "-out", fresh)
+	require.Equal(t, 0, code, out)
+	assert.NoDirExists(t, filepath.Join(dir, "fresh-compare"))
 }
 
 // TestPCTEstimatesTheRunsLengthFromRandomRuns: pct:D's change points fall
