@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -229,20 +228,24 @@ func TestPrintedCommandsCarryGOFailpoints(t *testing.T) {
 	assert.NotContains(t, stdout, "GO_FAILPOINTS")
 }
 
-// sweepRunning is closed by the first run of the scenario test-running.
-var sweepRunning = struct {
-	once sync.Once
-	c    chan struct{}
-}{c: make(chan struct{})}
+// sweepRunning is sent to by runs of test-running, when it has room. A
+// test drains it before it starts its sweep, so that what it then receives
+// comes from that sweep's runs, whichever tests ran before (-count,
+// -shuffle): a signal sent before the sweep's handler is in place would
+// kill the test process.
+var sweepRunning = make(chan struct{}, 1)
 
 // legacyRunning is sent to by runs of test-running on the legacy engine,
 // when it has room.
 var legacyRunning = make(chan struct{}, 1)
 
 func init() {
-	scenario.Register(&scenario.Scenario{Name: "test-running", Summary: "a scenario whose first run says that a sweep is under way", DefaultStrategy: "random",
+	scenario.Register(&scenario.Scenario{Name: "test-running", Summary: "a scenario whose runs say that a sweep is under way", DefaultStrategy: "random",
 		Run: func(x *scenario.Run) error {
-			sweepRunning.once.Do(func() { close(sweepRunning.c) })
+			select {
+			case sweepRunning <- struct{}{}:
+			default:
+			}
 			if x.Opts.Legacy { // slow, so that a sweep of it is still running
 				select {
 				case legacyRunning <- struct{}{}:
@@ -258,7 +261,11 @@ func init() {
 // TestSweepInterruptReportsTheSeedsThatRan sends this process SIGINT while
 // a long sweep runs: it stops taking seeds and reports those that ran.
 func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
-	done := make(chan int)
+	select {
+	case <-sweepRunning: // from an earlier test's runs
+	default:
+	}
+	done := make(chan int, 1)
 	var out, errOut string
 	go func() {
 		var code int
@@ -266,8 +273,7 @@ func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
 			"-out", t.TempDir(), "-check-determinism", "0")
 		done <- code
 	}()
-	<-sweepRunning.c // the handler is in place before the first seed runs
-	time.Sleep(50 * time.Millisecond)
+	<-sweepRunning // this sweep runs: its handler was in place before its first seed
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	code := <-done
 	assert.Equal(t, 2, code, "an interrupted sweep that found nothing has not passed: %s", errOut)
