@@ -103,6 +103,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// pct:D without K takes K from the runs of the spec (estimateSteps),
+	// which differ between variants of another engine or failpoint: each
+	// would then run another strategy, and the comparison would measure
+	// that too. Both run A's.
+	if spA.pctDepth > 0 && spA.pctDepth == spB.pctDepth && spA.scenario == spB.scenario {
+		spB.strategy = spA.strategy
+	}
 	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
 		return err

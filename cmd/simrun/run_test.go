@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -272,4 +273,33 @@ func TestPCTEstimatesTheRunsLengthFromRandomRuns(t *testing.T) {
 	sp, err = (&specFlags{scenario: "abort-reuse", strategy: "pct:3:77"}).spec()
 	require.NoError(t, err)
 	assert.Equal(t, "pct:3:77", sp.strategyOrDefault().String())
+}
+
+// TestComparePCTRunsOneStepEstimateForBothVariants: pct:D's K comes from
+// the runs of a spec, and a variant with a failpoint or another engine
+// runs longer or shorter: compare gives both variants A's K, so that the
+// strategy is not a second difference between them.
+func TestComparePCTRunsOneStepEstimateForBothVariants(t *testing.T) {
+	const fp = "core/stall-mid-step=return(2000)"
+	spA, err := (&specFlags{scenario: "abort-reuse", strategy: "pct:3", failpoints: repeated{fp}}).spec()
+	require.NoError(t, err)
+	spB, err := (&specFlags{scenario: "abort-reuse", strategy: "pct:3"}).spec()
+	require.NoError(t, err)
+	require.NotEqual(t, spA.strategyOrDefault().String(), spB.strategyOrDefault().String(), "the failpoint changes the runs' length")
+
+	var r compareResult
+	code, out, errOut := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-strategy", "pct:3", "-a", "-failpoint "+fp, "-b", "",
+		"-quiet", "-json", "-out", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, spA.strategyOrDefault().String(), r.A.Strategy)
+	assert.Equal(t, r.A.Strategy, r.B.Strategy)
+
+	// A K given is each variant's own.
+	code, out, errOut = simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-a", "-strategy pct:3:50", "-b", "-strategy pct:3:70",
+		"-quiet", "-json", "-out", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, "pct:3:50", r.A.Strategy)
+	assert.Equal(t, "pct:3:70", r.B.Strategy)
 }

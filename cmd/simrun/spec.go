@@ -26,6 +26,9 @@ type spec struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints []string // "name=terms", as -failpoint gives them
+	// pctDepth is D of a pct:D given without K, whose K estimateSteps
+	// took from this spec's runs; 0 otherwise.
+	pctDepth int
 	// seedTimeout is the wall time after which a run that has not ended is
 	// reported as a hang (-seed-timeout); 0: never. It is no part of what
 	// a run does.
@@ -115,7 +118,7 @@ func (f *specFlags) spec() (*spec, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.strategy = sim.PCTSteps(depth, k)
+			s.strategy, s.pctDepth = sim.PCTSteps(depth, k), depth
 		}
 	}
 	return s, nil
