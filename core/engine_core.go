@@ -30,11 +30,12 @@ type Input struct {
 	IDs  []string // internal ids, for InputAbort
 }
 
-// Outputs is one batch from the core: the frames of a step, with the
-// scheduler's counts. Dead is set, alone, when the core failed.
+// Outputs is one batch from the core: the frames of a step. Dead is set,
+// alone, when the core failed. The scheduler's counts do not travel with
+// it: an abort changes them without a batch, so the core publishes them
+// (EngineCore.Stats).
 type Outputs struct {
 	Frames []Frame
-	Stats  SchedulerStats
 	Step   int64
 	Dead   error
 }
@@ -343,7 +344,7 @@ func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 		}
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
-	*out = Outputs{Frames: frames, Stats: c.sched.Stats(), Step: c.step}
+	*out = Outputs{Frames: frames, Step: c.step}
 	c.out.Put(out)
 }
 
