@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,28 @@ func TestGenerateConsumerPanicAbortsTheRequest(t *testing.T) {
 		require.NoError(t, err, "the id is free again")
 		assert.Len(t, tokensOf(engine.Cumulative, drain(t, r)), 2)
 	})
+}
+
+// TestGenerateConsumerGoexitAbortsTheRequest: a consumer that leaves by
+// runtime.Goexit (t.FailNow in a test's goroutine) walks away as one that
+// panics does. On goroutines only: the simulator takes a task's Goexit for
+// the run's failure.
+func TestGenerateConsumerGoexitAbortsTheRequest(t *testing.T) {
+	e := newEngine(t, task.Real(), engine.Config{})
+	defer e.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, err := range e.Generate(context.Background(), "g", "hello", engine.Params{MaxTokens: 100000, Output: engine.Delta}) {
+			if err == nil {
+				runtime.Goexit()
+			}
+		}
+	}()
+	<-done
+	require.False(t, e.HasUnfinishedRequests(), "the request of the consumer that left is still live")
+	require.NoError(t, e.WaitIdle(context.Background()))
+	r, err := e.AddRequest("g", "hello", engine.Params{MaxTokens: 2})
+	require.NoError(t, err, "the id is free again")
+	assert.Len(t, tokensOf(engine.Cumulative, drain(t, r)), 2)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -256,6 +257,15 @@ func init() {
 			x.RT.Yield("main")
 			return nil
 		}})
+	scenario.Register(&scenario.Scenario{Name: "test-running-failing", Summary: "a scenario whose runs fail and say that a sweep is under way", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			select {
+			case sweepRunning <- struct{}{}:
+			default:
+			}
+			x.RT.Yield("main")
+			return errors.New("every run of test-running-failing fails")
+		}})
 }
 
 // TestSweepInterruptReportsTheSeedsThatRan sends this process SIGINT while
@@ -285,6 +295,34 @@ func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
 	assert.Equal(t, "1-1000000000", r.Requested)
 	assert.Positive(t, r.Seeds)
 	assert.Equal(t, fmt.Sprintf("1-%d", r.Seeds), r.SeedRange, "the seeds that ran are the first ones asked for")
+}
+
+// TestAnInterruptedSweepThatFoundFailuresReportsThem: what an interrupted
+// sweep found is reported, and its exit code is that of a failure.
+func TestAnInterruptedSweepThatFoundFailuresReportsThem(t *testing.T) {
+	select {
+	case <-sweepRunning:
+	default:
+	}
+	done := make(chan int, 1)
+	var out, errOut string
+	go func() {
+		var code int
+		code, out, errOut = simrun(t, "sweep", "-scenario", "test-running-failing", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
+			"-out", t.TempDir(), "-check-determinism", "0")
+		done <- code
+	}()
+	<-sweepRunning
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	code := <-done
+	assert.Equal(t, 1, code, "failures were found: %s", errOut)
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "the result is printed: %s", out)
+	assert.Equal(t, "interrupted", r.Stopped)
+	assert.Positive(t, r.Failures)
+	assert.Equal(t, r.Seeds, r.Failures, "every run of it fails")
+	require.NotNil(t, r.FirstFailure)
+	assert.Equal(t, uint64(1), *r.FirstFailure)
 }
 
 // TestCompareInterruptReportsTheSweepsAsFarAsTheyWent interrupts compare
