@@ -268,24 +268,32 @@ func init() {
 		}})
 }
 
+// interrupt runs simrun with args on a goroutine, waits until running
+// says one of its runs began — its signal handler is then in place, where
+// a SIGINT before it would kill this process — sends this process SIGINT,
+// and returns what simrun returned. running is drained first: what an
+// earlier test's runs sent does not count.
+func interrupt(t *testing.T, running chan struct{}, args ...string) (code int, out, errOut string) {
+	select {
+	case <-running:
+	default:
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, out, errOut = simrun(t, args...)
+	}()
+	<-running
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	<-done
+	return code, out, errOut
+}
+
 // TestSweepInterruptReportsTheSeedsThatRan sends this process SIGINT while
 // a long sweep runs: it stops taking seeds and reports those that ran.
 func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
-	select {
-	case <-sweepRunning: // from an earlier test's runs
-	default:
-	}
-	done := make(chan int, 1)
-	var out, errOut string
-	go func() {
-		var code int
-		code, out, errOut = simrun(t, "sweep", "-scenario", "test-running", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
-			"-out", t.TempDir(), "-check-determinism", "0")
-		done <- code
-	}()
-	<-sweepRunning // this sweep runs: its handler was in place before its first seed
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-	code := <-done
+	code, out, errOut := interrupt(t, sweepRunning, "sweep", "-scenario", "test-running", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
+		"-out", t.TempDir(), "-check-determinism", "0")
 	assert.Equal(t, 2, code, "an interrupted sweep that found nothing has not passed: %s", errOut)
 	assert.Contains(t, errOut, "simrun sweep: interrupted after ")
 	assert.Contains(t, errOut, "of 1000000000 seeds, before any failure")
@@ -300,21 +308,8 @@ func TestSweepInterruptReportsTheSeedsThatRan(t *testing.T) {
 // TestAnInterruptedSweepThatFoundFailuresReportsThem: what an interrupted
 // sweep found is reported, and its exit code is that of a failure.
 func TestAnInterruptedSweepThatFoundFailuresReportsThem(t *testing.T) {
-	select {
-	case <-sweepRunning:
-	default:
-	}
-	done := make(chan int, 1)
-	var out, errOut string
-	go func() {
-		var code int
-		code, out, errOut = simrun(t, "sweep", "-scenario", "test-running-failing", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
-			"-out", t.TempDir(), "-check-determinism", "0")
-		done <- code
-	}()
-	<-sweepRunning
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-	code := <-done
+	code, out, errOut := interrupt(t, sweepRunning, "sweep", "-scenario", "test-running-failing", "-seeds", "1-1000000000", "-for", "2m", "-quiet", "-json",
+		"-out", t.TempDir(), "-check-determinism", "0")
 	assert.Equal(t, 1, code, "failures were found: %s", errOut)
 	var r sweepResult
 	require.NoError(t, json.Unmarshal([]byte(out), &r), "the result is printed: %s", out)
@@ -337,23 +332,10 @@ func TestCompareInterruptReportsTheSweepsAsFarAsTheyWent(t *testing.T) {
 		{"during B", "", "-legacy", "variant B (-legacy) interrupted after ", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			select {
-			case <-legacyRunning:
-			default:
-			}
 			junit := filepath.Join(t.TempDir(), "compare.xml")
-			done := make(chan int)
-			var out, errOut string
-			go func() {
-				var code int
-				code, out, errOut = simrun(t, "compare", "-scenario", "test-running", "-seeds", "1-20000", "-a", c.a, "-b", c.b,
-					"-quiet", "-json", "-junit", junit, "-out", t.TempDir(), "-check-determinism", "0")
-				done <- code
-			}()
-			<-legacyRunning // the legacy variant's sweep is under way
-			time.Sleep(20 * time.Millisecond)
-			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
-			code := <-done
+			// Interrupted once the legacy variant's sweep is under way.
+			code, out, errOut := interrupt(t, legacyRunning, "compare", "-scenario", "test-running", "-seeds", "1-20000", "-a", c.a, "-b", c.b,
+				"-quiet", "-json", "-junit", junit, "-out", t.TempDir(), "-check-determinism", "0")
 			assert.Equal(t, 2, code, "an interrupted comparison that found nothing has not passed: %s", errOut)
 			assert.Contains(t, errOut, "simrun compare: "+c.stopped)
 			assert.Contains(t, errOut, "of 20000 seeds; no comparison is made, before any failure")
