@@ -178,6 +178,7 @@ func (c *EngineCore) handle(in Input) bool {
 		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
 	case InputAbort:
 		c.abort(in.IDs)
+		c.syncHeld()
 	case InputShutdown:
 		var frames []Frame
 		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
@@ -189,6 +190,9 @@ func (c *EngineCore) handle(in Input) bool {
 	return true
 }
 
+// abort finishes the requests of ids that the core holds. Its caller
+// publishes the counts: an abort input at once, a step with its batch (an
+// idle core holds nothing for it to finish).
 func (c *EngineCore) abort(ids []string) {
 	c.faults.Stall(c.rt, failpoints.CoreStallBeforeAbort)
 	for _, id := range ids {
@@ -200,7 +204,6 @@ func (c *EngineCore) abort(ids []string) {
 		}
 		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc})
 	}
-	c.syncHeld()
 }
 
 // runStep is vLLM's step: schedule, execute the model, process the aborts
