@@ -501,25 +501,36 @@ func (h compareHangOut) interrupted(last hangSide, other *hangSide) error {
 func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide, failure, output string) error {
 	var cases []triage.JUnitCase
 	for i, s := range sides {
-		r := &results[i]
-		c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", s.name, flagsOrNone(s.flags)), Classname: "simrun.compare." + r.Scenario,
-			Time:   time.Duration(r.Seconds * float64(time.Second)),
-			Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", r.Scenario, r.Strategy, r.Engine, triage.Rate{K: int(r.Failures), N: int(r.Seeds)})}
-		switch {
-		case i == len(sides)-1: // the variant that stopped
-			c.Failure = failure
-			c.Output += output
-		case r.Failures > 0:
-			c.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
-			if r.Replay != "" {
-				c.Output += "\nreplay the first: " + r.Replay
-			}
+		f, o := "", ""
+		if i == len(sides)-1 { // the variant that stopped
+			f, o = failure, output
 		}
-		cases = append(cases, c)
+		cases = append(cases, variantCase(s.name, &results[i], results[i].Seeds, f, o))
 	}
 	return writeFile(file, func(w io.Writer) error {
 		return triage.WriteJUnit(w, "simrun compare "+results[len(results)-1].SeedRange, cases)
 	})
+}
+
+// variantCase is a variant's JUnit case over seeds. It fails with failure,
+// output added to its output, when failure is given (the variant that
+// stopped an unfinished comparison), and otherwise when a seed failed,
+// with the replay of the first.
+func variantCase(name string, s *compareSide, seeds uint64, failure, output string) triage.JUnitCase {
+	c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", name, flagsOrNone(s.Flags)), Classname: "simrun.compare." + s.Scenario,
+		Time:   time.Duration(s.Seconds * float64(time.Second)),
+		Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", s.Scenario, s.Strategy, s.Engine, triage.Rate{K: int(s.Failures), N: int(seeds)})}
+	switch {
+	case failure != "":
+		c.Failure = failure
+		c.Output += output
+	case s.Failures > 0:
+		c.Failure = fmt.Sprintf("%d of %d seeds failed", s.Failures, seeds)
+		if s.Replay != "" {
+			c.Output += "\nreplay the first: " + s.Replay
+		}
+	}
+	return c
 }
 
 // writeModeSchedules writes the schedule of every mode's first failing
@@ -527,11 +538,12 @@ func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide,
 func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 	for i := range r.Modes {
 		m := &r.Modes[i]
+		nondet := m.Signature == sigNondeterministic
 		var o outcome
 		if m.hang == nil {
 			// A seed whose two runs differed runs twice again, so that
 			// the schedule written is one of a pair that was compared.
-			o = sp.run(m.FirstSeed, sim.Options{CheckDeterminism: m.Signature == sigNondeterministic})
+			o = sp.run(m.FirstSeed, sim.Options{CheckDeterminism: nondet})
 			errors.As(o.err, &m.hang) // it failed otherwise in the sweep: not deterministic
 		}
 		if h := m.hang; h != nil {
@@ -546,7 +558,6 @@ func writeModeSchedules(sp *spec, r *sweepResult, dir string) error {
 			}
 			continue
 		}
-		nondet := m.Signature == sigNondeterministic
 		file := sp.scheduleFile(dir, m.FirstSeed, "")
 		if err := writeSchedule(file, sp, &o); err != nil {
 			return err
@@ -619,16 +630,7 @@ func writeCompareJUnit(file string, r *compareResult) error {
 		name string
 		side *compareSide
 	}{{"A", &r.A}, {"B", &r.B}} {
-		c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", s.name, flagsOrNone(s.side.Flags)), Classname: "simrun.compare." + s.side.Scenario,
-			Time:   time.Duration(s.side.Seconds * float64(time.Second)),
-			Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", s.side.Scenario, s.side.Strategy, s.side.Engine, triage.Rate{K: int(s.side.Failures), N: int(r.Seeds)})}
-		if s.side.Failures > 0 {
-			c.Failure = fmt.Sprintf("%d of %d seeds failed", s.side.Failures, r.Seeds)
-			if s.side.Replay != "" {
-				c.Output += "\nreplay the first: " + s.side.Replay
-			}
-		}
-		cases = append(cases, c)
+		cases = append(cases, variantCase(s.name, s.side, r.Seeds, "", ""))
 	}
 	for _, m := range r.Modes {
 		c := triage.JUnitCase{Name: "mode " + m.Signature, Classname: "simrun.compare." + r.A.Scenario, Failure: m.Verdict,
