@@ -133,10 +133,11 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		// The same shard twice has a clearer message than the seed they
 		// share; shards with the same I/N of different seed lists do not
 		// overlap, and the seeds below show it.
-		if f, dup := shardOf[describeShard(r)]; dup {
-			return nil, usagef("overlapping shards: %s and %s are both %s", f, files[i], describeShard(r))
+		shard := describeShard(r)
+		if f, dup := shardOf[shard]; dup {
+			return nil, usagef("overlapping shards: %s and %s are both %s", f, files[i], shard)
 		}
-		shardOf[describeShard(r)] = files[i]
+		shardOf[shard] = files[i]
 		m.Shards = append(m.Shards, name)
 		set, err := parseSeeds(r.SeedRange)
 		if err != nil {

@@ -320,14 +320,8 @@ type warnTally struct {
 // printWarnings writes a sweep's warnings to w, in the order of the seed
 // that first gave each.
 func (st *sweepState) printWarnings(w io.Writer, cmd string) {
-	texts := make([]string, 0, len(st.warnings))
-	for text := range st.warnings {
-		texts = append(texts, text)
-	}
-	sort.Slice(texts, func(i, j int) bool {
-		a, b := st.warnings[texts[i]], st.warnings[texts[j]]
-		return a.firstSeed < b.firstSeed || a.firstSeed == b.firstSeed && texts[i] < texts[j]
-	})
+	texts := sortedKeys(st.warnings) // ties of first seed in the order of the text
+	sort.SliceStable(texts, func(i, j int) bool { return st.warnings[texts[i]].firstSeed < st.warnings[texts[j]].firstSeed })
 	for _, text := range texts {
 		t := st.warnings[text]
 		fmt.Fprintf(w, "simrun %s: warning, in %d of %d seeds (first seed %d): %s\n", cmd, t.count, st.ran.n, t.firstSeed, text)
