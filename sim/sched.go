@@ -720,42 +720,31 @@ func (s *sched) dropSlot(i int) {
 // the bytes, so a hit and a miss fold in the same word.
 type pointHash struct {
 	data *byte
-	n    int
-	h    uint64
+	// n1 is the name's length plus one, so that an untouched slot (0)
+	// matches no name: the empty name's data pointer may be nil, the
+	// address an untouched slot holds.
+	n1 int
+	h  uint64
 }
 
 // pointCache is a small direct-mapped cache of point-name hashes.
 type pointCache [64]pointHash
 
 func (s *sched) hashPoint(p string) {
-	if len(p) == 0 {
-		// The empty name has no bytes to key by: its data pointer may be
-		// nil, which an untouched slot would take for a hit, or point into
-		// any other string.
-		s.hash.word(emptyPointHash)
-		return
-	}
 	data := unsafe.StringData(p)
 	slot := s.pointCache.slot(p)
-	if slot.data != data || slot.n != len(p) {
+	if slot.data != data || slot.n1 != len(p)+1 {
 		h := newHasher()
 		h.str(p)
-		*slot = pointHash{data: data, n: len(p), h: uint64(h)}
+		*slot = pointHash{data: data, n1: len(p) + 1, h: uint64(h)}
 	}
 	s.hash.word(slot.h)
 }
 
-// slot returns the entry a non-empty name is cached in.
+// slot returns the entry a name is cached in.
 func (c *pointCache) slot(p string) *pointHash {
 	return &c[(uintptr(unsafe.Pointer(unsafe.StringData(p)))>>3^uintptr(len(p)))&63]
 }
-
-// emptyPointHash is the hash of the empty point name, as a miss computes it.
-var emptyPointHash = func() uint64 {
-	h := newHasher()
-	h.str("")
-	return uint64(h)
-}()
 
 func (s *sched) deadlock() *DeadlockError {
 	d := &DeadlockError{Step: s.steps, At: s.now}
