@@ -766,13 +766,13 @@ func (s *sched) enter() {
 	}
 }
 
-// checkLiveCaller is checkCaller for the calls that have no scheduling
-// point (Now, a timer's or a context watch's stop, Note) and may also be
-// made outside the run, before it or after it ends: while the run goes
-// on, a goroutine other than the running task's that makes them races
-// with the tasks, and debug mode says so.
+// checkLiveCaller is enter for the calls that have no scheduling point
+// (Now, a timer's or a context watch's stop, Note) and may also be made
+// outside the run, before it or after it ends: while the run goes on, a
+// goroutine other than the running task's that makes them races with the
+// tasks, and debug mode says so.
 func (s *sched) checkLiveCaller() {
-	if s.cur != nil && !s.ended {
+	if s.debug && s.cur != nil && !s.ended { // small enough to be inlined at every call
 		s.checkCaller()
 	}
 }
@@ -789,9 +789,7 @@ func (s *sched) checkCaller() {
 // task.Runtime
 
 func (s *sched) Now() time.Time {
-	if s.debug {
-		s.checkLiveCaller()
-	}
+	s.checkLiveCaller()
 	return Epoch.Add(s.now)
 }
 
@@ -892,7 +890,7 @@ type simTimer struct {
 }
 
 func (t *simTimer) Stop() bool {
-	if t.s != nil && t.s.debug {
+	if t.s != nil {
 		t.s.checkLiveCaller()
 	}
 	if t.e == nil || t.e.index < 0 {
@@ -940,9 +938,7 @@ func (s *sched) AfterContext(ctx context.Context, f func()) func() bool {
 		s.watches = append(s.watches, w)
 	}
 	return func() bool {
-		if s.debug {
-			s.checkLiveCaller()
-		}
+		s.checkLiveCaller()
 		if !w.done && !s.ended && w.ctx.Err() != nil {
 			// The context is done, so context.AfterFunc would have
 			// started f already: start the callbacks due, as the next

@@ -84,9 +84,7 @@ func Note(rt task.Runtime, a Annotation) {
 	if !ok || s.cur == nil {
 		return
 	}
-	if s.debug {
-		s.checkLiveCaller()
-	}
+	s.checkLiveCaller()
 	if !s.opts.NoHash {
 		s.hashNote(a.Kind(), a.Fingerprint())
 	}
@@ -329,9 +327,7 @@ func NoteHash(rt task.Runtime, kind string, fingerprint uint64) {
 	if !ok || s.cur == nil || s.opts.NoHash {
 		return
 	}
-	if s.debug {
-		s.checkLiveCaller()
-	}
+	s.checkLiveCaller()
 	s.hashNote(kind, fingerprint)
 }
 
