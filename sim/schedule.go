@@ -62,14 +62,14 @@ func (s *Schedule) run(i int) (task int, n int, until time.Duration) {
 func NewSchedule(steps []Step, tasks []string, meta []Meta) *Schedule {
 	s := &Schedule{Tasks: append([]string(nil), tasks...), Meta: append([]Meta(nil), meta...)}
 	for i, st := range steps {
-		if !st.Wait && (st.Task < 0 || st.Task >= waitTask) {
-			panic(fmt.Sprintf("sim: NewSchedule: step %d runs task %d; a step runs a task from 0 to %d, or waits (Wait set)", i, st.Task, waitTask-1))
-		}
 		if st.Wait {
 			s.appendWait(st.Until)
-		} else {
-			s.appendRun(st.Task)
+			continue
 		}
+		if st.Task < 0 || st.Task >= waitTask {
+			panic(fmt.Sprintf("sim: NewSchedule: step %d runs task %d; a step runs a task from 0 to %d, or waits (Wait set)", i, st.Task, waitTask-1))
+		}
+		s.appendRun(st.Task)
 	}
 	return s
 }

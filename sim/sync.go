@@ -30,19 +30,16 @@ func (m *simMutex) Lock() {
 func (m *simMutex) acquire() {
 	s := m.s
 	t := s.cur
-	if m.owner == nil || s.unwinding {
-		m.owner = t // once the run is over, as Lock does
-		return
+	if m.owner != nil && !s.unwinding {
+		m.waiters = append(m.waiters, t)
+		t.waitingOn = m
+		s.block(m.lockPoint)
+		t.waitingOn = nil
 	}
-	m.waiters = append(m.waiters, t)
-	t.waitingOn = m
-	s.block(m.lockPoint)
-	t.waitingOn = nil
-	if s.unwinding {
-		// The run ended while t waited, and t goes on to finish a panic
-		// (see sched.drain): it takes the lock as Lock does then.
-		m.owner = t
-	}
+	// Unlock has handed the mutex to t already if it waited, unless the
+	// run ended meanwhile: once the run is over, t takes it as Lock does
+	// then (t goes on to finish a panic, see sched.drain).
+	m.owner = t
 }
 
 func (m *simMutex) Unlock() {
