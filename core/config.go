@@ -27,6 +27,8 @@ type Config struct {
 	// MaxNumSeqs is the most requests running at once; 0 means 256.
 	MaxNumSeqs int
 	// MaxNumBatchedTokens is the token budget of one step; 0 means 8192.
+	// It must be at least MaxNumSeqs, as vLLM requires: every running
+	// request needs a token of the step.
 	MaxNumBatchedTokens int
 	// BlockSize is the number of tokens in a KV block; 0 means 16.
 	BlockSize int
@@ -87,6 +89,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxNumSeqs must be ≥ 1, got %d", c.MaxNumSeqs)
 	case c.MaxNumBatchedTokens < 1:
 		return fmt.Errorf("core: MaxNumBatchedTokens must be ≥ 1, got %d", c.MaxNumBatchedTokens)
+	case c.MaxNumBatchedTokens < c.MaxNumSeqs:
+		return fmt.Errorf("core: MaxNumBatchedTokens (%d) must be ≥ MaxNumSeqs (%d): each running request takes a token of a step's budget", c.MaxNumBatchedTokens, c.MaxNumSeqs)
 	case c.BlockSize < 1:
 		return fmt.Errorf("core: BlockSize must be ≥ 1, got %d", c.BlockSize)
 	case c.MaxModelLen < 2:

@@ -61,7 +61,7 @@ func TestSchedulerRejectsALiveDuplicate(t *testing.T) {
 }
 
 func TestChunkedPrefillSplitsALongPromptOverSteps(t *testing.T) {
-	s := newSched(core.Config{MaxNumBatchedTokens: 8})
+	s := newSched(core.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 8})
 	prompt := make([]int, 20)
 	for i := range prompt {
 		prompt[i] = i + 1
@@ -227,6 +227,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, core.DefaultStepTime, c.StepTime)
 	assert.Zero(t, core.Config{StepTime: -1}.WithDefaults().StepTime)
 	require.NoError(t, c.Validate())
+	require.NoError(t, core.Config{MaxNumSeqs: 6, MaxNumBatchedTokens: 6}.WithDefaults().Validate(), "a budget of one token a running request")
 	c.BlockSize = -1
 	assert.ErrorContains(t, c.Validate(), "BlockSize must be ≥ 1, got -1")
 }
@@ -249,6 +250,10 @@ func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
 		// named NumBlocks.
 		{core.Config{MaxModelLen: math.MaxInt/2 + 1}, fmt.Sprintf("core: MaxModelLen must be ≤ 536870912, got %d", math.MaxInt/2+1)},
 		{core.Config{MaxModelLen: core.MaxModelLenMax + 1}, "core: MaxModelLen must be ≤ 536870912, got 536870913"},
+		// vLLM refuses a step budget smaller than the batch: the default
+		// MaxNumSeqs counts against a budget set alone.
+		{core.Config{MaxNumBatchedTokens: 8}, "core: MaxNumBatchedTokens (8) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget"},
+		{core.Config{MaxNumSeqs: 5, MaxNumBatchedTokens: 4}, "core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (5): each running request takes a token of a step's budget"},
 	} {
 		assert.EqualError(t, c.cfg.WithDefaults().Validate(), c.want, "%+v", c.cfg)
 	}

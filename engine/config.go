@@ -37,6 +37,7 @@ type Config struct {
 	// MaxNumSeqs is the most requests running at once; 0 means 256.
 	MaxNumSeqs int
 	// MaxNumBatchedTokens is the token budget of one step; 0 means 8192.
+	// It must be at least MaxNumSeqs.
 	MaxNumBatchedTokens int
 	// BlockSize is the number of tokens in a KV block; 0 means 16.
 	BlockSize int
