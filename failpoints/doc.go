@@ -8,9 +8,10 @@
 // place. A disarmed failpoint costs one atomic load.
 //
 // The term grammar is pingcap's — terms chained with "->", each an action
-// (off, return(VALUE), panic) with an optional count "N*" — and, for run
-// sets, an integer-ratio probability "K/N*" drawn from the run's seeded
-// chooser. Under the simulator pingcap's "N%" (global math/rand), "sleep"
+// (off, return(VALUE), panic) after any number of modifiers, counts "N*",
+// all of which must allow it — and, for run sets, an integer-ratio
+// probability "K/N*" drawn from the run's seeded chooser, as a modifier
+// too: 1/4*2*return fires at most twice, each time with probability 1/4. Under the simulator pingcap's "N%" (global math/rand), "sleep"
 // (wall time) and "pause" (a resume from outside) would break replay: a run
 // set refuses them with an error that says what to write instead. Delays
 // are values in microseconds (or quoted Go durations, as return("5ms")),

@@ -71,6 +71,59 @@ func TestTermsCountChainAndRatio(t *testing.T) {
 	assert.Equal(t, fired, fired2, "the same seed draws the same")
 }
 
+// TestModifierListsEvaluateAsPingcaps: a term may carry several modifiers,
+// as pingcap's grammar has it, each of which must allow the term, in order.
+// Counts alone draw nothing, so a run set and pingcap's own registry (the
+// process-wide set) must give the same sequence.
+func TestModifierListsEvaluateAsPingcaps(t *testing.T) {
+	p := failpoints.CoreStallMidStep
+	for _, terms := range []string{
+		"3*2*return(1)->return(2)",
+		"2*3*return(1)->2*off->1*1*return(3)",
+		"0*5*return(1)->4*return(2)",
+		"2*return(1)->3*2*off->return(3)",
+	} {
+		eval := func(s *failpoints.Set) []string {
+			var got []string
+			for range 9 {
+				v, ok := s.Value(p)
+				if !ok {
+					v = "-"
+				}
+				got = append(got, v)
+			}
+			return got
+		}
+		run := eval(set(t, p.Name+"="+terms))
+		require.NoError(t, failpoints.Enable(p.Name, terms))
+		pingcap := eval(nil)
+		require.NoError(t, failpoints.Disable(p.Name))
+		assert.Equal(t, pingcap, run, terms)
+	}
+	assert.Equal(t, []string{"1", "1", "2", "2"}, func() []string {
+		s := set(t, p.Name+"=3*2*return(1)->return(2)")
+		var got []string
+		for range 4 {
+			v, _ := s.Value(p)
+			got = append(got, v)
+		}
+		return got
+	}(), "the smaller count ends the term")
+
+	// The fix the refusal of a percentage suggests is accepted: a ratio
+	// with a count after it fires at most the count's times.
+	_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), "engine/abort-after-add=50%2*return")
+	require.ErrorContains(t, err, "as in 1/4*2*return")
+	s := set(t, "engine/abort-after-add=1/4*2*return")
+	fired := 0
+	for range 400 {
+		if s.Fires(failpoints.AbortAfterAdd) {
+			fired++
+		}
+	}
+	assert.Equal(t, 2, fired)
+}
+
 func TestPanicTerm(t *testing.T) {
 	s := set(t, "core/model-panic=1*off->panic(boom)")
 	assert.False(t, s.Fires(failpoints.ModelPanic))

@@ -15,15 +15,33 @@ const (
 	actPanic
 )
 
-// term is one link of a chain: an optional count or ratio, and an action.
+// term is one link of a chain: its modifiers, and an action.
 type term struct {
-	count int // N*: allowed N more times; -1 for no count
-	num   int // K/N*: allowed with probability num/den; den 0 for none
-	den   int
-	act   action
-	val   string // the value inside return(...) or panic(...), unquoted
-	has   bool   // a value was given
-	src   string // the term as written, for errors
+	mods []modifier // all must allow the term, in order, as pingcap's do
+	act  action
+	val  string // the value inside return(...) or panic(...), unquoted
+	has  bool   // a value was given
+	src  string // the term as written, for errors
+}
+
+// modifier is a count "N*" (den 0: allowed N more times) or a ratio "K/N*"
+// (allowed with probability num/den).
+type modifier struct {
+	count    int
+	num, den int
+}
+
+// allow reports whether the modifier lets its term act, counting the
+// evaluation down or drawing.
+func (m *modifier) allow(draw func(n int) int) bool {
+	if m.den > 0 {
+		return draw(m.den) < m.num
+	}
+	if m.count == 0 {
+		return false
+	}
+	m.count--
+	return true
 }
 
 // chain is a parsed terms string.
@@ -51,9 +69,14 @@ func parseChain(desc string) (*chain, error) {
 }
 
 func parseTerm(s string) (term, error) {
-	t := term{count: -1}
-	// A modifier ends at the first '*' or '%' before the action's '('.
-	if i := strings.IndexAny(s, "*%("); i >= 0 && s[i] != '(' {
+	var t term
+	// Modifiers, as many as are written, each ending at a '*' or '%' before
+	// the action's '(': <mod> :: ((<int> "%")|(<int> "*")|(<int> "/" <int> "*"))*
+	for {
+		i := strings.IndexAny(s, "*%(")
+		if i < 0 || s[i] == '(' {
+			break
+		}
 		mod, rest := s[:i], s[i+1:]
 		switch {
 		case s[i] == '%':
@@ -65,13 +88,13 @@ func parseTerm(s string) (term, error) {
 			if err1 != nil || err2 != nil || num < 0 || den < 1 || num > den {
 				return t, fmt.Errorf("bad ratio %q: want K/N* with 0 ≤ K ≤ N and N ≥ 1, as in 1/4*return(500)", mod)
 			}
-			t.num, t.den = num, den
+			t.mods = append(t.mods, modifier{num: num, den: den})
 		default:
 			n, err := strconv.Atoi(mod)
 			if err != nil || n < 0 {
 				return t, fmt.Errorf("bad count %q: want N* with N ≥ 0, as in 3*return(500)", mod)
 			}
-			t.count = n
+			t.mods = append(t.mods, modifier{count: n})
 		}
 		s = rest
 	}
@@ -130,16 +153,8 @@ func cutAction(s string) (name, val string, has, closed bool) {
 func (c *chain) eval(name string, draw func(n int) int) (string, bool) {
 	for i := range c.terms {
 		t := &c.terms[i]
-		switch {
-		case t.count >= 0:
-			if t.count == 0 {
-				continue
-			}
-			t.count--
-		case t.den > 0:
-			if draw(t.den) >= t.num {
-				continue
-			}
+		if !t.allowed(draw) {
+			continue
 		}
 		switch t.act {
 		case actOff:
@@ -150,6 +165,18 @@ func (c *chain) eval(name string, draw func(n int) int) (string, bool) {
 		return t.val, true
 	}
 	return "", false
+}
+
+// allowed reports whether every modifier of t lets it act. As in pingcap's
+// modifier list, the first that refuses stops the evaluation: a later count
+// is not counted down, nor a later ratio drawn.
+func (t *term) allowed(draw func(n int) int) bool {
+	for i := range t.mods {
+		if !t.mods[i].allow(draw) {
+			return false
+		}
+	}
+	return true
 }
 
 // InjectedPanic is the message of a panic that failpoint name injects, with
