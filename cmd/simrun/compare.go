@@ -99,16 +99,16 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spB, err := variantSpec("b", *bFlags, sf)
-	if err != nil {
-		return err
-	}
 	// pct:D without K takes K from the runs of the spec (estimateSteps),
 	// which differ between variants of another engine or failpoint: each
 	// would then run another strategy, and the comparison would measure
-	// that too. Both run A's.
-	if spA.pctDepth > 0 && spA.pctDepth == spB.pctDepth && spA.scenario == spB.scenario {
-		spB.strategy = spA.strategy
+	// that too. B takes A's, unless it names another depth or scenario.
+	if spA.pctDepth > 0 {
+		sf.pct = &pctEstimate{scenario: spA.scenario.Name, depth: spA.pctDepth, steps: spA.pctSteps}
+	}
+	spB, err := variantSpec("b", *bFlags, sf)
+	if err != nil {
+		return err
 	}
 	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {

@@ -295,6 +295,22 @@ func TestComparePCTRunsOneStepEstimateForBothVariants(t *testing.T) {
 	assert.Equal(t, spA.strategyOrDefault().String(), r.A.Strategy)
 	assert.Equal(t, r.A.Strategy, r.B.Strategy)
 
+	// B takes A's estimate without making its own; one of another depth or
+	// scenario is no estimate for it.
+	known := &pctEstimate{scenario: "abort-reuse", depth: 3, steps: 12345}
+	sp, err := (&specFlags{scenario: "abort-reuse", strategy: "pct:3", pct: known}).spec()
+	require.NoError(t, err)
+	assert.Equal(t, "pct:3:12345", sp.strategyOrDefault().String())
+	for _, f := range []specFlags{
+		{scenario: "abort-reuse", strategy: "pct:2", pct: known},
+		{scenario: "swarm", strategy: "pct:3", pct: known},
+	} {
+		sp, err := f.spec()
+		require.NoError(t, err)
+		assert.NotEqual(t, int64(12345), sp.pctSteps, "%s %s", f.scenario, f.strategy)
+		assert.Positive(t, sp.pctSteps)
+	}
+
 	// A K given is each variant's own.
 	code, out, errOut = simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-a", "-strategy pct:3:50", "-b", "-strategy pct:3:70",
 		"-quiet", "-json", "-out", t.TempDir())

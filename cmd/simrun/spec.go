@@ -26,9 +26,11 @@ type spec struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints []string // "name=terms", as -failpoint gives them
-	// pctDepth is D of a pct:D given without K, whose K estimateSteps
-	// took from this spec's runs; 0 otherwise.
+	// pctDepth is D of a pct:D given without K, and pctSteps the K
+	// estimateSteps took from this spec's runs (or another's, see
+	// pctEstimate); 0 otherwise.
 	pctDepth int
+	pctSteps int64
 	// seedTimeout is the wall time after which a run that has not ended is
 	// reported as a hang (-seed-timeout); 0: never. It is no part of what
 	// a run does.
@@ -42,6 +44,16 @@ type specFlags struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints repeated
+	// pct is a step estimate already made for pct:D of this scenario
+	// (compare's variant B takes A's); nil: estimate it.
+	pct *pctEstimate
+}
+
+// pctEstimate is the K that estimateSteps gave pct:D for a scenario.
+type pctEstimate struct {
+	scenario string
+	depth    int
+	steps    int64
 }
 
 // repeated is a flag that may be given several times.
@@ -114,11 +126,13 @@ func (f *specFlags) spec() (*spec, error) {
 		}
 		s.strategy = st
 		if depth, ok := pctWithoutSteps(f.strategy); ok {
-			k, err := s.estimateSteps()
-			if err != nil {
+			var k int64
+			if e := f.pct; e != nil && e.depth == depth && e.scenario == sc.Name {
+				k = e.steps
+			} else if k, err = s.estimateSteps(); err != nil {
 				return nil, err
 			}
-			s.strategy, s.pctDepth = sim.PCTSteps(depth, k), depth
+			s.strategy, s.pctDepth, s.pctSteps = sim.PCTSteps(depth, k), depth, k
 		}
 	}
 	return s, nil
