@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/llmdst/llmdst/core"
 )
@@ -10,7 +11,9 @@ import (
 // stop strings in it, as vLLM's IncrementalDetokenizer does: a stop string
 // is searched only where the new text could complete one, the text is cut
 // before it, and while the request runs the last len(longest stop)−1
-// characters are held back, since they could still become a stop string.
+// characters are held back, since they could still become a stop string
+// (characters, as vLLM counts them with Python's len, not bytes: a stop
+// string "é" holds nothing back).
 // When new text completes several stop strings, the earliest in the text
 // wins (vLLM takes the first in its list, which can leave an earlier stop
 // string in the text: the output would then show a stop string). As in
@@ -20,8 +23,8 @@ type detokenizer struct {
 	tok       core.Tokenizer
 	stops     []string
 	minTokens int
-	decoded   int // tokens decoded so far
-	holdback  int
+	decoded   int    // tokens decoded so far
+	holdback  int    // characters of the text held back while the request runs
 	keep      bool   // keep the text: some output needs more than the newest pieces
 	text      []byte // everything decoded so far, cut before a stop string
 	emitted   int    // bytes of text handed out in Delta outputs
@@ -31,7 +34,7 @@ type detokenizer struct {
 func newDetokenizer(stops []string, minTokens int, kind OutputKind) detokenizer {
 	d := detokenizer{stops: stops, minTokens: minTokens}
 	for _, s := range stops {
-		d.holdback = max(d.holdback, len(s)-1)
+		d.holdback = max(d.holdback, utf8.RuneCountInString(s)-1)
 	}
 	d.keep = kind != Delta || len(stops) > 0
 	return d
@@ -83,7 +86,7 @@ func (d *detokenizer) next(finished, delta bool) string {
 	}
 	end := len(d.text)
 	if !finished {
-		end = max(0, end-d.holdback)
+		end = d.heldFrom()
 	}
 	if !delta {
 		return string(d.text[:end])
@@ -94,4 +97,15 @@ func (d *detokenizer) next(finished, delta bool) string {
 	t := string(d.text[d.emitted:end])
 	d.emitted = end
 	return t
+}
+
+// heldFrom returns where the held-back tail of the text begins: holdback
+// characters before its end, or 0 when the text is shorter.
+func (d *detokenizer) heldFrom() int {
+	end := len(d.text)
+	for n := 0; n < d.holdback && end > 0; n++ {
+		_, size := utf8.DecodeLastRune(d.text[:end])
+		end -= size
+	}
+	return end
 }

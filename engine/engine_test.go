@@ -539,6 +539,32 @@ func TestStopStringsFinishInTheFrontendAndAbortInTheCore(t *testing.T) {
 	}
 }
 
+// TestStopStringHoldbackCountsCharacters: a running request holds back its
+// longest stop string's length less one in characters, as vLLM counts it
+// (Python's len), not in bytes: "é" holds nothing back, "日本語x" three
+// characters.
+func TestStopStringHoldbackCountsCharacters(t *testing.T) {
+	tok := core.Tokenizer{}
+	for _, c := range []struct {
+		stop string
+		held int // characters; the toy vocabulary's text is ASCII, one byte each
+	}{{"é", 0}, {"日本語x", 3}} {
+		t.Run(c.stop, func(t *testing.T) {
+			rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+				e := newEngine(t, rt, engine.Config{})
+				defer e.Close()
+				outs := drain(t, add(t, e, "h", "hello", engine.Params{MaxTokens: 8, Stop: []string{c.stop}}))
+				require.NotEmpty(t, outs)
+				for _, o := range outs[:len(outs)-1] {
+					text := tok.Decode(o.TokenIDs)
+					assert.Equal(t, text[:max(0, len(text)-c.held)], o.Text, "a running output after %d tokens", len(o.TokenIDs))
+				}
+				assert.Equal(t, tok.Decode(want("hello", 8)), last(outs).Text, "a finished request's text is whole")
+			})
+		})
+	}
+}
+
 // panicModel fails when asked for the token at position 5.
 type panicModel struct{ core.ToyModel }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
@@ -86,7 +87,8 @@ type incarnation struct {
 // lengths and a cursor, never the text: the checker runs on every event of
 // every seed.
 type textOracle struct {
-	hold    int // bytes a running request's text holds back: its longest stop string's, less one
+	hold    int // characters a running request's text holds back: its longest stop string's, less one
+	reach   int // bytes before a new piece where a stop string ending in it may begin: its longest stop string's, less one
 	fed     int // tokens of received decoded so far
 	textLen int // bytes of their text
 	stopAt  int // tokens decoded when a stop string ended the text; 0 if none did
@@ -215,7 +217,8 @@ func (c *Checker) observe(ev *core.Event) {
 		p, _ := ev.Params.(engine.Params)
 		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
 		for _, s := range p.Stop {
-			in.text.hold = max(in.text.hold, len(s)-1)
+			in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
+			in.text.reach = max(in.text.reach, len(s)-1)
 		}
 		c.usedID[ev.RequestID] = true
 		for uint64(len(c.incs)) <= ev.Incarnation {

@@ -213,6 +213,13 @@ func TestTheTextOfEachOutputKindIsChecked(t *testing.T) {
 		textOutput(1, toks[:1], "", false, ""), end(core.FinishStop, 2), textOutput(1, toks[:2], " bo", true, core.FinishStop)))
 	require.NoError(t, check(add(1, "a", stop(engine.FinalOnly, 0, "dy int")),
 		end(core.FinishStop, 2), textOutput(1, toks[:2], " bo", true, core.FinishStop)))
+	// The tail held back is counted in characters, as vLLM counts a stop
+	// string's length: "é" (two bytes) holds nothing back, "日本x" two
+	// characters.
+	require.NoError(t, check(add(1, "a", stop(engine.Cumulative, 0, "é")),
+		textOutput(1, toks[:1], " body", false, ""), end(core.FinishLength, 3), textOutput(1, toks, " body interest now", true, core.FinishLength)))
+	require.NoError(t, check(add(1, "a", stop(engine.Cumulative, 0, "日本x")),
+		textOutput(1, toks[:1], " bo", false, ""), end(core.FinishLength, 3), textOutput(1, toks, " body interest now", true, core.FinishLength)))
 	// A slow Delta consumer's merged output has the merged text.
 	require.NoError(t, check(add(1, "a", stop(engine.Delta, 0, "xyz")),
 		end(core.FinishLength, 3), textOutput(1, toks, " body interest now", true, core.FinishLength)))

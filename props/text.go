@@ -22,8 +22,9 @@ import (
 //     later tokens, the text cut before the stop string (the earliest
 //     starting one, when that token completes several).
 //   - A running request's text holds back its last len(longest stop)−1
-//     bytes, which could still begin a stop string; a finished request's is
-//     whole.
+//     characters (Python's len), which could still begin a stop string; a
+//     finished request's is whole. The toy vocabulary's text is ASCII, so
+//     they are as many bytes.
 //   - Cumulative and FinalOnly outputs carry the text so far; Delta outputs
 //     the text since the previous one, so that they concatenate to it.
 //
@@ -107,11 +108,11 @@ func (c *Checker) decodeNext(in *incarnation) {
 	if o.fed <= in.params.MinTokens || len(piece) == 0 || len(in.params.Stop) == 0 {
 		return
 	}
-	// The window: the new piece and, before it, at least hold bytes of
+	// The window: the new piece and, before it, at least reach bytes of
 	// the text (or all of it), enough for any stop string that ends in the
 	// piece.
 	j := i
-	for from := before; j > 0 && before-from < o.hold; {
+	for from := before; j > 0 && before-from < o.reach; {
 		j--
 		from -= len(c.tok.Piece(in.received[j]))
 	}
@@ -181,7 +182,7 @@ func (c *Checker) why(in *incarnation, n int, finished bool) string {
 	case o.stopAt > 0:
 		w += fmt.Sprintf(" is %s, cut at byte %d before a stop string of %q", clipText(c.decode(in.received, 0, o.textLen)), o.cut, in.params.Stop)
 	case !finished && o.hold > 0:
-		w += fmt.Sprintf(" is %s, less %d bytes held back while it runs (stop strings %q)", clipText(c.decode(in.received, 0, o.textLen)), o.hold, in.params.Stop)
+		w += fmt.Sprintf(" is %s, less %d characters held back while it runs (stop strings %q)", clipText(c.decode(in.received, 0, o.textLen)), o.hold, in.params.Stop)
 	}
 	return w
 }
