@@ -400,7 +400,8 @@ func (e *AsyncLLM) die(cause error) {
 
 // outputHandler is vLLM's output handler task: it takes batches from the
 // core, processes them in chunks with the frontend lock held, yielding
-// between chunks, and aborts in the core what stop strings finished.
+// between chunks, and aborts in the core what each chunk's stop strings
+// finished.
 func (e *AsyncLLM) outputHandler() {
 	for {
 		outs, ok := e.out.Get()
@@ -419,12 +420,16 @@ func (e *AsyncLLM) outputHandler() {
 	}
 }
 
+// process routes a batch chunk by chunk. As vLLM's output handler does, the
+// core is told to abort what a chunk's stop strings finished once that
+// chunk is done (after the yield that follows it), not after the whole
+// batch: the core can stop those requests while later chunks are processed.
 func (e *AsyncLLM) process(outs *core.Outputs) {
-	var toAbort []string
 	frames := outs.Frames
 	chunk := e.cfg.OutputChunkSize
 	for start := 0; start < len(frames); start += chunk {
 		end := min(start+chunk, len(frames))
+		var toAbort []string
 		e.mu.Lock()
 		for i := start; i < end; i++ {
 			if e.processFrameLocked(&frames[i]) {
@@ -435,9 +440,9 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 		if end < len(frames) {
 			e.rt.Yield("output-handler.between-chunks")
 		}
-	}
-	if len(toAbort) > 0 {
-		e.sendAbort(toAbort)
+		if len(toAbort) > 0 {
+			e.sendAbort(toAbort)
+		}
 	}
 }
 
