@@ -50,6 +50,26 @@ func (m ToyModel) TokenAt(key uint64, i int) int {
 	return 1 + int((x>>8)%uint64(VocabSize-1))
 }
 
+// SampleAt returns the token a request samples at output position i: the
+// model's, except that below MinTokens the tokens that would stop the
+// request — its StopTokenIDs, and eos unless IgnoreEOS — cannot be sampled,
+// as vLLM's min-tokens logits processor masks them. A masked token gives
+// way to the next token id up, wrapping at VocabSize, that is not masked:
+// the model's next choice. So a request never shows a stop token or eos
+// before its MinTokens-th token.
+func SampleAt(m Model, key uint64, i int, p *SamplingParams, eos int) int {
+	t := m.TokenAt(key, i)
+	if i >= p.MinTokens || !p.StopsOn(t, eos) {
+		return t
+	}
+	for n := 1; n <= VocabSize; n++ {
+		if alt := (t + n) % VocabSize; !p.StopsOn(alt, eos) {
+			return alt
+		}
+	}
+	return t // every token id stops the request: nothing can take its place
+}
+
 // Tokens returns the first n tokens the model generates for prompt,
 // ignoring every stop condition.
 func Tokens(m Model, prompt []int, n int) []int {
@@ -57,6 +77,17 @@ func Tokens(m Model, prompt []int, n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = m.TokenAt(key, i)
+	}
+	return out
+}
+
+// Sampled returns the first n tokens a request with params p samples from
+// the model for prompt (SampleAt), ignoring every stop condition.
+func Sampled(m Model, prompt []int, n int, p *SamplingParams, eos int) []int {
+	key := m.Prepare(prompt)
+	out := make([]int, n)
+	for i := range out {
+		out[i] = SampleAt(m, key, i, p, eos)
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package core
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Status is where a request is in the core.
 type Status uint8
@@ -59,6 +62,13 @@ type SamplingParams struct {
 	MinTokens    int   // EOS and stop tokens do not stop a request below this
 	StopTokenIDs []int // a sampled token in this set stops the request
 	IgnoreEOS    bool
+}
+
+// StopsOn reports whether sampling token t stops a request with these
+// parameters once it has MinTokens tokens: eos unless ignored, or one of
+// its stop tokens.
+func (p *SamplingParams) StopsOn(t, eos int) bool {
+	return (t == eos && !p.IgnoreEOS) || slices.Contains(p.StopTokenIDs, t)
 }
 
 // Request is a request as the core holds it: one incarnation of a

@@ -270,7 +270,7 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 	for i, sc := range so.Scheduled {
 		tokens[i] = -1
 		if sc.Sample {
-			t := m.TokenAt(sc.Req.key, len(sc.Req.Output))
+			t := SampleAt(m, sc.Req.key, len(sc.Req.Output), &sc.Req.Params, s.cfg.EOSTokenID)
 			if t < 0 {
 				// -1 means "nothing sampled" to UpdateFromOutput.
 				panic(fmt.Sprintf("core: model %T returned token %d at output position %d of request %q; a token id must be ≥ 0",

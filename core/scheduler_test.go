@@ -258,3 +258,44 @@ func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
 		assert.EqualError(t, c.cfg.WithDefaults().Validate(), c.want, "%+v", c.cfg)
 	}
 }
+
+// TestSampleAtMasksStopsBelowMinTokens: below MinTokens neither EOS (unless
+// ignored) nor a stop token is sampled; the next token id that stops nothing
+// takes its place, wrapping at the vocabulary's end.
+func TestSampleAtMasksStopsBelowMinTokens(t *testing.T) {
+	m := core.ToyModel{EOSOdds: 3}
+	key := m.Prepare([]int{7})
+	eosAt := -1
+	for i := 0; i < 50 && eosAt < 0; i++ {
+		if m.TokenAt(key, i) == core.EOSTokenID {
+			eosAt = i
+		}
+	}
+	require.GreaterOrEqual(t, eosAt, 0)
+	p := core.SamplingParams{MaxTokens: 60, MinTokens: eosAt + 1}
+	assert.Equal(t, 1, core.SampleAt(m, key, eosAt, &p, core.EOSTokenID), "EOS gives way to token 1")
+	p.StopTokenIDs = []int{1, 2}
+	assert.Equal(t, 3, core.SampleAt(m, key, eosAt, &p, core.EOSTokenID), "and so do the stop tokens after it")
+	p.IgnoreEOS = true
+	assert.Equal(t, core.EOSTokenID, core.SampleAt(m, key, eosAt, &p, core.EOSTokenID), "an ignored EOS stops nothing")
+	p = core.SamplingParams{MaxTokens: 60, MinTokens: eosAt}
+	assert.Equal(t, core.EOSTokenID, core.SampleAt(m, key, eosAt, &p, core.EOSTokenID), "from MinTokens on, the model's own token")
+
+	last := core.VocabSize - 1
+	p = core.SamplingParams{MaxTokens: 2, MinTokens: 2, StopTokenIDs: []int{last}, IgnoreEOS: true}
+	assert.Equal(t, 0, core.SampleAt(fixedModel(last), 0, 0, &p, core.EOSTokenID), "past the last id, the first")
+	p.IgnoreEOS = false
+	assert.Equal(t, 1, core.SampleAt(fixedModel(last), 0, 0, &p, core.EOSTokenID))
+	all := make([]int, core.VocabSize)
+	for i := range all {
+		all[i] = i
+	}
+	p.StopTokenIDs = all
+	assert.Equal(t, last, core.SampleAt(fixedModel(last), 0, 0, &p, core.EOSTokenID), "with every id a stop, nothing can take the model's place")
+}
+
+// fixedModel always samples the same token.
+type fixedModel int
+
+func (fixedModel) Prepare([]int) uint64            { return 0 }
+func (m fixedModel) TokenAt(key uint64, i int) int { return int(m) }

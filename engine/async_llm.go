@@ -175,7 +175,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	e.rt.Yield("frontend.add.after-register")
 	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
 		InternalID: internal, ExternalID: id, Incarnation: inc, Prompt: tokens,
-		Params: core.SamplingParams{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs, IgnoreEOS: p.IgnoreEOS},
+		Params: p.Sampling(),
 	}})
 	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
 		e.sendAbort([]string{internal})

@@ -119,7 +119,8 @@ type Params struct {
 	// MaxTokens is the most tokens to generate; it must be ≥ 1.
 	MaxTokens int
 	// MinTokens is the fewest tokens before EOS or a stop token may end the
-	// request; 0 means none.
+	// request; 0 means none. Below it they are not sampled at all, as vLLM's
+	// min-tokens logits processor masks them (core.SampleAt).
 	MinTokens int
 	// Output is what each output carries; the zero value is Cumulative.
 	Output OutputKind
@@ -131,6 +132,11 @@ type Params struct {
 	Stop []string
 	// IgnoreEOS keeps generating past the end-of-sequence token.
 	IgnoreEOS bool
+}
+
+// Sampling returns the parameters the core samples and stops by.
+func (p Params) Sampling() core.SamplingParams {
+	return core.SamplingParams{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs, IgnoreEOS: p.IgnoreEOS}
 }
 
 // Output is what a request produced so far, or since its last output.

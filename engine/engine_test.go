@@ -419,10 +419,18 @@ func TestStopTokenIDsAndMinTokens(t *testing.T) {
 			assert.Equal(t, core.Tokenizer{}.Decode(ts[:first]), textOf(kind, outs), kind)
 		}
 
-		outs = drain(t, add(t, e, "m", "hello", engine.Params{MaxTokens: 40, MinTokens: first + 2, StopTokenIDs: []int{ts[first+1], stop}}))
+		// Below MinTokens the stop tokens cannot be sampled at all, as
+		// vLLM's min-tokens logits processor masks them: the model's next
+		// choice takes their place.
+		p := core.SamplingParams{MaxTokens: 40, MinTokens: first + 2, StopTokenIDs: []int{ts[first+1], stop}}
+		outs = drain(t, add(t, e, "m", "hello", engine.Params{MaxTokens: p.MaxTokens, MinTokens: p.MinTokens, StopTokenIDs: p.StopTokenIDs}))
 		got := last(outs).TokenIDs
 		require.GreaterOrEqual(t, len(got), first+2, "MinTokens holds the stop tokens back")
-		assert.Equal(t, ts[:len(got)], got)
+		for i, tok := range got[:first+2] {
+			assert.NotContains(t, p.StopTokenIDs, tok, "token %d, below MinTokens", i)
+		}
+		assert.Equal(t, ts[:first], got[:first], "the tokens before the model's first stop token are its own")
+		assert.Equal(t, core.Sampled(core.ToyModel{}, core.Tokenizer{}.Encode("hello"), len(got), &p, core.EOSTokenID), got)
 	})
 }
 
@@ -457,8 +465,11 @@ func TestEOS(t *testing.T) {
 		assert.Equal(t, engine.FinishLength, last(outs).FinishReason)
 
 		outs = drain(t, add(t, e, "min", prompt, engine.Params{MaxTokens: 30, MinTokens: at + 2}))
-		assert.Greater(t, len(last(outs).TokenIDs), at+1, "MinTokens holds EOS back")
-		assert.Equal(t, core.Tokens(m, core.Tokenizer{}.Encode(prompt), len(last(outs).TokenIDs)), last(outs).TokenIDs)
+		got := last(outs).TokenIDs
+		require.Greater(t, len(got), at+1, "MinTokens holds EOS back")
+		assert.NotContains(t, got[:at+2], core.EOSTokenID, "below MinTokens EOS cannot be sampled, as in vLLM")
+		p := core.SamplingParams{MaxTokens: 30, MinTokens: at + 2}
+		assert.Equal(t, core.Sampled(m, core.Tokenizer{}.Encode(prompt), len(got), &p, core.EOSTokenID), got)
 	})
 }
 

@@ -30,7 +30,8 @@ const (
 	// NothingAfterFinish: no output reaches a caller after the finished one.
 	NothingAfterFinish = "nothing-after-finish"
 	// ModelTokens: token i of a request is the model's token i for its
-	// prompt.
+	// prompt, as the request samples it: below MinTokens a token that would
+	// stop it gives way to the next (core.SampleAt).
 	ModelTokens = "token-i-is-the-models-token-i"
 	// ReuseFinishesNormally: a reused id's new request, unless its caller
 	// aborted it, finishes with reason length or stop and the right number
@@ -68,6 +69,7 @@ type incarnation struct {
 	id        string
 	n         uint64
 	params    engine.Params
+	sampling  core.SamplingParams // params as the core samples by
 	promptLen int
 	key       uint64
 	reuse     bool // the id was used before
@@ -215,7 +217,7 @@ func (c *Checker) observe(ev *core.Event) {
 	switch ev.Kind {
 	case core.EventAdd:
 		p, _ := ev.Params.(engine.Params)
-		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
+		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
 		for _, s := range p.Stop {
 			in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
 			in.text.reach = max(in.text.reach, len(s)-1)
@@ -291,7 +293,7 @@ func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what func() stri
 		return
 	}
 	for i, tok := range tokens {
-		if want := c.model.TokenAt(in.key, pos+i); tok != want {
+		if want := core.SampleAt(c.model, in.key, pos+i, &in.sampling, core.EOSTokenID); tok != want {
 			c.fail(ModelTokens, "%s: token %d is %d, but the model's token %d for incarnation %d of %q is %d",
 				what(), pos+i, tok, pos+i, inc, in.id, want)
 			return

@@ -103,6 +103,26 @@ func TestTokensMustBeTheModels(t *testing.T) {
 	assert.Contains(t, v.Detail, "frame 1 emitted by the core")
 }
 
+// TestAStopTokenBelowMinTokensIsNotTheModels: below MinTokens a stop token
+// cannot be sampled (vLLM masks it), so a frame that carries the model's
+// stop token there is wrong, and the token that took its place is right.
+func TestAStopTokenBelowMinTokensIsNotTheModels(t *testing.T) {
+	stop := tokens(1)[0]
+	p := engine.Params{MaxTokens: 3, MinTokens: 2, StopTokenIDs: []int{stop}, Output: engine.Delta}
+	frame := func(tok int) core.Event {
+		return core.Event{Kind: core.EventFrameEmitted, RequestID: "a", Incarnation: 1, Frame: 1, Tokens: []int{tok}}
+	}
+	v := requireViolation(t, check(add(1, "a", p), frame(stop)), props.ModelTokens)
+	assert.Contains(t, v.Detail, "token 0")
+	sp := p.Sampling()
+	masked := core.Sampled(core.ToyModel{}, prompt, 1, &sp, core.EOSTokenID)[0]
+	assert.Equal(t, (stop+1)%core.VocabSize, masked, "the next token id takes the masked one's place")
+	c := props.NewChecker(core.ToyModel{})
+	c.Observe(add(1, "a", p))
+	c.Observe(frame(masked))
+	assert.Empty(t, c.Violations(), "the token that took the stop token's place is the model's")
+}
+
 func TestAReusedIDMustFinishNormally(t *testing.T) {
 	p := engine.Params{MaxTokens: 3, Output: engine.Delta}
 	first := []core.Event{add(1, "a", p), {Kind: core.EventAbort, RequestID: "a", Incarnation: 1}, finish(1, core.FinishAbort, nil)}
