@@ -358,6 +358,10 @@ func TestValidation(t *testing.T) {
 			{"r", "hello", engine.Params{MaxTokens: 1, Output: engine.OutputKind(7)}, "unknown output kind 7"},
 			{"r", "hello", engine.Params{MaxTokens: 1, Stop: []string{"x", ""}}, "stop strings must not be empty"},
 			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
+			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{5, -7, -8}}, "stop token ids must be ≥ 0, got -7"},
+			// The parameters are judged before the prompt, as vLLM's are.
+			{"r", "", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
+			{"r", long, engine.Params{MaxTokens: 1, Stop: []string{""}}, "stop strings must not be empty"},
 			{"r", "hello", engine.Params{MaxTokens: 60}, "needs 16 KV blocks of 4 tokens for 61 tokens (prompt and MaxTokens), but the cache has only 8"},
 		}
 		for _, c := range cases {

@@ -11,6 +11,10 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
+	negStop := slices.IndexFunc(p.StopTokenIDs, func(t int) bool { return t < 0 })
+	// The sampling parameters are judged before the prompt, as vLLM judges
+	// its SamplingParams when they are made, before the request reaches
+	// the input processor.
 	switch {
 	case id == "":
 		return bad("the request id must not be empty")
@@ -22,6 +26,10 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return bad("MinTokens (%d) must not exceed MaxTokens (%d)", p.MinTokens, p.MaxTokens)
 	case p.Output > FinalOnly:
 		return bad("unknown output kind %d: want Cumulative, Delta or FinalOnly", p.Output)
+	case negStop >= 0:
+		return bad("stop token ids must be ≥ 0, got %d", p.StopTokenIDs[negStop])
+	case slices.Contains(p.Stop, ""):
+		return bad("stop strings must not be empty")
 	case len(prompt) == 0:
 		return bad("the prompt must not be empty")
 	case len(prompt) >= e.ccfg.MaxModelLen:
@@ -29,14 +37,6 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 	case p.MinTokens > e.ccfg.MaxModelLen-len(prompt):
 		return bad("MinTokens %d cannot be reached: the model length of %d leaves %d tokens after the prompt's %d",
 			p.MinTokens, e.ccfg.MaxModelLen, e.ccfg.MaxModelLen-len(prompt), len(prompt))
-	}
-	for _, t := range p.StopTokenIDs {
-		if t < 0 {
-			return bad("stop token ids must be ≥ 0, got %d", t)
-		}
-	}
-	if slices.Contains(p.Stop, "") {
-		return bad("stop strings must not be empty")
 	}
 	// MaxTokens is clipped before the sum: a MaxTokens near the int limit
 	// ("up to the model length") would overflow it and pass.
