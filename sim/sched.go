@@ -140,8 +140,20 @@ func (s *sched) resume(t *Task) {
 	}
 }
 
-// spawn creates a runnable task. It does not start running until chosen.
+// spawn creates a runnable task on behalf of the running task (Go). It does
+// not start running until chosen.
 func (s *sched) spawn(name string, fn func()) *Task {
+	parent := -1
+	if s.cur != nil {
+		parent = s.cur.id
+	}
+	return s.spawnBy(name, fn, parent)
+}
+
+// spawnBy creates a runnable task on behalf of task by; -1 is the simulator,
+// which starts the tasks of timers and of done contexts: the task at the
+// scheduling point did not, and may have exited already.
+func (s *sched) spawnBy(name string, fn func(), by int) *Task {
 	t := &Task{id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
 	t.co = newCoroutine(s.sw, s.opts.Pool, func() { s.body(t) })
 	t.pull, _ = t.co.(*pullCoro)
@@ -153,11 +165,7 @@ func (s *sched) spawn(name string, fn func()) *Task {
 	s.hash.word(uint64(t.id))
 	s.hash.str(name)
 	if s.trace != nil {
-		parent := -1
-		if s.cur != nil {
-			parent = s.cur.id
-		}
-		s.event(Event{Kind: EvSpawn, Task: parent, Arg: t.id, Point: name})
+		s.event(Event{Kind: EvSpawn, Task: by, Arg: t.id, Point: name})
 	}
 	return t
 }
@@ -574,7 +582,7 @@ func (s *sched) advance(target time.Duration) bool {
 			tm.sleeper = nil
 			s.spare = append(s.spare, tm) // no handle refers to a sleeper's entry
 		} else {
-			s.spawn("timer", tm.fn)
+			s.spawnBy("timer", tm.fn, -1)
 		}
 	}
 	return true
@@ -963,6 +971,6 @@ func (s *sched) pollContexts() {
 		}
 		w.done = true
 		s.watches = slices.Delete(s.watches, i, i+1)
-		s.spawn("context", w.f)
+		s.spawnBy("context", w.f, -1)
 	}
 }

@@ -515,6 +515,42 @@ func TestTimersFireInDeadlineThenCreationOrderAsTasks(t *testing.T) {
 	assert.Equal(t, []string{"main", "timer", "timer", "timer"}, res.Schedule.Tasks)
 }
 
+// TestTimerAndContextTasksAreStartedByTheSimulator: the trace says the
+// simulator started the task of a timer or of a done context, not whichever
+// task was at the scheduling point then, which may have exited already.
+func TestTimerAndContextTasksAreStartedByTheSimulator(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		res := sim.Run(sim.Options{Seed: seed, Trace: true}, func(rt task.Runtime) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			task.AfterContext(rt, ctx, func() {})
+			rt.Go("short-lived", func() {
+				rt.AfterFunc(time.Millisecond, cancel)
+			})
+			rt.Sleep(2 * time.Millisecond)
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+		exited := map[int]bool{}
+		started := map[string]int{}
+		for _, e := range res.Trace.Events {
+			if e.Task >= 0 && e.Kind != sim.EvSwitch { // "at exit → next runs" is its last word
+				assert.False(t, exited[e.Task], "seed %d: %s acts after it exited: %s", seed, res.Trace.Tasks[e.Task], res.Trace.Describe(e))
+			}
+			switch e.Kind {
+			case sim.EvExit:
+				exited[e.Task] = true
+			case sim.EvSpawn:
+				if e.Point == "timer" || e.Point == "context" {
+					started[e.Point]++
+					assert.Equal(t, -1, e.Task, "seed %d: %s", seed, res.Trace.Describe(e))
+				}
+			}
+		}
+		assert.Equal(t, map[string]int{"timer": 1, "context": 1}, started, "seed %d", seed)
+	}
+}
+
 func TestQueueUnderSimIsFIFOAndCloseWakesGetters(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {

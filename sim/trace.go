@@ -15,7 +15,8 @@ import (
 type EventKind uint8
 
 const (
-	// EvSpawn: task Task started task Arg, named Point.
+	// EvSpawn: task Task started task Arg, named Point; Task is -1 when
+	// the simulator started it, to run a timer's or a done context's callback.
 	EvSpawn EventKind = iota + 1
 	// EvSwitch: at Point, task Task handed the baton to task Arg.
 	EvSwitch
