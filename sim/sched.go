@@ -374,12 +374,43 @@ func (s *sched) drains(t *Task) bool { return s.draining != nil && s.draining.t 
 
 // drainCall counts a runtime call made after the run ended: one of the task
 // drain let go on is stopped, with the panic that unwinds tasks, once it has
-// made drainCallsMax of them.
+// made drainCallsMax of them. A task that swallowed that panic is ended (see
+// stopTask).
 func (s *sched) drainCall() {
+	if t := s.cur; t != nil && t.stopped {
+		s.endIfSwallowed(t)
+	}
 	if d := s.draining; d != nil && d.t == s.cur {
 		if d.calls++; d.calls > drainCallsMax {
-			panic(unwinding{})
+			s.stopTask(d.t)
 		}
+	}
+}
+
+// stopTask stops t, the running task, as the run is unwound: it panics with
+// the value task.Stopping recognises, which runs t's deferred calls.
+//
+// A task that recovers that panic and carries on (a worker whose loop
+// recovers the panic of every job) would come back to wait again, be stopped
+// again and recover again, for ever, and Run would never return. So a task
+// that comes back to the runtime after it was stopped, with no panic in
+// flight (it is not running the deferred calls the panic runs), has swallowed
+// the panic, and it is ended with runtime.Goexit, which no recover stops and
+// which runs its deferred calls too.
+func (s *sched) stopTask(t *Task) {
+	s.endIfSwallowed(t)
+	t.stopped = true
+	panic(unwinding{})
+}
+
+// endIfSwallowed ends t with runtime.Goexit when it was stopped and
+// recovered the panic that stopped it (see stopTask).
+func (s *sched) endIfSwallowed(t *Task) {
+	if !t.stopped || !s.unwinding {
+		return
+	}
+	if inFlight, _ := panicInFlight(); !inFlight {
+		runtime.Goexit()
 	}
 }
 
@@ -646,7 +677,7 @@ func (s *sched) stop(kind PointKind, point string, canGoOn bool) {
 			}
 			if !ok {
 				if !s.drain(me) {
-					panic(unwinding{})
+					s.stopTask(me)
 				}
 				break // the run is over, but this task's panic goes on
 			}
@@ -840,7 +871,7 @@ func (s *sched) Sleep(d time.Duration) {
 	s.enter()
 	if s.ended {
 		if s.unwinding {
-			panic(unwinding{})
+			s.stopTask(s.cur)
 		}
 		return
 	}

@@ -434,6 +434,52 @@ func TestUnwindRunsDeferredCallsOfParkedTasks(t *testing.T) {
 	goleak.VerifyNone(t)
 }
 
+// TestATaskThatSwallowsTheUnwindIsStillStopped: a worker that recovers the
+// panic of every job also recovers the panic that stops it when the run
+// ends. It used to come back to wait again and be stopped again for ever, so
+// Run never returned; it is now ended once it comes back.
+func TestATaskThatSwallowsTheUnwindIsStillStopped(t *testing.T) {
+	for name, wait := range map[string]func(rt task.Runtime, q *task.Queue[int]){
+		"blocking": func(_ task.Runtime, q *task.Queue[int]) { q.Get() },
+		"polling": func(rt task.Runtime, q *task.Queue[int]) {
+			if _, ok := q.TryGet(); !ok {
+				rt.Yield("poll")
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rounds, recovered, cleanups := 0, 0, 0
+			res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+				q := task.NewQueue[int](rt)
+				started := false
+				rt.Go("worker", func() {
+					started = true
+					defer func() { cleanups++ }()
+					for ; rounds < 1000; rounds++ { // bounded, so that the test ends either way
+						func() {
+							defer func() {
+								if recover() != nil {
+									recovered++
+								}
+							}()
+							wait(rt, q)
+						}()
+					}
+				})
+				for !started {
+					rt.Yield("wait-for-worker")
+				}
+				return nil // while the worker waits
+			})
+			require.NoError(t, res.Err)
+			assert.Equal(t, 1, recovered, "the worker swallowed the stop once, and was ended when it came back")
+			assert.Less(t, rounds, 1000)
+			assert.Equal(t, 1, cleanups, "the worker's deferred calls ran")
+			goleak.VerifyNone(t)
+		})
+	}
+}
+
 func TestDebugCatchesAForeignGoroutine(t *testing.T) {
 	caught := make(chan any, 1)
 	res := sim.Run(sim.Options{Seed: 1, Debug: true}, func(rt task.Runtime) error {

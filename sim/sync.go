@@ -77,7 +77,7 @@ func (c *simCond) Wait(point string) {
 	s := c.m.s
 	s.enter()
 	if s.ended {
-		panic(unwinding{})
+		s.stopTask(s.cur)
 	}
 	t := s.cur
 	if c.m.owner != t {

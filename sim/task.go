@@ -59,6 +59,7 @@ type Task struct {
 	inChain bool
 
 	returned  bool      // fn returned normally
+	stopped   bool      // the unwind has panicked in it (see sched.stopTask)
 	waitingOn *simMutex // for deadlock reports
 	goid      uint64    // debug mode: the goroutine running the task
 }

@@ -72,7 +72,8 @@ func AfterContext(rt Runtime, ctx context.Context, f func()) (stop func() bool, 
 // stopping the task rather than a failure: the simulator unwinds the tasks
 // still parked when a run ends by panicking in them. Code that recovers
 // panics to report them must panic again with such a value, or it reports
-// a failure that did not happen and keeps the task from being stopped.
+// a failure that did not happen; the simulator then ends the task with
+// runtime.Goexit when it comes back to wait or yield.
 func Stopping(v any) bool {
 	_, ok := v.(interface{ TaskStopping() })
 	return ok
