@@ -236,6 +236,11 @@ type DeadlockError struct {
 	Step    int64
 	At      time.Duration
 	Blocked []BlockedTask
+	// WallDeadlines counts the contexts watched with AfterContext that
+	// have a deadline: one from context.WithTimeout is due on the wall
+	// clock, which the simulator never waits for, and may be what the
+	// tasks wait for.
+	WallDeadlines int
 }
 
 func (e *DeadlockError) Error() string {
@@ -246,6 +251,10 @@ func (e *DeadlockError) Error() string {
 		if t.HolderID >= 0 {
 			fmt.Fprintf(&b, " (held by task %d %q)", t.HolderID, t.Holder)
 		}
+	}
+	if e.WallDeadlines > 0 {
+		fmt.Fprintf(&b, "\n  %d watched context(s) have a deadline on the wall clock, which virtual time never reaches"+
+			" (context.WithTimeout? use context.WithCancel and rt.AfterFunc(d, cancel))", e.WallDeadlines)
 	}
 	return b.String()
 }

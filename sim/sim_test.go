@@ -778,6 +778,32 @@ func TestAfterContextStopOfAContextNeverDone(t *testing.T) {
 	})
 }
 
+// TestADeadlockWaitingForAWallClockDeadlineSaysSo: a context from
+// context.WithTimeout is due on the wall clock, which the simulator never
+// waits for. A task waiting for it is stuck at once, and the deadlock, which
+// would otherwise claim that nothing at all is pending, points at it.
+func TestADeadlockWaitingForAWallClockDeadlineSaysSo(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		mu := rt.NewMutex("m")
+		c := rt.NewCond(mu)
+		done := false
+		task.AfterContext(rt, ctx, func() { mu.Lock(); done = true; c.Broadcast(); mu.Unlock() })
+		task.AfterContext(rt, context.Background(), func() {}) // never done, no deadline
+		mu.Lock()
+		for !done {
+			c.Wait("wait-for-timeout")
+		}
+		mu.Unlock()
+		return nil
+	})
+	var de *sim.DeadlockError
+	require.ErrorAs(t, res.Err, &de)
+	assert.Equal(t, 1, de.WallDeadlines)
+	assert.Contains(t, de.Error(), "1 watched context(s) have a deadline on the wall clock")
+}
+
 // exhausted is a chooser that has no answer left, as rapid's ends a draw.
 type exhausted struct{}
 
