@@ -197,7 +197,10 @@ func firstDivergence(a, b *Schedule) int64 {
 	return 0
 }
 
-// PanicError is a panic, or a runtime.Goexit, in a simulated task.
+// PanicError is a panic, or a runtime.Goexit, in a simulated task. Its Error
+// text holds the stack, whose goroutine numbers and addresses differ from run
+// to run: a replay fails the same way when Task and Value are the same (and
+// the TraceHash), not the text.
 type PanicError struct {
 	TaskID int
 	Task   string
