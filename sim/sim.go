@@ -98,9 +98,10 @@ type Result struct {
 	Strategy string
 	// Tasks is the number of tasks started.
 	Tasks int
-	// Warnings say what the strategy could not do as asked (see Warner):
-	// the run is not a failure for them, but it did not test what was
-	// meant. A sweep should show each distinct one once.
+	// Warnings say what the strategy, or Run, could not do as asked (see
+	// Warner; a CheckDeterminism with a Chooser of the caller's): the run
+	// is not a failure for them, but it did not test what was meant.
+	// A sweep should show each distinct one once.
 	Warnings []string
 }
 
@@ -133,8 +134,15 @@ func Run(opts Options, main func(rt task.Runtime) error) Result {
 			res.Err = errors.Join(err, res.Err)
 		}
 	}
+	if opts.CheckDeterminism && opts.Chooser != nil {
+		res.Warnings = append(res.Warnings, noDeterminismCheck)
+	}
 	return res
 }
+
+// noDeterminismCheck is the warning of a run asked to CheckDeterminism with
+// a chooser of the caller's, whose draws Run cannot repeat.
+const noDeterminismCheck = "sim: CheckDeterminism did nothing: it needs the default chooser to run the seed twice, and Options.Chooser is set"
 
 func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	c := opts.Chooser

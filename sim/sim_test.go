@@ -239,6 +239,19 @@ func TestDeterminismSelfCheck(t *testing.T) {
 	assert.Contains(t, nd.Error(), "seed 7 is not deterministic")
 }
 
+// TestDeterminismSelfCheckWithAChooserOfTheCallersWarns: Run cannot draw a
+// caller's chooser twice, so it cannot check; it says so rather than pass
+// silently.
+func TestDeterminismSelfCheckWithAChooserOfTheCallersWarns(t *testing.T) {
+	res := sim.Run(sim.Options{Chooser: sim.NewPCGChooser(7, sim.StreamStrategy), CheckDeterminism: true}, busy)
+	require.NoError(t, res.Err)
+	require.Len(t, res.Warnings, 1)
+	assert.Contains(t, res.Warnings[0], "CheckDeterminism did nothing")
+
+	res = sim.Run(sim.Options{Seed: 7, CheckDeterminism: true}, busy)
+	assert.Empty(t, res.Warnings)
+}
+
 func TestStarveWithholdsTheNamedTaskWhileTheClockMovesOn(t *testing.T) {
 	// x is always runnable and nothing else ever sleeps: without starvation
 	// virtual time would never move.
