@@ -796,7 +796,7 @@ func (s *sched) deadlock() *DeadlockError {
 	}
 	sort.Slice(d.Blocked, func(i, j int) bool { return d.Blocked[i].ID < d.Blocked[j].ID })
 	for _, w := range s.watches {
-		if _, ok := w.ctx.Deadline(); ok {
+		if _, ok := w.ctx.Deadline(); ok && !task.VirtualDeadline(w.ctx) {
 			d.WallDeadlines++
 		}
 	}

@@ -248,9 +248,10 @@ type DeadlockError struct {
 	At      time.Duration
 	Blocked []BlockedTask
 	// WallDeadlines counts the contexts watched with AfterContext that
-	// have a deadline: one from context.WithTimeout is due on the wall
-	// clock, which the simulator never waits for, and may be what the
-	// tasks wait for.
+	// have a deadline on the wall clock: one from context.WithTimeout,
+	// which the simulator never waits for, and may be what the tasks wait
+	// for. A deadline from task.WithTimeout or task.WithDeadline is on
+	// the virtual clock and is not counted.
 	WallDeadlines int
 }
 
@@ -265,7 +266,7 @@ func (e *DeadlockError) Error() string {
 	}
 	if e.WallDeadlines > 0 {
 		fmt.Fprintf(&b, "\n  %d watched context(s) have a deadline on the wall clock, which virtual time never reaches"+
-			" (context.WithTimeout? use context.WithCancel and rt.AfterFunc(d, cancel))", e.WallDeadlines)
+			" (context.WithTimeout? use task.WithTimeout(rt, ctx, d), due on the runtime's clock)", e.WallDeadlines)
 	}
 	return b.String()
 }

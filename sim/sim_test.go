@@ -817,6 +817,34 @@ func TestADeadlockWaitingForAWallClockDeadlineSaysSo(t *testing.T) {
 	assert.Contains(t, de.Error(), "1 watched context(s) have a deadline on the wall clock")
 }
 
+// TestADeadlockDoesNotCountVirtualDeadlinesAsWallOnes: a context from
+// task.WithTimeout is due on the virtual clock. One that can never be due
+// (past the end of virtual time), or a context derived from it, is not
+// reported as waiting for the wall clock; a wall-clock one beside them is.
+func TestADeadlockDoesNotCountVirtualDeadlinesAsWallOnes(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		ctx, cancel := task.WithTimeout(rt, context.Background(), math.MaxInt64)
+		defer cancel()
+		child, ccancel := context.WithCancel(ctx)
+		defer ccancel()
+		wall, wcancel := context.WithTimeout(context.Background(), time.Hour)
+		defer wcancel()
+		mu := rt.NewMutex("m")
+		c := rt.NewCond(mu)
+		for _, x := range []context.Context{ctx, child, wall} {
+			task.AfterContext(rt, x, func() {})
+		}
+		mu.Lock()
+		c.Wait("forever")
+		mu.Unlock()
+		return nil
+	})
+	var de *sim.DeadlockError
+	require.ErrorAs(t, res.Err, &de)
+	assert.Equal(t, 1, de.WallDeadlines)
+	assert.Contains(t, de.Error(), "use task.WithTimeout(rt, ctx, d)")
+}
+
 // exhausted is a chooser that has no answer left, as rapid's ends a draw.
 type exhausted struct{}
 
