@@ -49,10 +49,10 @@ var bannedSelectors = map[string]map[string]string{
 	// A context's deadline fires on the wall clock, which the simulator
 	// neither sees nor replays.
 	"context": {
-		"WithTimeout":       "context.WithCancel and rt.AfterFunc(d, cancel), or a deadline kept in a field",
-		"WithTimeoutCause":  "context.WithCancelCause and rt.AfterFunc(d, ...), or a deadline kept in a field",
-		"WithDeadline":      "context.WithCancel and rt.AfterFunc(d, cancel), or a deadline kept in a field",
-		"WithDeadlineCause": "context.WithCancelCause and rt.AfterFunc(d, ...), or a deadline kept in a field",
+		"WithTimeout":       "task.WithTimeout(rt, ctx, d), due on the runtime's clock",
+		"WithTimeoutCause":  "task.WithTimeoutCause(rt, ctx, d, cause), due on the runtime's clock",
+		"WithDeadline":      "task.WithDeadline(rt, ctx, t), due on the runtime's clock",
+		"WithDeadlineCause": "task.WithDeadlineCause(rt, ctx, t, cause), due on the runtime's clock",
 	},
 }
 
