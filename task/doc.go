@@ -12,7 +12,9 @@
 //
 //  1. Never use the go statement, select, time's global clock, runtime.Gosched
 //     or sync.Mutex/sync.Cond between tasks; use Runtime.Go, Queue, Mutex, Cond,
-//     Runtime.Sleep and the Runtime's clock instead.
+//     Runtime.Sleep and the Runtime's clock instead, and WithTimeout or
+//     WithDeadline rather than context's, whose deadlines are on the wall
+//     clock, which the simulator's virtual time never reaches.
 //  2. Name every scheduling point after what happens there
 //     ("frontend.abort.after-state-removed"): names appear in traces and in
 //     shrunk schedules.
