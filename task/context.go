@@ -40,12 +40,11 @@ func WithTimeoutCause(rt Runtime, parent context.Context, d time.Duration, cause
 //     parent knows it as a child, and no goroutine watches it).
 //
 // The differences, under a simulated runtime:
-//   - a context derived from it with the standard library (context.WithCancel,
-//     context.WithValue's child of one, ...) that it cancels at its deadline
-//     reports Err context.Canceled, though context.Cause gives
-//     context.DeadlineExceeded: derive with this package's WithTimeout or
-//     WithDeadline, which report context.DeadlineExceeded, or test
-//     context.Cause;
+//   - a context.WithCancel (or context.WithTimeout) of it, which it cancels
+//     at its deadline, reports Err context.Canceled, though context.Cause
+//     gives context.DeadlineExceeded: derive with this package's WithTimeout
+//     or WithDeadline, which report context.DeadlineExceeded, or test
+//     context.Cause (a context.WithValue of it shares its Err);
 //   - context.WithTimeout and context.WithDeadline of it keep its virtual
 //     deadline, earlier than any wall-clock one, and ignore their own;
 //   - a parent's cancellation does not stop the timer: if the cancel

@@ -236,6 +236,7 @@ func TestAStandardChildOfAVirtualDeadlineSaysCanceled(t *testing.T) {
 		assert.Equal(t, context.DeadlineExceeded, ctx.Err())
 		assert.Equal(t, context.Canceled, child.Err())
 		assert.Equal(t, context.DeadlineExceeded, context.Cause(child))
+		assert.Equal(t, context.DeadlineExceeded, context.WithValue(ctx, errCause, 1).Err(), "a value shares its parent's Err")
 	})
 }
 
