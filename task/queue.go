@@ -1,13 +1,24 @@
 package task
 
-// Queue is an unbounded FIFO between tasks, built on the runtime's Mutex and
-// Cond so that one implementation serves the real runtime and the simulator.
-// Its scheduling points are name+".lock" (every operation) and name+".get"
-// (Get waiting for an item).
+import "fmt"
+
+// Queue is a FIFO between tasks, built on the runtime's Mutex and Cond so
+// that one implementation serves the real runtime and the simulator. It is
+// unbounded unless made with QueueBound, which gives it the backpressure of
+// a buffered channel. Its scheduling points are name+".lock" (every
+// operation), name+".get" (Get waiting for an item) and, for a bounded
+// queue, name+".put" (Put waiting for room).
 type Queue[T any] struct {
 	mu       Mutex
 	nonEmpty Cond
 	getPoint string
+
+	// bound is the most items a bounded queue holds, 0 for unbounded;
+	// notFull (nil when unbounded) is where Put waits for room, apart from
+	// the getters so that a Signal wakes a task that can use it.
+	bound    int
+	notFull  Cond
+	putPoint string
 
 	buf    []T // ring buffer; len(buf) is a power of two or zero
 	head   int
@@ -21,14 +32,25 @@ type QueueOption func(*queueOptions)
 type queueOptions struct {
 	name     string
 	capacity int
+	bound    int
 }
 
 // QueueName names the queue's scheduling points; the default is "queue".
 func QueueName(name string) QueueOption { return func(o *queueOptions) { o.name = name } }
 
 // QueueCapacity preallocates room for n items, up to QueueCapacityMax: a
-// hint, not a bound. The queue still grows past it.
+// hint, not a bound (that is QueueBound). The queue still grows past it.
 func QueueCapacity(n int) QueueOption { return func(o *queueOptions) { o.capacity = n } }
+
+// QueueBound makes the queue hold at most n items, n ≥ 1: Put blocks while
+// it is full, as a send on a channel made with make(chan T, n) does, and
+// TryPut refuses. It panics for n < 1; an unbounded queue is the default.
+func QueueBound(n int) QueueOption {
+	if n < 1 {
+		panic(fmt.Sprintf("task: QueueBound(%d): n must be ≥ 1", n))
+	}
+	return func(o *queueOptions) { o.bound = n }
+}
 
 // QueueCapacityMax is the most room QueueCapacity preallocates, so that a
 // huge hint (math.MaxInt for "unbounded") is not an allocation that fails.
@@ -42,15 +64,23 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 	}
 	mu := rt.NewMutex(o.name)
 	q := &Queue[T]{mu: mu, nonEmpty: rt.NewCond(mu), getPoint: o.name + ".get"}
+	if o.bound > 0 {
+		q.bound, q.notFull, q.putPoint = o.bound, rt.NewCond(mu), o.name+".put"
+	}
 	if o.capacity > 0 {
 		q.buf = make([]T, ceilPow2(min(o.capacity, QueueCapacityMax)))
 	}
 	return q
 }
 
-// Put appends v. It reports false, dropping v, when the queue is closed.
+// Put appends v. On a bounded queue it blocks while the queue is full and
+// open. It reports false, dropping v, when the queue is closed, before or
+// while Put waits.
 func (q *Queue[T]) Put(v T) bool {
 	q.mu.Lock()
+	if q.bound > 0 && q.n >= q.bound {
+		q.waitRoom()
+	}
 	if q.closed {
 		q.mu.Unlock()
 		return false
@@ -65,6 +95,32 @@ func (q *Queue[T]) Put(v T) bool {
 	return true
 }
 
+// TryPut appends v without blocking. It reports false, dropping v, when the
+// queue is closed or, bounded, full.
+func (q *Queue[T]) TryPut(v T) bool {
+	q.mu.Lock()
+	if q.closed || (q.bound > 0 && q.n >= q.bound) {
+		q.mu.Unlock()
+		return false
+	}
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
+	q.n++
+	q.nonEmpty.Signal()
+	q.mu.Unlock()
+	return true
+}
+
+// waitRoom parks Put while the bounded queue is full and open; q.mu is
+// held.
+func (q *Queue[T]) waitRoom() {
+	for q.n >= q.bound && !q.closed {
+		q.notFull.Wait(q.putPoint)
+	}
+}
+
 // Get removes and returns the oldest item, blocking while the queue is empty
 // and open. After Close it returns the remaining items, then ok == false.
 func (q *Queue[T]) Get() (v T, ok bool) {
@@ -73,25 +129,34 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 		q.nonEmpty.Wait(q.getPoint)
 	}
 	v, ok = q.pop()
+	if ok && q.notFull != nil {
+		q.notFull.Signal()
+	}
 	q.mu.Unlock()
 	return v, ok
 }
 
 // TryGet removes and returns the oldest item without blocking; ok is false
-// when the queue is empty.
+// when the queue is empty. Get and TryGet wake a Put waiting for room.
 func (q *Queue[T]) TryGet() (v T, ok bool) {
 	q.mu.Lock()
 	v, ok = q.pop()
+	if ok && q.notFull != nil {
+		q.notFull.Signal()
+	}
 	q.mu.Unlock()
 	return v, ok
 }
 
-// Close wakes every waiting Get. Items already queued can still be taken;
-// later Puts are refused. A second Close is a no-op.
+// Close wakes every waiting Get and Put. Items already queued can still be
+// taken; waiting and later Puts are refused. A second Close is a no-op.
 func (q *Queue[T]) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.nonEmpty.Broadcast()
+	if q.notFull != nil {
+		q.notFull.Broadcast()
+	}
 	q.mu.Unlock()
 }
 
@@ -103,7 +168,8 @@ func (q *Queue[T]) Len() int {
 	return n
 }
 
-// pop takes the head item; q.mu is held.
+// pop takes the head item; q.mu is held. Its callers wake a Put waiting
+// for the room it leaves in a bounded queue.
 func (q *Queue[T]) pop() (v T, ok bool) {
 	if q.n == 0 {
 		return v, false
