@@ -10,16 +10,18 @@
 //
 // The caller's duties:
 //
-//  1. Never use the go statement, select, time's global clock, runtime.Gosched
-//     or sync.Mutex/sync.Cond between tasks; use Runtime.Go, Queue, Mutex, Cond,
-//     Runtime.Sleep and the Runtime's clock instead, and WithTimeout or
+//  1. Never use the go statement, channels, select, time's global clock,
+//     runtime.Gosched or sync.Mutex/sync.Cond between tasks; use Runtime.Go,
+//     Queue, Mutex, Cond, Runtime.Sleep and the Runtime's clock instead. A
+//     buffered channel's backpressure is a Queue made with QueueBound; a
+//     channel used as a semaphore is a Semaphore. Use WithTimeout or
 //     WithDeadline rather than context's, whose deadlines are on the wall
 //     clock, which the simulator's virtual time never reaches.
 //  2. Name every scheduling point after what happens there
 //     ("frontend.abort.after-state-removed"): names appear in traces and in
 //     shrunk schedules.
-//  3. Build shared data structures once on Mutex and Cond, as Queue and Group
-//     are, so one implementation serves both worlds.
+//  3. Build shared data structures once on Mutex and Cond, as Queue, Group
+//     and Semaphore are, so one implementation serves both worlds.
 //  4. Call a Runtime only from the tasks it started; a foreign goroutine must
 //     not call into a simulated Runtime.
 //
