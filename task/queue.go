@@ -13,17 +13,21 @@ type Queue[T any] struct {
 	nonEmpty Cond
 	getPoint string
 
-	// bound is the most items a bounded queue holds, 0 for unbounded;
-	// notFull (nil when unbounded) is where Put waits for room, apart from
-	// the getters so that a Signal wakes a task that can use it.
-	bound    int
-	notFull  Cond
-	putPoint string
+	bounded *queueBound // nil when unbounded, keeping the common Queue small
 
 	buf    []T // ring buffer; len(buf) is a power of two or zero
 	head   int
 	n      int
 	closed bool
+}
+
+// queueBound is the state of a bounded queue: the most items it holds and
+// where Put waits for room, apart from the getters so that a Signal wakes a
+// task that can use it.
+type queueBound struct {
+	n        int
+	notFull  Cond
+	putPoint string
 }
 
 // QueueOption configures a Queue.
@@ -65,7 +69,7 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 	mu := rt.NewMutex(o.name)
 	q := &Queue[T]{mu: mu, nonEmpty: rt.NewCond(mu), getPoint: o.name + ".get"}
 	if o.bound > 0 {
-		q.bound, q.notFull, q.putPoint = o.bound, rt.NewCond(mu), o.name+".put"
+		q.bounded = &queueBound{n: o.bound, notFull: rt.NewCond(mu), putPoint: o.name + ".put"}
 	}
 	if o.capacity > 0 {
 		q.buf = make([]T, ceilPow2(min(o.capacity, QueueCapacityMax)))
@@ -78,8 +82,8 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 // while Put waits.
 func (q *Queue[T]) Put(v T) bool {
 	q.mu.Lock()
-	if q.bound > 0 && q.n >= q.bound {
-		q.waitRoom()
+	if b := q.bounded; b != nil && q.n >= b.n {
+		q.waitRoom(b)
 	}
 	if q.closed {
 		q.mu.Unlock()
@@ -99,7 +103,7 @@ func (q *Queue[T]) Put(v T) bool {
 // queue is closed or, bounded, full.
 func (q *Queue[T]) TryPut(v T) bool {
 	q.mu.Lock()
-	if q.closed || (q.bound > 0 && q.n >= q.bound) {
+	if q.closed || (q.bounded != nil && q.n >= q.bounded.n) {
 		q.mu.Unlock()
 		return false
 	}
@@ -115,9 +119,9 @@ func (q *Queue[T]) TryPut(v T) bool {
 
 // waitRoom parks Put while the bounded queue is full and open; q.mu is
 // held.
-func (q *Queue[T]) waitRoom() {
-	for q.n >= q.bound && !q.closed {
-		q.notFull.Wait(q.putPoint)
+func (q *Queue[T]) waitRoom(b *queueBound) {
+	for q.n >= b.n && !q.closed {
+		b.notFull.Wait(b.putPoint)
 	}
 }
 
@@ -129,8 +133,8 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 		q.nonEmpty.Wait(q.getPoint)
 	}
 	v, ok = q.pop()
-	if ok && q.notFull != nil {
-		q.notFull.Signal()
+	if ok && q.bounded != nil {
+		q.bounded.notFull.Signal()
 	}
 	q.mu.Unlock()
 	return v, ok
@@ -141,8 +145,8 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 func (q *Queue[T]) TryGet() (v T, ok bool) {
 	q.mu.Lock()
 	v, ok = q.pop()
-	if ok && q.notFull != nil {
-		q.notFull.Signal()
+	if ok && q.bounded != nil {
+		q.bounded.notFull.Signal()
 	}
 	q.mu.Unlock()
 	return v, ok
@@ -154,8 +158,8 @@ func (q *Queue[T]) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.nonEmpty.Broadcast()
-	if q.notFull != nil {
-		q.notFull.Broadcast()
+	if q.bounded != nil {
+		q.bounded.notFull.Broadcast()
 	}
 	q.mu.Unlock()
 }
