@@ -262,3 +262,26 @@ func TestAfterContextStopOnceTheContextIsDone(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkQueuePutGet is the price of a Put and a Get on an unbounded
+// queue on the real runtime, with no other task contending: the path the
+// engine's queues take.
+func BenchmarkQueuePutGet(b *testing.B) {
+	q := task.NewQueue[int](task.Real(), task.QueueName("bench"))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		q.Put(i)
+		q.Get()
+	}
+}
+
+// BenchmarkBoundedQueuePutGet is BenchmarkQueuePutGet on a bounded queue,
+// whose Get also signals the Cond that Puts wait on.
+func BenchmarkBoundedQueuePutGet(b *testing.B) {
+	q := task.NewQueue[int](task.Real(), task.QueueName("bench"), task.QueueBound(8))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		q.Put(i)
+		q.Get()
+	}
+}
