@@ -89,12 +89,7 @@ func (q *Queue[T]) Put(v T) bool {
 		q.mu.Unlock()
 		return false
 	}
-	if q.n == len(q.buf) {
-		q.grow()
-	}
-	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
-	q.n++
-	q.nonEmpty.Signal()
+	q.push(v)
 	q.mu.Unlock()
 	return true
 }
@@ -107,14 +102,19 @@ func (q *Queue[T]) TryPut(v T) bool {
 		q.mu.Unlock()
 		return false
 	}
+	q.push(v)
+	q.mu.Unlock()
+	return true
+}
+
+// push appends v and wakes a Get; q.mu is held and the queue has room.
+func (q *Queue[T]) push(v T) {
 	if q.n == len(q.buf) {
 		q.grow()
 	}
 	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
 	q.n++
 	q.nonEmpty.Signal()
-	q.mu.Unlock()
-	return true
 }
 
 // waitRoom parks Put while the bounded queue is full and open; q.mu is
