@@ -1,14 +1,18 @@
 package task
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Queue is a FIFO between tasks, built on the runtime's Mutex and Cond so
 // that one implementation serves the real runtime and the simulator. It is
 // unbounded unless made with QueueBound, which gives it the backpressure of
 // a buffered channel. Its scheduling points are name+".lock" (every
-// operation), name+".get" (Get waiting for an item) and, for a bounded
-// queue, name+".put" (Put waiting for room).
+// operation), name+".get" (Get or GetContext waiting for an item) and, for
+// a bounded queue, name+".put" (Put or PutContext waiting for room).
 type Queue[T any] struct {
+	rt       Runtime // for GetContext's and PutContext's AfterContext
 	mu       Mutex
 	nonEmpty Cond
 	getPoint string
@@ -67,7 +71,7 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 		opt(&o)
 	}
 	mu := rt.NewMutex(o.name)
-	q := &Queue[T]{mu: mu, nonEmpty: rt.NewCond(mu), getPoint: o.name + ".get"}
+	q := &Queue[T]{rt: rt, mu: mu, nonEmpty: rt.NewCond(mu), getPoint: o.name + ".get"}
 	if o.bound > 0 {
 		q.bounded = &queueBound{n: o.bound, notFull: rt.NewCond(mu), putPoint: o.name + ".put"}
 	}
@@ -92,6 +96,62 @@ func (q *Queue[T]) Put(v T) bool {
 	q.push(v)
 	q.mu.Unlock()
 	return true
+}
+
+// PutContext is Put that gives up when ctx is done, the monitor's form of
+//
+//	select {
+//	case ch <- v:
+//	case <-ctx.Done():
+//		return ctx.Err()
+//	}
+//
+// It appends v and returns nil, waiting at name+".put" while a bounded
+// queue is full; an unbounded queue never makes it wait. It returns
+// ErrClosed when the queue is closed, before or while it waits, and
+// ctx.Err() (not context.Cause, as the standard library's calls that take
+// a context do) when ctx is done. A done ctx wins: whenever PutContext
+// looks (on entry, under the queue's lock, and each time it wakes) a done
+// ctx makes it return ctx.Err() even if there is room, where a select
+// would pick one ready case at random. An error means v was not queued.
+//
+// It watches ctx with AfterContext only while it waits, and only a ctx
+// that can be done; a PutContext that gives up passes on the wake-up of
+// a Get it may have taken, so no other waiting Put is left behind.
+func (q *Queue[T]) PutContext(ctx context.Context, v T) error {
+	q.mu.Lock()
+	var (
+		err    error
+		w      *ctxWake
+		waited bool
+	)
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if q.closed {
+			err = ErrClosed
+			break
+		}
+		b := q.bounded
+		if b == nil || q.n < b.n {
+			break
+		}
+		if !waited {
+			w, waited = watchCtx(q.rt, ctx, q.mu, b.notFull), true
+		}
+		b.notFull.Wait(b.putPoint)
+	}
+	w.end()
+	if err == nil {
+		q.push(v)
+	} else if waited && !q.closed && q.n < q.bounded.n {
+		// The Signal of a Get may have woken this call rather than
+		// another Put, which would then wait on with room to spare.
+		q.bounded.notFull.Signal()
+	}
+	q.mu.Unlock()
+	return err
 }
 
 // TryPut appends v without blocking. It reports false, dropping v, when the
@@ -138,6 +198,65 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 	}
 	q.mu.Unlock()
 	return v, ok
+}
+
+// GetContext is Get that gives up when ctx is done, the monitor's form of
+//
+//	select {
+//	case v, ok := <-ch:
+//	case <-ctx.Done():
+//		return ctx.Err()
+//	}
+//
+// It removes and returns the oldest item with a nil error, waiting at
+// name+".get" while the queue is empty and open. It returns ErrClosed once
+// the queue is closed and drained (where Get reports ok == false), and
+// ctx.Err() (not context.Cause, as the standard library's calls that take
+// a context do) when ctx is done. A done ctx wins: whenever GetContext
+// looks (on entry, under the queue's lock, and each time it wakes) a done
+// ctx makes it return ctx.Err() even if an item is queued, where a select
+// would pick one ready case at random. A GetContext that returns an error
+// has taken nothing.
+//
+// It watches ctx with AfterContext only while it waits, and only a ctx
+// that can be done; a GetContext that gives up passes on the wake-up of a
+// Put it may have taken, so no other waiting Get is left behind.
+func (q *Queue[T]) GetContext(ctx context.Context) (v T, err error) {
+	q.mu.Lock()
+	var (
+		w      *ctxWake
+		waited bool
+	)
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if q.n > 0 || q.closed {
+			break
+		}
+		if !waited {
+			w, waited = watchCtx(q.rt, ctx, q.mu, q.nonEmpty), true
+		}
+		q.nonEmpty.Wait(q.getPoint)
+	}
+	w.end()
+	switch {
+	case err != nil:
+		if waited && q.n > 0 {
+			// The Signal of a Put may have woken this call rather than
+			// another Get, which would then wait on beside the item.
+			q.nonEmpty.Signal()
+		}
+	case q.n > 0:
+		v, _ = q.pop()
+		if q.bounded != nil {
+			q.bounded.notFull.Signal()
+		}
+	default:
+		err = ErrClosed
+	}
+	q.mu.Unlock()
+	return v, err
 }
 
 // TryGet removes and returns the oldest item without blocking; ok is false

@@ -1,13 +1,18 @@
 package task
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Semaphore is a counting semaphore between tasks, bounding how many hold
 // one of its n permits at once, built on the runtime's Mutex and Cond as
 // Queue is. It stands in for a buffered channel used as a semaphore, which a
 // simulated task cannot block on. Its scheduling points are name+".lock"
-// (every operation) and name+".acquire" (Acquire waiting for a permit).
+// (every operation) and name+".acquire" (Acquire or AcquireContext waiting
+// for a permit).
 type Semaphore struct {
+	rt           Runtime // for AcquireContext's AfterContext
 	mu           Mutex
 	free         Cond
 	name         string
@@ -22,7 +27,7 @@ func NewSemaphore(rt Runtime, name string, n int) *Semaphore {
 		panic(fmt.Sprintf("task: NewSemaphore(%q, %d): n must be ≥ 1", name, n))
 	}
 	mu := rt.NewMutex(name)
-	return &Semaphore{mu: mu, free: rt.NewCond(mu), name: name, acquirePoint: name + ".acquire", n: n}
+	return &Semaphore{rt: rt, mu: mu, free: rt.NewCond(mu), name: name, acquirePoint: name + ".acquire", n: n}
 }
 
 // Acquire takes a permit, blocking while all n are held.
@@ -33,6 +38,57 @@ func (s *Semaphore) Acquire() {
 	}
 	s.held++
 	s.mu.Unlock()
+}
+
+// AcquireContext is Acquire that gives up when ctx is done, the monitor's
+// form of
+//
+//	select {
+//	case sem <- struct{}{}:
+//	case <-ctx.Done():
+//		return ctx.Err()
+//	}
+//
+// It takes a permit and returns nil, waiting at name+".acquire" while all
+// n are held, or returns ctx.Err() (not context.Cause, as the standard
+// library's calls that take a context do) when ctx is done, holding no
+// permit then. A done ctx wins: whenever AcquireContext looks (on entry,
+// under the semaphore's lock, and each time it wakes) a done ctx makes it
+// return ctx.Err() even if a permit is free, as
+// golang.org/x/sync/semaphore's Acquire does.
+//
+// It watches ctx with AfterContext only while it waits, and only a ctx
+// that can be done; an AcquireContext that gives up passes on the wake-up
+// of a Release it may have taken, so no other waiting Acquire is left
+// behind with a permit free.
+func (s *Semaphore) AcquireContext(ctx context.Context) error {
+	s.mu.Lock()
+	var (
+		err    error
+		w      *ctxWake
+		waited bool
+	)
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if s.held < s.n {
+			s.held++
+			break
+		}
+		if !waited {
+			w, waited = watchCtx(s.rt, ctx, s.mu, s.free), true
+		}
+		s.free.Wait(s.acquirePoint)
+	}
+	w.end()
+	if err != nil && waited && s.held < s.n {
+		// The Signal of a Release may have woken this call rather than
+		// another Acquire, which would then wait on beside a free permit.
+		s.free.Signal()
+	}
+	s.mu.Unlock()
+	return err
 }
 
 // TryAcquire takes a permit without blocking; it reports false when all n
