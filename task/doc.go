@@ -14,9 +14,14 @@
 //     runtime.Gosched or sync.Mutex/sync.Cond between tasks; use Runtime.Go,
 //     Queue, Mutex, Cond, Runtime.Sleep and the Runtime's clock instead. A
 //     buffered channel's backpressure is a Queue made with QueueBound; a
-//     channel used as a semaphore is a Semaphore. Use WithTimeout or
-//     WithDeadline rather than context's, whose deadlines are on the wall
-//     clock, which the simulator's virtual time never reaches.
+//     channel used as a semaphore is a Semaphore. A select that waits for
+//     one of them or gives up when a context is done (case <-ctx.Done())
+//     is Queue.GetContext, Queue.PutContext or Semaphore.AcquireContext,
+//     which return ctx.Err(), or ErrClosed for a closed queue; any other
+//     wait on a context is AfterContext broadcasting the Cond waited on.
+//     Use WithTimeout or WithDeadline rather than context's, whose
+//     deadlines are on the wall clock, which the simulator's virtual time
+//     never reaches.
 //  2. Name every scheduling point after what happens there
 //     ("frontend.abort.after-state-removed"): names appear in traces and in
 //     shrunk schedules.
