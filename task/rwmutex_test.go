@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -20,7 +19,7 @@ import (
 var sweep = []sim.Strategy{sim.Random(), sim.PCT(3), sim.Chaos()}
 
 func TestRWMutexTryLocksAndMisuse(t *testing.T) {
-	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+	simThenReal(t, func(t *testing.T, rt task.Runtime) {
 		rw := task.NewRWMutex(rt, "cache")
 		rw.RLock()
 		require.True(t, rw.TryRLock(), "readers share the lock")
@@ -52,7 +51,7 @@ func TestRWMutexTryLocksAndMisuse(t *testing.T) {
 // inside, and while it waits a new RLock waits behind it: the writer gets
 // the lock before the later reader does.
 func TestRWMutexWaitingWriterKeepsNewReadersOut(t *testing.T) {
-	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+	simThenReal(t, func(t *testing.T, rt task.Runtime) {
 		rw := task.NewRWMutex(rt, "cache")
 		order := task.NewQueue[string](rt, task.QueueName("order"))
 		g := task.NewGroup(rt, "g")
