@@ -11,10 +11,11 @@
 // The caller's duties:
 //
 //  1. Never use the go statement, channels, select, time's global clock,
-//     runtime.Gosched or sync.Mutex/sync.Cond between tasks; use Runtime.Go,
-//     Queue, Mutex, Cond, Runtime.Sleep and the Runtime's clock instead. A
-//     buffered channel's backpressure is a Queue made with QueueBound; a
-//     channel used as a semaphore is a Semaphore. A select that waits for
+//     runtime.Gosched or sync.Mutex, sync.RWMutex, sync.Cond or sync.Once
+//     between tasks; use Runtime.Go, Queue, Mutex, RWMutex, Cond, Once,
+//     Runtime.Sleep and the Runtime's clock instead. A buffered channel's
+//     backpressure is a Queue made with QueueBound; a channel used as a
+//     semaphore is a Semaphore. A select that waits for
 //     one of them or gives up when a context is done (case <-ctx.Done())
 //     is Queue.GetContext, Queue.PutContext or Semaphore.AcquireContext,
 //     which return ctx.Err(), or ErrClosed for a closed queue; any other
@@ -25,8 +26,9 @@
 //  2. Name every scheduling point after what happens there
 //     ("frontend.abort.after-state-removed"): names appear in traces and in
 //     shrunk schedules.
-//  3. Build shared data structures once on Mutex and Cond, as Queue, Group
-//     and Semaphore are, so one implementation serves both worlds.
+//  3. Build shared data structures once on Mutex and Cond, as Queue, Group,
+//     Semaphore, RWMutex and Once are, so one implementation serves both
+//     worlds.
 //  4. Call a Runtime only from the tasks it started; a foreign goroutine must
 //     not call into a simulated Runtime.
 //
