@@ -120,35 +120,17 @@ func (q *Queue[T]) Put(v T) bool {
 // a Get it may have taken, so no other waiting Put is left behind.
 func (q *Queue[T]) PutContext(ctx context.Context, v T) error {
 	q.mu.Lock()
-	var (
-		err    error
-		w      *ctxWake
-		waited bool
-	)
-	for {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if q.closed {
-			err = ErrClosed
-			break
-		}
-		b := q.bounded
-		if b == nil || q.n < b.n {
-			break
-		}
-		if !waited {
-			w, waited = watchCtx(q.rt, ctx, q.mu, b.notFull), true
-		}
-		b.notFull.Wait(b.putPoint)
+	var err error
+	if b := q.bounded; b != nil {
+		err = waitCtx(q.rt, ctx, q.mu, b.notFull, b.putPoint, func() bool { return q.closed || q.n < b.n })
+	} else {
+		err = ctx.Err()
 	}
-	w.end()
+	if err == nil && q.closed {
+		err = ErrClosed
+	}
 	if err == nil {
 		q.push(v)
-	} else if waited && !q.closed && q.n < q.bounded.n {
-		// The Signal of a Get may have woken this call rather than
-		// another Put, which would then wait on with room to spare.
-		q.bounded.notFull.Signal()
 	}
 	q.mu.Unlock()
 	return err
@@ -223,30 +205,9 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 // Put it may have taken, so no other waiting Get is left behind.
 func (q *Queue[T]) GetContext(ctx context.Context) (v T, err error) {
 	q.mu.Lock()
-	var (
-		w      *ctxWake
-		waited bool
-	)
-	for {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if q.n > 0 || q.closed {
-			break
-		}
-		if !waited {
-			w, waited = watchCtx(q.rt, ctx, q.mu, q.nonEmpty), true
-		}
-		q.nonEmpty.Wait(q.getPoint)
-	}
-	w.end()
+	err = waitCtx(q.rt, ctx, q.mu, q.nonEmpty, q.getPoint, func() bool { return q.n > 0 || q.closed })
 	switch {
 	case err != nil:
-		if waited && q.n > 0 {
-			// The Signal of a Put may have woken this call rather than
-			// another Get, which would then wait on beside the item.
-			q.nonEmpty.Signal()
-		}
 	case q.n > 0:
 		v, _ = q.pop()
 		if q.bounded != nil {

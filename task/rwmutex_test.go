@@ -287,11 +287,7 @@ func TestRWMutexRecursiveRLockIsADeadlock(t *testing.T) {
 			}
 			var dl *sim.DeadlockError
 			require.True(t, errors.As(res.Err, &dl), "sim %s seed %d: %v, want a deadlock", st, seed, res.Err)
-			var points []string
-			for _, b := range dl.Blocked {
-				points = append(points, b.Name+" at "+b.Point)
-			}
-			assert.ElementsMatch(t, []string{"main at g.wait", "reader at cache.rlock", "writer at cache.wlock"}, points, "sim %s seed %d", st, seed)
+			assert.ElementsMatch(t, []string{"main at g.wait", "reader at cache.rlock", "writer at cache.wlock"}, blockedAt(dl), "sim %s seed %d", st, seed)
 			found++
 		}
 	}

@@ -63,29 +63,9 @@ func (s *Semaphore) Acquire() {
 // behind with a permit free.
 func (s *Semaphore) AcquireContext(ctx context.Context) error {
 	s.mu.Lock()
-	var (
-		err    error
-		w      *ctxWake
-		waited bool
-	)
-	for {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if s.held < s.n {
-			s.held++
-			break
-		}
-		if !waited {
-			w, waited = watchCtx(s.rt, ctx, s.mu, s.free), true
-		}
-		s.free.Wait(s.acquirePoint)
-	}
-	w.end()
-	if err != nil && waited && s.held < s.n {
-		// The Signal of a Release may have woken this call rather than
-		// another Acquire, which would then wait on beside a free permit.
-		s.free.Signal()
+	err := waitCtx(s.rt, ctx, s.mu, s.free, s.acquirePoint, func() bool { return s.held < s.n })
+	if err == nil {
+		s.held++
 	}
 	s.mu.Unlock()
 	return err

@@ -150,13 +150,18 @@ func TestSemaphoreLeakedPermitIsADeadlock(t *testing.T) {
 			}
 			var dl *sim.DeadlockError
 			require.True(t, errors.As(res.Err, &dl), "sim %s seed %d: %v, want a deadlock", st, seed, res.Err)
-			var points []string
-			for _, b := range dl.Blocked {
-				points = append(points, b.Name+" at "+b.Point)
-			}
-			assert.ElementsMatch(t, []string{"main at workers.wait", "worker at slots.acquire"}, points, "sim %s seed %d", st, seed)
+			assert.ElementsMatch(t, []string{"main at workers.wait", "worker at slots.acquire"}, blockedAt(dl), "sim %s seed %d", st, seed)
 			found++
 		}
 	}
 	assert.Positive(t, found, "no schedule in 90 starved a worker")
+}
+
+// blockedAt lists a deadlock's blocked tasks as "NAME at POINT".
+func blockedAt(dl *sim.DeadlockError) []string {
+	var points []string
+	for _, b := range dl.Blocked {
+		points = append(points, b.Name+" at "+b.Point)
+	}
+	return points
 }

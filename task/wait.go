@@ -53,3 +53,35 @@ func (w *ctxWake) end() {
 	w.waiting = false
 	w.stop()
 }
+
+// waitCtx waits at point on c, whose mutex mu the caller holds, until
+// ready reports that what the call waits for is there (or will never come:
+// a closed queue), or until ctx is done: then it returns ctx.Err(). A done
+// ctx wins whenever it looks, ready or not. It watches ctx only once it
+// has to wait. A call that gives up after it waited, with what it waited
+// for there, passes on the Signal that may have woken it rather than
+// another waiter, which would then wait on beside it.
+func waitCtx(rt Runtime, ctx context.Context, mu Mutex, c Cond, point string, ready func() bool) error {
+	var (
+		err    error
+		w      *ctxWake
+		waited bool
+	)
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if ready() {
+			break
+		}
+		if !waited {
+			w, waited = watchCtx(rt, ctx, mu, c), true
+		}
+		c.Wait(point)
+	}
+	w.end()
+	if err != nil && waited && ready() {
+		c.Signal()
+	}
+	return err
+}
