@@ -192,3 +192,47 @@ func TestOnceSameSeedSameTrace(t *testing.T) {
 		}
 	}
 }
+
+// onceInterrupted has a function that waits on a queue nobody fills while
+// other callers wait for it, and main returns (end) or waits for them
+// (deadlock): the simulator unwinds the function's task, whose Do marks
+// the function done on the way out, and the waiting callers.
+func onceInterrupted(end bool) func(rt task.Runtime) error {
+	return func(rt task.Runtime) error {
+		o := task.NewOnce(rt, "init")
+		never := task.NewQueue[int](rt, task.QueueName("never"))
+		g := task.NewGroup(rt, "callers")
+		for range 3 {
+			g.Go("caller", func() {
+				// A cleanup that calls Do again as its task is unwound
+				// neither runs a function nor waits.
+				defer o.Do(func() { panic("a cleanup's Do ran a function") })
+				o.Do(func() { never.Get() })
+			})
+		}
+		if end {
+			rt.Sleep(time.Millisecond)
+			return nil
+		}
+		g.Wait()
+		return nil
+	}
+}
+
+// TestOnceInterruptedByTheRunsEnd: a function parked when the run ends is
+// no failure: the run ends as it would without the Once, with no panic
+// reported and nothing left waiting.
+func TestOnceInterruptedByTheRunsEnd(t *testing.T) {
+	for _, st := range sweep {
+		for seed := uint64(1); seed <= 20; seed++ {
+			res := sim.Run(sim.Options{Seed: seed, Strategy: st}, onceInterrupted(true))
+			require.NoError(t, res.Err, "sim %s seed %d", st, seed)
+
+			res = sim.Run(sim.Options{Seed: seed, Strategy: st}, onceInterrupted(false))
+			var dl *sim.DeadlockError
+			require.True(t, errors.As(res.Err, &dl), "sim %s seed %d: %v, want a deadlock", st, seed, res.Err)
+			assert.ElementsMatch(t, []string{"main at callers.wait", "caller at never.get", "caller at init.wait", "caller at init.wait"},
+				blockedAt(dl), "sim %s seed %d", st, seed)
+		}
+	}
+}
