@@ -36,8 +36,10 @@ func WithTimeoutCause(rt Runtime, parent context.Context, d time.Duration, cause
 //   - the cancel function stops the timer and cancels with
 //     context.Canceled;
 //   - a cancelled parent cancels the context at once, with the parent's Err
-//     and Cause (the context is built on context.WithCancelCause, so the
-//     parent knows it as a child, and no goroutine watches it).
+//     and Cause (the context is built on context.WithCancelCause, so a
+//     parent from package context or from this one knows it as a child,
+//     and no goroutine watches it; a parent of another type may be watched by
+//     a goroutine of package context, outside the schedule).
 //
 // The differences, under a simulated runtime:
 //   - a context.WithCancel (or context.WithTimeout) of it, which it cancels
