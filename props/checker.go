@@ -25,7 +25,7 @@ const (
 	// the first MinTokens tokens (the request then finishes with reason
 	// stop and no more tokens); a stop token that finished the request is
 	// not in it; a running request's text holds back its tail, as long as
-	// its longest stop string less one byte.
+	// its longest stop string less one character.
 	DeltasConcatenate = "deltas-concatenate-to-the-final-output"
 	// NothingAfterFinish: no output reaches a caller after the finished one.
 	NothingAfterFinish = "nothing-after-finish"

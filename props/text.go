@@ -2,7 +2,6 @@ package props
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/llmdst/llmdst/core"
@@ -92,8 +91,7 @@ func (c *Checker) endsOnStopToken(in *incarnation) bool {
 	if n == 0 || n < in.params.MinTokens {
 		return false
 	}
-	last := in.received[n-1]
-	return (last == core.EOSTokenID && !in.params.IgnoreEOS) || slices.Contains(in.params.StopTokenIDs, last)
+	return in.sampling.StopsOn(in.received[n-1], core.EOSTokenID)
 }
 
 // decodeNext decodes the next received token into the oracle and looks for

@@ -377,8 +377,8 @@ func (s *sched) drains(t *Task) bool { return s.draining != nil && s.draining.t 
 // made drainCallsMax of them. A task that swallowed that panic is ended (see
 // stopTask).
 func (s *sched) drainCall() {
-	if t := s.cur; t != nil && t.stopped {
-		s.endIfSwallowed(t)
+	if s.cur != nil {
+		s.endIfSwallowed(s.cur)
 	}
 	if d := s.draining; d != nil && d.t == s.cur {
 		if d.calls++; d.calls > drainCallsMax {
