@@ -170,12 +170,12 @@ func (c *EngineCore) handle(in Input) bool {
 	case InputAdd:
 		r := in.Req
 		if err := c.sched.AddRequest(r); err != nil {
-			c.emit(Event{Kind: EventCoreReject, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Err: err})
+			c.emit(Event{Kind: EventCoreReject, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Err: err})
 			c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 			return true
 		}
 		c.syncHeld()
-		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
+		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	case InputAbort:
 		c.abort(in.IDs)
 		c.syncHeld()
@@ -198,11 +198,12 @@ func (c *EngineCore) abort(ids []string) {
 	for _, id := range ids {
 		var inc uint64
 		var ext string
+		idx := 0
 		if r, ok := c.sched.Get(id); ok {
-			inc, ext = r.Incarnation, r.ExternalID
+			inc, ext, idx = r.Incarnation, r.ExternalID, r.Index
 			c.sched.finish(r, StatusFinishedAborted)
 		}
-		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc})
+		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc, Index: idx})
 	}
 }
 
@@ -211,7 +212,7 @@ func (c *EngineCore) abort(ids []string) {
 func (c *EngineCore) runStep() {
 	so := c.sched.Schedule()
 	for _, r := range so.Preempted {
-		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation})
+		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
 	if len(so.Scheduled) == 0 {
 		c.rejectUnschedulable()
@@ -342,7 +343,7 @@ func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 	if c.cfg.Observer != nil { // the events are built only when someone listens
 		for i := range frames {
 			f := &frames[i]
-			c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+			c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
 		}
 	}

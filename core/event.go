@@ -64,17 +64,23 @@ type Event struct {
 	InternalID  string
 	Incarnation uint64 // the incarnation the event concerns; for frames, the producer
 	Collector   uint64 // EventFrameDelivered: the incarnation that received the frame
-	Frame       uint64 // frame number, from 1, unique in an engine
-	Tokens      []int  // a frame's new tokens, or the tokens of an output
-	Position    int    // output position of Tokens[0]
-	Text        string // EventOutput: the output's text
-	Finished    bool
-	Reason      FinishReason
-	Step        int64 // core step number
-	Held        int   // EventStep: requests scheduled; EventIdle: requests the core held
-	Err         error // EventDead, EventCoreReject, EventFinish with an error: the cause
-	Prompt      []int // EventAdd: the prompt's tokens
-	Params      any   // EventAdd: the frontend's request parameters (engine.Params)
+	// Index is the sequence of a parallel-sampling request the event
+	// concerns (Request.Index; for frames, the producer's), 0 otherwise.
+	Index int
+	// CollectorIndex is, for EventFrameDelivered, the sequence of
+	// Collector that received the frame.
+	CollectorIndex int
+	Frame          uint64 // frame number, from 1, unique in an engine
+	Tokens         []int  // a frame's new tokens, or the tokens of an output
+	Position       int    // output position of Tokens[0]
+	Text           string // EventOutput: the output's text
+	Finished       bool
+	Reason         FinishReason
+	Step           int64 // core step number
+	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held
+	Err            error // EventDead, EventCoreReject, EventFinish with an error: the cause
+	Prompt         []int // EventAdd: the prompt's tokens
+	Params         any   // EventAdd: the frontend's request parameters (engine.Params)
 }
 
 func (e Event) String() string {
@@ -83,8 +89,14 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s frame %d of %s (incarnation %d) tokens %v at %d%s", e.Kind, e.Frame, e.InternalID, e.Incarnation, e.Tokens, e.Position, finished(e))
 	case EventFrameDelivered:
 		s := fmt.Sprintf("%s frame %d of %s (incarnation %d) tokens %v at %d → collector of incarnation %d", e.Kind, e.Frame, e.InternalID, e.Incarnation, e.Tokens, e.Position, e.Collector)
-		if e.Collector != e.Incarnation {
+		if e.CollectorIndex != 0 || e.Index != 0 {
+			s += fmt.Sprintf(" sequence %d", e.CollectorIndex)
+		}
+		switch {
+		case e.Collector != e.Incarnation:
 			s += " [STALE: another incarnation's token]"
+		case e.CollectorIndex != e.Index:
+			s += " [MISROUTED: another sequence's token]"
 		}
 		return s
 	case EventStep:
@@ -92,6 +104,9 @@ func (e Event) String() string {
 	case EventIdle:
 		return fmt.Sprintf("%s: the core holds %d request(s)", e.Kind, e.Held)
 	case EventOutput:
+		if e.Index != 0 {
+			return fmt.Sprintf("%s %s (incarnation %d sequence %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Index, e.Tokens, finished(e))
+		}
 		return fmt.Sprintf("%s %s (incarnation %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Tokens, finished(e))
 	case EventDead:
 		return fmt.Sprintf("%s: %v", e.Kind, e.Err)

@@ -92,6 +92,18 @@ func Sampled(m Model, prompt []int, n int, p *SamplingParams, eos int) []int {
 	return out
 }
 
+// SequenceKey is the key sequence index of a prompt samples with, given
+// the prompt's key from Model.Prepare: the key itself for sequence 0, so
+// that a request of one sequence samples as it always did, and a
+// different key for each other sequence of a parallel-sampling request —
+// as vLLM gives child i the seed seed+i, or a random one.
+func SequenceKey(key uint64, index int) uint64 {
+	if index == 0 {
+		return key
+	}
+	return splitmix64(key ^ uint64(index)*0xD1B54A32D192ED03)
+}
+
 func splitmix64(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9

@@ -83,8 +83,12 @@ type Request struct {
 	// Incarnation numbers the AddRequest call that made this request, for
 	// provenance only: it is carried by every frame, never used to route.
 	Incarnation uint64
-	Prompt      []int
-	Params      SamplingParams
+	// Index is which of the N sequences of a parallel-sampling request
+	// this is (vLLM's child request "INDEX_PARENT"), 0 for a request of one
+	// sequence. Each sequence samples with a key of its own (SequenceKey).
+	Index  int
+	Prompt []int
+	Params SamplingParams
 
 	Output      []int // sampled tokens
 	NumComputed int   // tokens whose KV is computed

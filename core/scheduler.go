@@ -31,6 +31,7 @@ type Frame struct {
 	InternalID  string
 	ExternalID  string
 	Incarnation uint64
+	Index       int // the request's sequence (Request.Index)
 	NewTokens   []int
 	Position    int // output position of NewTokens[0]
 	Finished    bool
@@ -80,7 +81,7 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	}
 	r.Status = StatusWaiting
 	r.StopReason = -1
-	r.key = s.cfg.Model.Prepare(r.Prompt)
+	r.key = SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index)
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
@@ -114,7 +115,9 @@ func (s *Scheduler) FinishRequests(ids []string, status Status) []*Request {
 // FinishAll ends every live request with status, oldest first.
 func (s *Scheduler) FinishAll(status Status) []*Request {
 	all := append(append([]*Request(nil), s.running...), s.waiting...)
-	slices.SortFunc(all, func(a, b *Request) int { return cmp.Compare(a.Incarnation, b.Incarnation) }) // incarnations are unique
+	slices.SortFunc(all, func(a, b *Request) int { // (incarnation, sequence) is unique
+		return cmp.Or(cmp.Compare(a.Incarnation, b.Incarnation), cmp.Compare(a.Index, b.Index))
+	})
 	for _, r := range all {
 		s.finish(r, status)
 	}
@@ -310,7 +313,7 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		// NewTokens is the request's own output, which only grows: the
 		// frame, and whatever is made from it, may be kept without a copy,
 		// and the batch it came in can be reused.
-		frames = append(frames, Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
+		frames = append(frames, Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
 			NewTokens: r.Output[n-1 : n : n], Position: n - 1, StopReason: r.StopReason})
 		f := &frames[len(frames)-1]
 		if stopped {
@@ -325,7 +328,7 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 // core without a sampled token (shutdown, a refused ADD).
 func (s *Scheduler) FinalFrame(r *Request, reason FinishReason) Frame {
 	s.frames++
-	return Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation,
+	return Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
 		Position: len(r.Output), Finished: true, Reason: reason, StopReason: -1}
 }
 
