@@ -62,12 +62,28 @@ type reqState struct {
 	kind        OutputKind
 	promptLen   int
 	c           *collector
-	tokens      []int // every token delivered so far
-	detok       detokenizer
+	// index and parent place a sequence of a parallel-sampling request
+	// (N > 1); parent is nil for a request of one sequence.
+	index  int
+	parent *parentReq
+	tokens []int // every token delivered so far
+	detok  detokenizer
 	// add orders an Abort that comes before AddRequest has sent the ADD:
 	// the ABORT must reach the core after it, or the core would run the
 	// request to its end for nobody.
 	add atomic.Uint32
+}
+
+// parentReq is vLLM's ParentRequest: what the sequences of a request with
+// N > 1 share. Each sequence is a reqState of its own, keyed by its own
+// internal id, with the request's collector.
+type parentReq struct {
+	internalID string
+	seqs       []*reqState // by index
+	open       int         // sequences not ended yet
+	// final holds each sequence's last completion, for FinalOnly, which
+	// returns them together once the last one finishes.
+	final []Completion
 }
 
 // The states of reqState.add: exactly one of AddRequest and Abort sends
@@ -85,6 +101,7 @@ type Request struct {
 	internalID  string
 	incarnation uint64
 	c           *collector
+	par         *parentReq // N > 1
 }
 
 // New starts an engine: the core's busy loop as the task "engine-core" and
@@ -163,27 +180,61 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	if !e.cfg.LegacyIDRouting {
 		internal = id + "-" + strconv.FormatUint(inc|1<<32, 16)[1:]
 	}
-	st := &reqState{id: id, internalID: internal, incarnation: inc, kind: p.Output, promptLen: len(tokens),
-		c: newCollector(e.rt, p.Output), detok: newDetokenizer(p.Stop, p.MinTokens, p.Output)}
-	e.states[internal] = st
+	c := newCollector(e.rt, p.Output)
+	st := e.registerLocked(id, internal, inc, 0, nil, c, tokens, p)
+	r := &Request{e: e, id: id, internalID: internal, incarnation: inc, c: c}
+	if n := p.sequences(); n > 1 {
+		// Parallel sampling, as vLLM's add_request: one child request per
+		// sequence, "INDEX_ID", all feeding the one collector.
+		r.par = &parentReq{internalID: internal, seqs: make([]*reqState, 1, n), open: n}
+		r.par.seqs[0], st.parent = st, r.par
+		for i := 1; i < n; i++ {
+			r.par.seqs = append(r.par.seqs, e.registerLocked(id, internal, inc, i, r.par, c, tokens, p))
+		}
+	}
 	e.live[id] = st
-	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Prompt: tokens, Params: p})
 	deferred := e.deferredAborts
 	e.deferredAborts = nil
 	e.mu.Unlock()
 
 	e.rt.Yield("frontend.add.after-register")
-	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
-		InternalID: internal, ExternalID: id, Incarnation: inc, Prompt: tokens,
-		Params: p.Sampling(),
-	}})
-	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
-		e.sendAbort([]string{internal})
+	if r.par == nil {
+		e.sendAdd(st, tokens, p)
+	} else {
+		for _, s := range r.par.seqs {
+			e.sendAdd(s, tokens, p)
+		}
 	}
 	for _, ids := range deferred {
 		e.core.SendAbort(ids)
 	}
-	return &Request{e: e, id: id, internalID: internal, incarnation: inc, c: st.c}, nil
+	return r, nil
+}
+
+// sendAdd sends the core the ADD of a registered request, or of one
+// sequence of it, and its ABORT right after when an Abort came first.
+func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
+	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
+		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Prompt: prompt,
+		Params: p.Sampling(),
+	}})
+	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
+		e.sendAbort([]string{st.internalID})
+	}
+}
+
+// registerLocked makes the output processor's state of sequence index of
+// an incarnation (0 and no parent for a request of one sequence) and
+// tells the observer.
+func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, par *parentReq, c *collector, prompt []int, p Params) *reqState {
+	if par != nil || p.sequences() > 1 {
+		internal = strconv.Itoa(index) + "_" + internal // vLLM's child request id
+	}
+	st := &reqState{id: id, internalID: internal, incarnation: inc, index: index, parent: par, kind: p.Output, promptLen: len(prompt),
+		c: c, detok: newDetokenizer(p.Stop, p.MinTokens, p.Output)}
+	e.states[internal] = st
+	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p})
+	return st
 }
 
 func (e *AsyncLLM) unusableLocked() error {
@@ -229,7 +280,12 @@ func (e *AsyncLLM) Abort(ids ...string) {
 	e.mu.Lock()
 	var aborted []*reqState
 	for _, id := range ids {
-		if st, ok := e.live[id]; ok {
+		st, ok := e.live[id]
+		switch {
+		case !ok:
+		case st.parent != nil:
+			aborted = e.abortSeqsLocked(st.parent, aborted)
+		default:
 			e.abortLocked(st)
 			aborted = append(aborted, st)
 		}
@@ -252,11 +308,26 @@ func (e *AsyncLLM) Abort(ids ...string) {
 	}
 }
 
-// abortLocked removes a live incarnation and puts its final abort output.
+// abortSeqsLocked aborts every sequence of a parallel-sampling request
+// that has not ended, as vLLM's abort of a parent aborts its children, and
+// appends them to aborted.
+func (e *AsyncLLM) abortSeqsLocked(par *parentReq, aborted []*reqState) []*reqState {
+	for _, s := range par.seqs {
+		if e.states[s.internalID] == s {
+			e.abortLocked(s)
+			aborted = append(aborted, s)
+		}
+	}
+	return aborted
+}
+
+// abortLocked removes a live incarnation, or one sequence of it, and puts
+// its final abort output.
 func (e *AsyncLLM) abortLocked(st *reqState) {
-	e.emit(Event{Kind: core.EventAbort, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Reason: FinishAbort})
-	out, _ := e.makeOutput(st, nil, true, FinishAbort, "")
-	st.c.put(out)
+	e.emit(Event{Kind: core.EventAbort, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Index: st.index, Reason: FinishAbort})
+	if out, ok := e.makeOutput(st, nil, true, FinishAbort, ""); ok { // a FinalOnly sequence but the last gives none
+		st.c.put(out)
+	}
 	e.endLocked(st, FinishAbort, nil)
 }
 
@@ -274,12 +345,21 @@ func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
 	default:
 		e.stats.FinishedError++
 	}
-	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Finished: true, Reason: reason, Err: err, Tokens: st.tokens})
+	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Index: st.index, Finished: true, Reason: reason, Err: err, Tokens: st.tokens})
 }
 
+// dropLocked forgets a sequence; its id stays live until its request's
+// last sequence is forgotten.
 func (e *AsyncLLM) dropLocked(st *reqState) {
 	delete(e.states, st.internalID)
-	if e.live[st.id] == st {
+	head := st
+	if par := st.parent; par != nil {
+		if par.open--; par.open > 0 {
+			return
+		}
+		head = par.seqs[0]
+	}
+	if e.live[st.id] == head {
 		delete(e.live, st.id)
 	}
 }
@@ -378,7 +458,9 @@ func (e *AsyncLLM) liveSortedLocked() []*reqState {
 	for _, st := range e.states {
 		all = append(all, st)
 	}
-	slices.SortFunc(all, func(a, b *reqState) int { return cmp.Compare(a.incarnation, b.incarnation) })
+	slices.SortFunc(all, func(a, b *reqState) int {
+		return cmp.Or(cmp.Compare(a.incarnation, b.incarnation), cmp.Compare(a.index, b.index))
+	})
 	return all
 }
 
@@ -454,14 +536,14 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	if !ok {
 		e.stats.StaleFramesDropped++
 		if e.obs != nil {
-			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
+			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 		}
 		return false
 	}
 	if e.obs != nil { // built only when someone listens: this is the hot path
-		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation,
-			Collector: st.incarnation, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
+		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
+			Collector: st.incarnation, CollectorIndex: st.index, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 	}
 	if len(st.tokens) == 0 && len(f.NewTokens) > 0 {
 		e.stats.PromptTokens += int64(st.promptLen)
@@ -509,6 +591,32 @@ func (e *AsyncLLM) makeOutput(st *reqState, newTokens []int, finished bool, reas
 	if finished {
 		out.FinishReason, out.StopReason = reason, stopReason
 	}
+	if st.parent != nil {
+		return st.parent.output(st, out)
+	}
+	return out, true
+}
+
+// output turns what sequence st produced into its request's output, as
+// vLLM's ParentRequest.get_outputs: a streamed output carries the one
+// sequence; FinalOnly gathers each sequence's last completion and returns
+// them all with the last one. The request is finished when st is its last
+// sequence to finish (dropLocked then counts it out).
+func (par *parentReq) output(st *reqState, one Output) (Output, bool) {
+	c := Completion{Index: st.index, TokenIDs: one.TokenIDs, Text: one.Text, FinishReason: one.FinishReason, StopReason: one.StopReason}
+	out := Output{RequestID: one.RequestID, Finished: one.Finished && par.open == 1, PromptTokens: one.PromptTokens}
+	if st.kind != FinalOnly {
+		out.Completions = []Completion{c}
+		return out, true
+	}
+	if par.final == nil {
+		par.final = make([]Completion, len(par.seqs))
+	}
+	par.final[st.index] = c
+	if !out.Finished {
+		return Output{}, false
+	}
+	out.Completions = par.final
 	return out, true
 }
 
@@ -527,8 +635,15 @@ func (r *Request) Incarnation() uint64 { return r.incarnation }
 func (r *Request) Next() (Output, error) {
 	out, err := r.c.next()
 	if err == nil && r.e.obs != nil {
-		r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.internalID, Incarnation: r.incarnation,
-			Tokens: out.TokenIDs, Text: out.Text, Finished: out.Finished, Reason: out.FinishReason})
+		if r.par == nil {
+			r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.internalID, Incarnation: r.incarnation,
+				Tokens: out.TokenIDs, Text: out.Text, Finished: out.Finished, Reason: out.FinishReason})
+		}
+		// One event a sequence, Finished when that sequence finished.
+		for _, c := range out.Completions {
+			r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.par.seqs[c.Index].internalID, Incarnation: r.incarnation, Index: c.Index,
+				Tokens: c.TokenIDs, Text: c.Text, Finished: c.FinishReason != "", Reason: c.FinishReason})
+		}
 	}
 	return out, err
 }
@@ -538,17 +653,24 @@ func (r *Request) Next() (Output, error) {
 // no-op once the request ended.
 func (r *Request) Cancel() {
 	e := r.e
+	var aborted []*reqState
 	e.mu.Lock()
-	st, ok := e.states[r.internalID]
-	ok = ok && st.incarnation == r.incarnation
-	if ok {
+	if r.par != nil {
+		aborted = e.abortSeqsLocked(r.par, nil)
+	} else if st, ok := e.states[r.internalID]; ok && st.incarnation == r.incarnation {
 		e.abortLocked(st)
+		aborted = []*reqState{st}
 	}
 	e.mu.Unlock()
-	if ok {
-		e.rt.Yield("frontend.cancel.after-state-removed")
-		e.sendAbort([]string{r.internalID})
+	if len(aborted) == 0 {
+		return
 	}
+	e.rt.Yield("frontend.cancel.after-state-removed")
+	ids := make([]string, len(aborted))
+	for i, st := range aborted {
+		ids[i] = st.internalID
+	}
+	e.sendAbort(ids)
 }
 
 // Generate adds a request and yields its outputs until it finishes. An
@@ -597,7 +719,7 @@ func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) it
 			if out.Finished {
 				ended = true
 			}
-			if out.FinishReason == FinishAbort && ctx.Err() != nil {
+			if out.aborted() && ctx.Err() != nil {
 				yield(Output{}, ctx.Err())
 				return
 			}

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"io"
+	"slices"
 
 	"github.com/llmdst/llmdst/task"
 )
@@ -34,6 +36,8 @@ func (c *collector) put(o Output) {
 		switch {
 		case !c.has:
 			c.slot, c.has = o, true
+		case o.Completions != nil:
+			c.mergeCompletions(o)
 		case c.kind == Delta:
 			// Merge into a buffer: concatenating strings would copy the
 			// whole merged text again for every token of a slow consumer.
@@ -52,6 +56,31 @@ func (c *collector) put(o Output) {
 		c.cond.Signal()
 	}
 	c.mu.Unlock()
+}
+
+// mergeCompletions merges the output of a parallel-sampling request into
+// the slot, sequence by sequence, as vLLM's RequestOutput.add: a Delta
+// sequence's tokens and text are appended to what the slot holds of it,
+// a Cumulative one replaces it, and a sequence the slot lacks joins it.
+func (c *collector) mergeCompletions(o Output) {
+	for _, nc := range o.Completions {
+		i, found := slices.BinarySearchFunc(c.slot.Completions, nc.Index, func(x Completion, idx int) int { return cmp.Compare(x.Index, idx) })
+		switch {
+		case !found:
+			c.slot.Completions = slices.Insert(c.slot.Completions, i, nc)
+		case c.kind == Delta:
+			sc := &c.slot.Completions[i]
+			// A Delta completion's tokens are the core's, with no room
+			// past them (core.Frame.NewTokens), or none: the first append
+			// copies them, and later ones grow that copy.
+			sc.TokenIDs = append(sc.TokenIDs, nc.TokenIDs...)
+			sc.Text += nc.Text
+			sc.FinishReason, sc.StopReason = nc.FinishReason, nc.StopReason
+		default:
+			c.slot.Completions[i] = nc
+		}
+	}
+	c.slot.Finished = o.Finished
 }
 
 func (c *collector) fail(err error) {

@@ -132,7 +132,20 @@ type Params struct {
 	Stop []string
 	// IgnoreEOS keeps generating past the end-of-sequence token.
 	IgnoreEOS bool
+	// N is how many sequences to generate from the prompt, vLLM's n
+	// (parallel sampling); 0 means 1, and at most MaxN. With N > 1 the
+	// request runs in the core as N requests, one per sequence, with the
+	// internal ids "0_ID" … "N-1_ID" of its internal id ID, each sampling
+	// its own tokens (core.SequenceKey); its outputs carry them in
+	// Output.Completions, and it finishes when every sequence has.
+	N int
 }
+
+// MaxN is the most sequences one request may ask for (Params.N).
+const MaxN = 1024
+
+// sequences is how many sequences p asks for.
+func (p Params) sequences() int { return max(p.N, 1) }
 
 // Sampling returns the parameters the core samples and stops by.
 func (p Params) Sampling() core.SamplingParams {
@@ -162,4 +175,39 @@ type Output struct {
 	StopReason string
 	// PromptTokens is the length of the prompt in tokens.
 	PromptTokens int
+	// Completions are the sequences of a request with N > 1 that this
+	// output carries, in order of Index, as vLLM's RequestOutput.outputs:
+	// each is what TokenIDs, Text, FinishReason and StopReason are for a
+	// request of one sequence, which leaves those fields empty. A streamed
+	// output carries the sequences that moved since the last one; the
+	// FinalOnly output, every sequence. Finished is set when every
+	// sequence has finished. Nil for a request of one sequence.
+	Completions []Completion
+}
+
+// Completion is one sequence of a parallel-sampling request's output
+// (vLLM's CompletionOutput).
+type Completion struct {
+	// Index is which sequence, from 0 to N−1.
+	Index int
+	// TokenIDs, Text, FinishReason and StopReason are as in Output, for
+	// this sequence; FinishReason is set once it finished.
+	TokenIDs     []int
+	Text         string
+	FinishReason FinishReason
+	StopReason   string
+}
+
+// aborted reports whether o ended its request, or one of its sequences,
+// with reason abort.
+func (o *Output) aborted() bool {
+	if o.FinishReason == FinishAbort {
+		return true
+	}
+	for i := range o.Completions {
+		if o.Completions[i].FinishReason == FinishAbort {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,12 @@
 // engine of the founding race report, kept so that the harness can show it
 // finds that race.
 //
+// A request with Params.N > 1 is vLLM's parallel sampling: the frontend
+// holds one state per sequence, each a child request in the core with the
+// internal id "INDEX_ID" of the request's internal id ID, all feeding the
+// request's one collector; Abort and Cancel abort every sequence that has
+// not ended, and the outputs carry the sequences in Output.Completions.
+//
 // The caller's duties:
 //
 //  1. Build the engine with New from inside a task of the Runtime it runs on

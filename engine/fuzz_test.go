@@ -12,18 +12,22 @@ import (
 // with ErrInvalidRequest or ErrDuplicateRequestID, or accepts a request that
 // then ends; it never panics and never hangs.
 func FuzzAddRequest(f *testing.F) {
-	f.Add("a", "hello", 3, 0, uint8(0), "", 0, false)
-	f.Add("", "hello", 1, 0, uint8(1), "", 0, false)
-	f.Add("b", "", 1, 0, uint8(2), "x", -1, true)
-	f.Add("c", "the quick brown fox", 0, 5, uint8(7), "", 3, false)
+	f.Add("a", "hello", 3, 0, uint8(0), "", 0, false, 0)
+	f.Add("", "hello", 1, 0, uint8(1), "", 0, false, 1)
+	f.Add("b", "", 1, 0, uint8(2), "x", -1, true, -1)
+	f.Add("c", "the quick brown fox", 0, 5, uint8(7), "", 3, false, 2)
+	f.Add("d", "hello", 5, 1, uint8(2), "the", 7, false, 3)
 	e, err := engine.New(engine.Config{StepTime: -1, MaxModelLen: 256, BlockSize: 4, NumBlocks: 256})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { e.Close() })
-	f.Fuzz(func(t *testing.T, id, prompt string, maxTokens, minTokens int, kind uint8, stop string, stopToken int, ignoreEOS bool) {
+	f.Fuzz(func(t *testing.T, id, prompt string, maxTokens, minTokens int, kind uint8, stop string, stopToken int, ignoreEOS bool, n int) {
 		p := engine.Params{MaxTokens: maxTokens, MinTokens: minTokens, Output: engine.OutputKind(kind), IgnoreEOS: ignoreEOS,
-			StopTokenIDs: []int{stopToken}}
+			StopTokenIDs: []int{stopToken}, N: n}
+		if n > 4 && n <= engine.MaxN {
+			p.N = n % 5 // a few sequences at most: many valid ones only make runs long
+		}
 		if stop != "" || kind%2 == 0 {
 			p.Stop = []string{stop}
 		}

@@ -24,6 +24,8 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return bad("MinTokens must be ≥ 0, got %d", p.MinTokens)
 	case p.MinTokens > p.MaxTokens:
 		return bad("MinTokens (%d) must not exceed MaxTokens (%d)", p.MinTokens, p.MaxTokens)
+	case p.N < 0 || p.N > MaxN:
+		return bad("N (sequences to generate) must be between 1 and %d, or 0 for 1, got %d", MaxN, p.N)
 	case p.Output > FinalOnly:
 		return bad("unknown output kind %d: want Cumulative, Delta or FinalOnly", p.Output)
 	case negStop >= 0:

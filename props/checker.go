@@ -1,8 +1,10 @@
 package props
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -64,10 +66,14 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("property %s violated: %s%s", v.Property, v.Detail, where)
 }
 
-// incarnation is what the checker knows of one AddRequest.
+// incarnation is what the checker knows of one AddRequest, or of one
+// sequence of it when it asked for N > 1: each sequence is checked as a
+// request of its own.
 type incarnation struct {
 	id        string
 	n         uint64
+	index     int            // the sequence (engine.Params.N > 1), else 0
+	more      []*incarnation // sequences 1 to N−1, on sequence 0
 	params    engine.Params
 	sampling  core.SamplingParams // params as the core samples by
 	promptLen int
@@ -115,9 +121,10 @@ type Checker struct {
 	incs   []*incarnation  // by incarnation number, which an engine hands out densely from 1
 	usedID map[string]bool // external ids seen
 	dead   bool            // the engine died: every live request ends with an error
-	// inCore are the incarnations the core holds, as its own events tell:
-	// admitted, and neither aborted nor finished in the core since.
-	inCore map[uint64]bool
+	// inCore are the incarnations (and sequences) the core holds, as its
+	// own events tell: admitted, and neither aborted nor finished in the
+	// core since.
+	inCore map[seqKey]bool
 	// framesInFlight are the frames the core emitted that the output
 	// handler has not delivered or dropped yet.
 	framesInFlight int
@@ -143,7 +150,7 @@ func NewChecker(model core.Model) *Checker {
 		model = core.ToyModel{}
 	}
 	c := &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16),
-		inCore: make(map[uint64]bool)}
+		inCore: make(map[seqKey]bool)}
 	c.window = c.windowBuf[:0]
 	return c
 }
@@ -189,16 +196,38 @@ func (c *Checker) Err() error {
 func (c *Checker) Violations() []*Violation { return c.all }
 
 // Aborted tells the checker that the caller aborted or cancelled an
-// incarnation, so that it is not expected to finish normally.
+// incarnation, every sequence of it, so that it is not expected to finish
+// normally.
 func (c *Checker) Aborted(inc uint64) {
 	if in := c.inc(inc); in != nil {
 		in.aborted = true
+		for _, s := range in.more {
+			s.aborted = true
+		}
 	}
 }
 
 func (c *Checker) inc(n uint64) *incarnation {
 	if n < uint64(len(c.incs)) {
 		return c.incs[n]
+	}
+	return nil
+}
+
+// seqKey names a sequence of an incarnation.
+type seqKey struct {
+	inc   uint64
+	index int
+}
+
+// seq returns sequence index of incarnation n, or nil.
+func (c *Checker) seq(n uint64, index int) *incarnation {
+	in := c.inc(n)
+	if in == nil || index == 0 {
+		return in
+	}
+	if index > 0 && index <= len(in.more) {
+		return in.more[index-1]
 	}
 	return nil
 }
@@ -216,30 +245,22 @@ func (c *Checker) ObserveEvent(ev *core.Event) {
 func (c *Checker) observe(ev *core.Event) {
 	switch ev.Kind {
 	case core.EventAdd:
-		p, _ := ev.Params.(engine.Params)
-		in := &incarnation{id: ev.RequestID, n: ev.Incarnation, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt), key: c.model.Prepare(ev.Prompt), reuse: c.usedID[ev.RequestID]}
-		for _, s := range p.Stop {
-			in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
-			in.text.reach = max(in.text.reach, len(s)-1)
-		}
-		c.usedID[ev.RequestID] = true
-		for uint64(len(c.incs)) <= ev.Incarnation {
-			c.incs = append(c.incs, nil)
-		}
-		c.incs[ev.Incarnation] = in
+		c.add(ev)
 	case core.EventAbort:
-		c.Aborted(ev.Incarnation)
+		if in := c.seq(ev.Incarnation, ev.Index); in != nil {
+			in.aborted = true
+		}
 	case core.EventCoreAdd:
-		c.inCore[ev.Incarnation] = true
+		c.inCore[seqKey{ev.Incarnation, ev.Index}] = true
 	case core.EventCoreAbort:
-		delete(c.inCore, ev.Incarnation)
+		delete(c.inCore, seqKey{ev.Incarnation, ev.Index})
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
 		c.framesInFlight++
 		if ev.Finished {
-			delete(c.inCore, ev.Incarnation)
+			delete(c.inCore, seqKey{ev.Incarnation, ev.Index})
 		}
-		c.checkModel(ev.Incarnation, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
+		c.checkModel(c.seq(ev.Incarnation, ev.Index), ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
 		c.framesInFlight--
 	case core.EventFrameDelivered:
@@ -247,12 +268,15 @@ func (c *Checker) observe(ev *core.Event) {
 		if ev.Collector != ev.Incarnation {
 			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d, tokens %v at position %d) was delivered to incarnation %d of %q",
 				ev.Frame, ev.InternalID, ev.Incarnation, ev.Tokens, ev.Position, ev.Collector, ev.RequestID)
+		} else if ev.CollectorIndex != ev.Index {
+			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d sequence %d, tokens %v at position %d) was delivered to its sequence %d",
+				ev.Frame, ev.InternalID, ev.Incarnation, ev.Index, ev.Tokens, ev.Position, ev.CollectorIndex)
 		}
-		if in := c.inc(ev.Collector); in != nil && in.finished {
+		if in := c.seq(ev.Collector, ev.CollectorIndex); in != nil && in.finished {
 			c.fail(NothingAfterFinish, "frame %d was delivered to incarnation %d of %q after it finished", ev.Frame, ev.Collector, ev.RequestID)
 		}
 	case core.EventFinish:
-		in := c.inc(ev.Incarnation)
+		in := c.seq(ev.Incarnation, ev.Index)
 		if in == nil {
 			c.fail(EndsExactlyOnce, "incarnation %d of %q finished but was never added", ev.Incarnation, ev.RequestID)
 			return
@@ -262,7 +286,7 @@ func (c *Checker) observe(ev *core.Event) {
 			return
 		}
 		in.finished, in.reason, in.final = true, ev.Reason, slices.Clone(ev.Tokens)
-		c.checkModel(in.n, in.final, 0, func() string { return fmt.Sprintf("the final tokens of %q", in.id) })
+		c.checkModel(in, in.final, 0, func() string { return fmt.Sprintf("the final tokens of %q", in.id) })
 		c.checkReuse(in)
 	case core.EventOutput:
 		c.output(ev)
@@ -284,21 +308,51 @@ func (c *Checker) observe(ev *core.Event) {
 	}
 }
 
-// checkModel verifies tokens against the model's tokens for incarnation
-// inc's prompt, from output position pos; what says whose tokens they are,
-// and is formatted only when they are wrong.
-func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what func() string) {
-	in := c.inc(inc)
+// add records an incarnation the frontend accepted, or one sequence of it.
+func (c *Checker) add(ev *core.Event) {
+	p, _ := ev.Params.(engine.Params)
+	in := &incarnation{id: ev.RequestID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
+		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: c.usedID[ev.RequestID]}
+	for _, s := range p.Stop {
+		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
+		in.text.reach = max(in.text.reach, len(s)-1)
+	}
+	if ev.Index > 0 { // a later sequence of the incarnation sequence 0 began
+		if first := c.inc(ev.Incarnation); first != nil {
+			in.reuse = first.reuse
+			first.more = append(first.more, in)
+		}
+		return
+	}
+	c.usedID[ev.RequestID] = true
+	for uint64(len(c.incs)) <= ev.Incarnation {
+		c.incs = append(c.incs, nil)
+	}
+	c.incs[ev.Incarnation] = in
+}
+
+// checkModel verifies tokens against the model's tokens for a sequence's
+// prompt, from output position pos; what says whose tokens they are, and
+// is formatted only when they are wrong.
+func (c *Checker) checkModel(in *incarnation, tokens []int, pos int, what func() string) {
 	if in == nil {
 		return
 	}
 	for i, tok := range tokens {
 		if want := core.SampleAt(c.model, in.key, pos+i, &in.sampling, core.EOSTokenID); tok != want {
-			c.fail(ModelTokens, "%s: token %d is %d, but the model's token %d for incarnation %d of %q is %d",
-				what(), pos+i, tok, pos+i, inc, in.id, want)
+			c.fail(ModelTokens, "%s: token %d is %d, but the model's token %d for incarnation %d of %q%s is %d",
+				what(), pos+i, tok, pos+i, in.n, in.id, in.seqName(), want)
 			return
 		}
 	}
+}
+
+// seqName names the sequence of a parallel-sampling request, for messages.
+func (in *incarnation) seqName() string {
+	if in.index == 0 && len(in.more) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" sequence %d", in.index)
 }
 
 // checkCoreAbort: the core aborts only what the frontend asked it to, and
@@ -308,7 +362,7 @@ func (c *Checker) checkModel(inc uint64, tokens []int, pos int, what func() stri
 // predecessor's late abort routed by the reused id (vLLM #23697) — and can
 // no longer end on its own. Close aborting it later would hide that.
 func (c *Checker) checkCoreAbort(ev *core.Event) {
-	in := c.inc(ev.Incarnation)
+	in := c.seq(ev.Incarnation, ev.Index)
 	if ev.Incarnation == 0 || in == nil || in.aborted || in.finished {
 		return
 	}
@@ -348,7 +402,7 @@ func (c *Checker) checkReuse(in *incarnation) {
 }
 
 func (c *Checker) output(ev *core.Event) {
-	in := c.inc(ev.Incarnation)
+	in := c.seq(ev.Incarnation, ev.Index)
 	if in == nil {
 		return
 	}
@@ -358,7 +412,7 @@ func (c *Checker) output(ev *core.Event) {
 	}
 	switch in.params.Output {
 	case engine.Delta:
-		c.checkModel(in.n, ev.Tokens, len(in.received), func() string { return fmt.Sprintf("a Delta output of %q", in.id) })
+		c.checkModel(in, ev.Tokens, len(in.received), func() string { return fmt.Sprintf("a Delta output of %q", in.id) })
 		in.received = append(in.received, ev.Tokens...)
 	default:
 		if len(ev.Tokens) < len(in.received) || !slices.Equal(ev.Tokens[:len(in.received)], in.received) {
@@ -366,7 +420,7 @@ func (c *Checker) output(ev *core.Event) {
 				in.params.Output, in.id, in.n, ev.Tokens, in.received)
 			in.text.bad = true // its text cannot be followed either
 		}
-		c.checkModel(in.n, ev.Tokens, 0, func() string { return fmt.Sprintf("a %s output of %q", in.params.Output, in.id) })
+		c.checkModel(in, ev.Tokens, 0, func() string { return fmt.Sprintf("a %s output of %q", in.params.Output, in.id) })
 		in.received = append(in.received[:0], ev.Tokens...)
 	}
 	c.checkText(in, ev)
@@ -395,8 +449,13 @@ func clip(ts []int) string {
 // is closed.
 func (c *Checker) Finish() error {
 	for _, in := range c.incs {
-		if in != nil && !in.finished {
-			c.fail(EndsExactlyOnce, "%q (incarnation %d) was accepted but never ended", in.id, in.n)
+		if in == nil {
+			continue
+		}
+		for _, s := range append([]*incarnation{in}, in.more...) {
+			if !s.finished {
+				c.fail(EndsExactlyOnce, "%q (incarnation %d%s) was accepted but never ended", s.id, s.n, s.seqName())
+			}
 		}
 	}
 	return c.Err()
@@ -421,7 +480,7 @@ func (c *Checker) Summary() Summary {
 		if in.aborted {
 			s.Aborted++
 		}
-		if in.finished {
+		if in.finished && !slices.ContainsFunc(in.more, func(s *incarnation) bool { return !s.finished }) {
 			s.Finished++
 		}
 	}
@@ -439,11 +498,20 @@ func (c *Checker) Locked() func(core.Event) {
 	}
 }
 
-func sortedKeys(m map[uint64]bool) []uint64 {
-	keys := make([]uint64, 0, len(m))
+// sortedKeys lists the incarnations of m in order, a sequence of a
+// parallel-sampling request as INCARNATION/SEQUENCE.
+func sortedKeys(m map[seqKey]bool) []string {
+	keys := make([]seqKey, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	return keys
+	slices.SortFunc(keys, func(a, b seqKey) int { return cmp.Or(cmp.Compare(a.inc, b.inc), cmp.Compare(a.index, b.index)) })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = strconv.FormatUint(k.inc, 10)
+		if k.index > 0 {
+			out[i] += "/" + strconv.Itoa(k.index)
+		}
+	}
+	return out
 }
