@@ -270,6 +270,10 @@ func fingerprint(ev engine.Event) uint64 {
 	}
 	mix(uint64(len(ev.Reason)))
 	mix(uint64(ev.Held))
+	if ev.Index != 0 || ev.CollectorIndex != 0 { // sequences of N > 1 only: other hashes stay as they were
+		mix(uint64(ev.Index))
+		mix(uint64(ev.CollectorIndex))
+	}
 	return h
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/sim"
 )
 
@@ -36,6 +37,17 @@ type story struct {
 	to      time.Duration
 	victim  string // the task the strategy last withheld
 	waited  time.Duration
+	// multi are the incarnations that asked for several sequences, whose
+	// requests the story names ID#INCARNATION/SEQUENCE.
+	multi map[uint64]bool
+}
+
+// name names a request's incarnation, and its sequence when it has several.
+func (st *story) name(id string, inc uint64, index int) string {
+	if st.multi[inc] {
+		return fmt.Sprintf("%s#%d/%d", id, inc, index)
+	}
+	return fmt.Sprintf("%s#%d", id, inc)
 }
 
 // routine sums up like events of one task for one request.
@@ -81,7 +93,13 @@ func (st *story) event(e sim.Event) {
 }
 
 func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
-	req := fmt.Sprintf("%s#%d", ev.RequestID, ev.Incarnation)
+	if p, ok := ev.Params.(engine.Params); ok && ev.Kind == core.EventAdd && p.N > 1 {
+		if st.multi == nil {
+			st.multi = map[uint64]bool{}
+		}
+		st.multi[ev.Incarnation] = true
+	}
+	req := st.name(ev.RequestID, ev.Incarnation, ev.Index)
 	switch ev.Kind {
 	case core.EventStep, core.EventCoreAdd:
 		return
@@ -90,9 +108,13 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventFrameDropped:
 		st.add(at, frameRoutine(who, "drops (no frontend state for "+ev.InternalID+")", req, ev))
 	case core.EventFrameDelivered:
-		if ev.Collector != ev.Incarnation {
-			st.notable(at, who, fmt.Sprintf("delivers frame %d of %s (token %v at %d) into the collector of %s#%d — STALE: a previous incarnation's token",
-				ev.Frame, req, ev.Tokens, ev.Position, ev.RequestID, ev.Collector))
+		if ev.Collector != ev.Incarnation || ev.CollectorIndex != ev.Index {
+			what := "a previous incarnation's token"
+			if ev.Collector == ev.Incarnation {
+				what = "another sequence's token"
+			}
+			st.notable(at, who, fmt.Sprintf("delivers frame %d of %s (token %v at %d) into the collector of %s — STALE: %s",
+				ev.Frame, req, ev.Tokens, ev.Position, st.name(ev.RequestID, ev.Collector, ev.CollectorIndex), what))
 			return
 		}
 		st.add(at, frameRoutine(who, "delivers", req, ev))

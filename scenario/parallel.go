@@ -1,0 +1,160 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+)
+
+// ParallelAbortReuse is the founding test with parallel sampling, as vLLM's
+// test_abort runs some of its requests with n=3: every request asks for
+// several sequences, so that each runs in the core as one child request per
+// sequence ("0_ID", "1_ID", …):
+//
+//	abort-a  (N 3, Delta, MaxTokens 100000), survivor (N 3, Cumulative, 8),
+//	abort-b  (N 2, FinalOnly, 100000), on a model of 200µs a step;
+//	partial := get_output(abort-a);         CHECK_FALSE(partial.finished)
+//	abort({abort-a, abort-b})
+//	final_a, final_b: finished, every sequence's reason "abort"
+//	CHECK(each sequence of Drain(survivor) == its 8 tokens)
+//	CHECK_FALSE(has_unfinished_requests())
+//	reused := add_request(abort-a, N 3, MaxTokens 3, Delta)
+//	CHECK(each sequence of Drain(reused) == its 3 tokens)
+//
+// On the legacy engine the children of the old and the new abort-a share
+// their ids, so a starved output handler delivers an old child's token to
+// the new one, as in the founding race; and an abort of the old parent that
+// reaches the core late kills the new children.
+var ParallelAbortReuse = &Scenario{
+	Name:            "parallel-abort-reuse",
+	Summary:         "the founding race with parallel sampling (N sequences a request, vLLM's n=3 in test_abort)",
+	DefaultStrategy: "starve:output-handler",
+	Run:             parallelAbortReuse,
+}
+
+func init() { Register(ParallelAbortReuse) }
+
+func parallelAbortReuse(x *Run) error {
+	e, err := x.NewEngine(engine.Config{StepTime: FoundingStepTime})
+	if err != nil {
+		return err
+	}
+	a, err := e.AddRequest("abort-a", "hello", engine.Params{MaxTokens: 100000, Output: engine.Delta, N: 3})
+	if err != nil {
+		return err
+	}
+	survivor, err := e.AddRequest("survivor", "hello", engine.Params{MaxTokens: 8, Output: engine.Cumulative, N: 3})
+	if err != nil {
+		return err
+	}
+	b, err := e.AddRequest("abort-b", "hello", engine.Params{MaxTokens: 100000, Output: engine.FinalOnly, N: 2})
+	if err != nil {
+		return err
+	}
+
+	partial, err := a.Next()
+	if err != nil {
+		return err
+	}
+	if partial.Finished {
+		return fmt.Errorf("CHECK_FALSE(partial.finished) failed: abort-a finished on its own")
+	}
+	e.Abort("abort-a", "abort-b")
+	// The abort ends every sequence at once, under the frontend's lock:
+	// the last output carries them all (merged, for abort-a's Delta).
+	for _, r := range []*engine.Request{a, b} {
+		_, last, err := x.drainSeqs(r, engine.Delta)
+		if err != nil {
+			return fmt.Errorf("get_output(%s) after abort: %w", r.ID(), err)
+		}
+		if !last.Finished || last.RequestID != r.ID() {
+			return fmt.Errorf("CHECK(final.finished) failed for %s: finished=%v, request id %q", r.ID(), last.Finished, last.RequestID)
+		}
+		n := 3
+		if r == b {
+			n = 2
+		}
+		if len(last.Completions) != n {
+			return fmt.Errorf("CHECK(%d sequences in the final output of %s) failed: %d", n, r.ID(), len(last.Completions))
+		}
+		for _, c := range last.Completions {
+			if c.FinishReason != engine.FinishAbort {
+				return fmt.Errorf("CHECK(final.finish_reason == \"abort\") failed for %s sequence %d: %q", r.ID(), c.Index, c.FinishReason)
+			}
+		}
+	}
+	if err := x.checkSeqs(survivor, engine.Cumulative, 3, 8); err != nil {
+		return err
+	}
+	if e.HasUnfinishedRequests() {
+		return fmt.Errorf("CHECK_FALSE(engine.has_unfinished_requests()) failed")
+	}
+
+	reused, err := e.AddRequest("abort-a", "hello", engine.Params{MaxTokens: 3, Output: engine.Delta, N: 3})
+	if err != nil {
+		return fmt.Errorf("reusing abort-a: %w", err)
+	}
+	return x.checkSeqs(reused, engine.Delta, 3, 3)
+}
+
+// checkSeqs drains a request of n sequences and checks that each has
+// exactly its model's first k tokens.
+func (x *Run) checkSeqs(r *engine.Request, kind engine.OutputKind, n, k int) error {
+	seqs, _, err := x.drainSeqs(r, kind)
+	if err != nil {
+		return err
+	}
+	if len(seqs) != n {
+		return fmt.Errorf("CHECK(%d sequences of %s) failed: %d", n, r.ID(), len(seqs))
+	}
+	for i, got := range seqs {
+		if w := wantSeq("hello", i, k); !slices.Equal(got, w) {
+			return fmt.Errorf("CHECK(Drain(engine, %s) sequence %d == %d) failed: %d tokens %v, want %v", r.ID(), i, k, len(got), got, w)
+		}
+	}
+	return nil
+}
+
+// drainSeqs is drain for a request of several sequences, of output kind
+// kind: the tokens each received, Delta outputs concatenated, the latest
+// of the others.
+func (x *Run) drainSeqs(r *engine.Request, kind engine.OutputKind) (seqs [][]int, last engine.Output, err error) {
+	for {
+		if x.Failed() {
+			return seqs, last, errStopped
+		}
+		out, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return seqs, last, nil
+			}
+			return seqs, last, err
+		}
+		for _, c := range out.Completions {
+			for len(seqs) <= c.Index {
+				seqs = append(seqs, nil)
+			}
+			if kind == engine.Delta {
+				seqs[c.Index] = append(seqs[c.Index], c.TokenIDs...)
+			} else {
+				seqs[c.Index] = c.TokenIDs
+			}
+		}
+		last = out
+	}
+}
+
+// wantSeq returns the model's first n tokens of sequence index for prompt.
+func wantSeq(prompt string, index, n int) []int {
+	m := core.ToyModel{}
+	key := core.SequenceKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), index)
+	out := make([]int, n)
+	for i := range out {
+		out[i] = m.TokenAt(key, i)
+	}
+	return out
+}
