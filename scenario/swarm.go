@@ -11,6 +11,7 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -21,8 +22,11 @@ import (
 // stop tokens and stop strings, single and batch aborts, clients walking
 // away, WaitIdle, and engine configurations that force preemption, chunked
 // prefill, one frame per output chunk, a model that ends sequences on its
-// own, and no step latency; and, half the time, one to three armed
-// failpoints (unless the options arm their own).
+// own, and no step latency; half the time, one to three armed failpoints
+// (unless the options arm their own); and, a third of the time, requests
+// of two or three sequences (parallel sampling) among the others. Those are
+// drawn from a stream of their own, so that every other draw of a seed is
+// what it was before they existed.
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -31,6 +35,10 @@ var Swarm = &Scenario{
 }
 
 func init() { Register(Swarm) }
+
+// streamSequences is the stream of the seed that swarm draws parallel
+// sampling from ("SEQUENCE").
+const streamSequences uint64 = 0x53455155454e4345
 
 // swarmConfig is one of the engine configurations swarm draws from.
 type swarmConfig struct {
@@ -112,12 +120,16 @@ func swarm(x *Run) error {
 	}
 	ids := []string{"a", "b", "c", "d"}[:2+x.Rand.Intn(3)]
 	clients := 1 + x.Rand.Intn(3)
+	var seqs sim.Chooser // nil: every request has one sequence
+	if s := sim.NewPCGChooser(x.Opts.Seed, streamSequences); s.Intn(3) == 0 {
+		seqs = s
+	}
 	g := task.NewGroup(x.RT, "clients")
 	errs := make([]error, clients)
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model)
+		script := drawScript(x, f, ids, model, seqs)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
@@ -146,7 +158,7 @@ const (
 	opWaitIdle               // WaitIdle
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model) []op {
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs sim.Chooser) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -194,6 +206,9 @@ func drawScript(x *Run, f features, ids []string, model core.Model) []op {
 		}
 		if f.waitIdle && r.Intn(8) == 0 {
 			o.pause = 1 + r.Intn(3)
+		}
+		if seqs != nil && seqs.Intn(3) == 0 {
+			o.params.N = 2 + seqs.Intn(2)
 		}
 		if o.kind == opBatch {
 			for _, id := range ids {
