@@ -43,10 +43,14 @@ const (
 	EventIdle
 	// EventDead: the engine died; every request gets ErrEngineDead.
 	EventDead
+	// EventRequestOutput: the caller of a request of several sequences
+	// took an output from Next (after an EventOutput for each sequence it
+	// carried, Held of them); Finished when the request finished.
+	EventRequestOutput
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
-	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead"}
+	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -77,7 +81,7 @@ type Event struct {
 	Finished       bool
 	Reason         FinishReason
 	Step           int64 // core step number
-	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held
+	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried
 	Err            error // EventDead, EventCoreReject, EventFinish with an error: the cause
 	Prompt         []int // EventAdd: the prompt's tokens
 	Params         any   // EventAdd: the frontend's request parameters (engine.Params)
@@ -110,6 +114,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s %s (incarnation %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Tokens, finished(e))
 	case EventDead:
 		return fmt.Sprintf("%s: %v", e.Kind, e.Err)
+	case EventRequestOutput:
+		return fmt.Sprintf("%s %s (incarnation %d) %d sequence(s)%s", e.Kind, e.RequestID, e.Incarnation, e.Held, finished(e))
 	}
 	return fmt.Sprintf("%s %s (%s, incarnation %d)%s", e.Kind, e.RequestID, e.InternalID, e.Incarnation, finished(e))
 }

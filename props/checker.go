@@ -27,7 +27,10 @@ const (
 	// the first MinTokens tokens (the request then finishes with reason
 	// stop and no more tokens); a stop token that finished the request is
 	// not in it; a running request's text holds back its tail, as long as
-	// its longest stop string less one character.
+	// its longest stop string less one character. Each sequence of a
+	// request with N > 1 is held to this as a request of its own; the
+	// request's outputs each carry at least one sequence, and the one that
+	// says finished is the last, taken once every sequence finished.
 	DeltasConcatenate = "deltas-concatenate-to-the-final-output"
 	// NothingAfterFinish: no output reaches a caller after the finished one.
 	NothingAfterFinish = "nothing-after-finish"
@@ -84,8 +87,11 @@ type incarnation struct {
 	reason    core.FinishReason
 	final     []int // tokens at the finish
 	received  []int // tokens the caller received, by Delta concatenation or the latest Cumulative
-	sawFinish bool  // the caller took the finished output
-	text      textOracle
+	sawFinish bool  // the caller took the finished output (of this sequence)
+	// sawRequestFinish: the caller took the finished output of a request
+	// of several sequences (on sequence 0).
+	sawRequestFinish bool
+	text             textOracle
 }
 
 // textOracle is what the checker knows of the text a caller received. It
@@ -290,6 +296,8 @@ func (c *Checker) observe(ev *core.Event) {
 		c.checkReuse(in)
 	case core.EventOutput:
 		c.output(ev)
+	case core.EventRequestOutput:
+		c.requestOutput(ev)
 	case core.EventDead:
 		c.dead = true
 		clear(c.inCore)
@@ -435,6 +443,35 @@ func (c *Checker) output(ev *core.Event) {
 		c.fail(DeltasConcatenate, "the outputs of %q (incarnation %d, %s) add up to %d tokens %v, but it finished with %d tokens %v",
 			in.id, in.n, in.params.Output, len(in.received), clip(in.received), len(in.final), clip(in.final))
 	}
+}
+
+// requestOutput checks an output of a request of several sequences as a
+// whole, after its sequences' own events: it carries at least one
+// sequence, none after the finished one, and it is finished exactly when
+// the caller has seen every sequence finish.
+func (c *Checker) requestOutput(ev *core.Event) {
+	in := c.inc(ev.Incarnation)
+	if in == nil {
+		return
+	}
+	switch {
+	case in.sawRequestFinish:
+		c.fail(NothingAfterFinish, "%q (incarnation %d) returned an output after its finished one", in.id, in.n)
+		return
+	case ev.Held == 0:
+		c.fail(DeltasConcatenate, "%q (incarnation %d, %d sequences) returned an output that carries no sequence", in.id, in.n, len(in.more)+1)
+	}
+	var open []int
+	for _, s := range append([]*incarnation{in}, in.more...) {
+		if !s.sawFinish {
+			open = append(open, s.index)
+		}
+	}
+	if ev.Finished != (len(open) == 0) {
+		c.fail(DeltasConcatenate, "%q (incarnation %d) returned an output with finished=%v, while the caller had not seen sequence(s) %v finish",
+			in.id, in.n, ev.Finished, open)
+	}
+	in.sawRequestFinish = ev.Finished
 }
 
 func clip(ts []int) string {

@@ -495,3 +495,37 @@ func TestParallelSamplingPassesTheCheckerUnderTheSimulator(t *testing.T) {
 	}
 	assert.NoError(t, firstShape, "%d of %d seeds returned outputs of the wrong shape", shapeFailures, seeds)
 }
+
+// requestOutput is what Request.Next reports of an output of a request of
+// several sequences as a whole, after its completions' events.
+func requestOutput(inc uint64, carried int, finished bool) core.Event {
+	return core.Event{Kind: core.EventRequestOutput, RequestID: "a", InternalID: "a-1", Incarnation: inc, Held: carried, Finished: finished}
+}
+
+// TestAnOutputOfTheWholeRequestIsChecked: an output of a request of
+// several sequences carries at least one, is finished exactly when the
+// caller has seen every sequence finish, and is the last.
+func TestAnOutputOfTheWholeRequestIsChecked(t *testing.T) {
+	p := engine.Params{MaxTokens: 1, N: 2, Output: engine.Cumulative}
+	run := func(tail ...core.Event) error {
+		evs := addSeqs(1, p)
+		for i := 0; i < 2; i++ {
+			evs = append(evs, seqDelivered(uint64(i+1), 1, i, i, 0), seqFinish(1, i, core.FinishLength, seqTokens(i, 1)))
+		}
+		return check(append(evs, tail...)...)
+	}
+	first := seqOutput(1, 0, seqTokens(0, 1), true, core.FinishLength)
+	second := seqOutput(1, 1, seqTokens(1, 1), true, core.FinishLength)
+
+	require.NoError(t, run(first, requestOutput(1, 1, false), second, requestOutput(1, 1, true)), "one sequence an output")
+	require.NoError(t, run(first, second, requestOutput(1, 2, true)), "both in one output")
+
+	v := requireViolation(t, run(first, requestOutput(1, 1, false), requestOutput(1, 0, false), second, requestOutput(1, 1, true)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "carries no sequence")
+	v = requireViolation(t, run(first, requestOutput(1, 1, true)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "finished=true, while the caller had not seen sequence(s) [1] finish")
+	v = requireViolation(t, run(first, second, requestOutput(1, 2, false)), props.DeltasConcatenate)
+	assert.Contains(t, v.Detail, "finished=false")
+	v = requireViolation(t, run(first, second, requestOutput(1, 2, true), requestOutput(1, 1, true)), props.NothingAfterFinish)
+	assert.Contains(t, v.Detail, "after its finished one")
+}
