@@ -19,6 +19,23 @@ type Timer interface {
 	Stop() bool
 }
 
+// Resetter is a Timer that can be armed again, as time.Timer's Reset: the
+// timers of both clocks here, the wall clock's and the simulator's,
+// implement it. Assert it where the code needs it:
+//
+//	t := c.AfterFunc(d, f)
+//	…
+//	t.(clock.Resetter).Reset(d) // f runs again d from now
+type Resetter interface {
+	// Reset arranges for the callback to run once, d after now, whether it
+	// was pending, already ran, or was stopped. It reports whether it was
+	// pending, so that false means the callback ran or is running (and
+	// will run again) or had been stopped.
+	Reset(d time.Duration) bool
+}
+
+var _ Resetter = (*time.Timer)(nil)
+
 // Real returns the wall clock.
 func Real() Clock { return realClock{} }
 

@@ -72,6 +72,7 @@ var (
 	_ task.Mutex          = (*simMutex)(nil)
 	_ task.Cond           = (*simCond)(nil)
 	_ clock.Timer         = (*simTimer)(nil)
+	_ clock.Resetter      = (*simTimer)(nil)
 )
 
 func newSched(opts *Options, c Chooser) *sched {
@@ -927,10 +928,30 @@ func (s *sched) addTimer(deadline time.Duration, sleeper *Task, fn func()) *time
 	return e
 }
 
-// simTimer is an AfterFunc callback that has not fired yet.
+// simTimer is an AfterFunc callback; e is its entry in the timer heap
+// while it is pending.
 type simTimer struct {
 	s *sched
 	e *timerEntry
+}
+
+// Reset implements clock.Resetter: the callback is due again d from now, in
+// a new entry, ordered after every timer made or reset before it.
+func (t *simTimer) Reset(d time.Duration) bool {
+	if t.s == nil { // made after the run ended: it never fires
+		return false
+	}
+	s := t.s
+	s.checkLiveCaller()
+	if s.ended {
+		return false
+	}
+	pending := t.e.index >= 0
+	if pending {
+		s.timers.remove(t.e)
+	}
+	t.e = s.addTimer(s.deadline(max(d, 0)), nil, t.e.fn)
+	return pending
 }
 
 func (t *simTimer) Stop() bool {
