@@ -122,7 +122,7 @@ func (q *Queue[T]) PutContext(ctx context.Context, v T) error {
 	q.mu.Lock()
 	var err error
 	if b := q.bounded; b != nil {
-		err = waitCtx(q.rt, ctx, q.mu, b.notFull, b.putPoint, func() bool { return q.closed || q.n < b.n })
+		err = WaitContext(q.rt, ctx, q.mu, b.notFull, b.putPoint, func() bool { return q.closed || q.n < b.n })
 	} else {
 		err = ctx.Err()
 	}
@@ -205,7 +205,7 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 // Put it may have taken, so no other waiting Get is left behind.
 func (q *Queue[T]) GetContext(ctx context.Context) (v T, err error) {
 	q.mu.Lock()
-	err = waitCtx(q.rt, ctx, q.mu, q.nonEmpty, q.getPoint, func() bool { return q.n > 0 || q.closed })
+	err = WaitContext(q.rt, ctx, q.mu, q.nonEmpty, q.getPoint, func() bool { return q.n > 0 || q.closed })
 	switch {
 	case err != nil:
 	case q.n > 0:

@@ -63,7 +63,7 @@ func (s *Semaphore) Acquire() {
 // behind with a permit free.
 func (s *Semaphore) AcquireContext(ctx context.Context) error {
 	s.mu.Lock()
-	err := waitCtx(s.rt, ctx, s.mu, s.free, s.acquirePoint, func() bool { return s.held < s.n })
+	err := WaitContext(s.rt, ctx, s.mu, s.free, s.acquirePoint, func() bool { return s.held < s.n })
 	if err == nil {
 		s.held++
 	}

@@ -54,14 +54,22 @@ func (w *ctxWake) end() {
 	w.stop()
 }
 
-// waitCtx waits at point on c, whose mutex mu the caller holds, until
-// ready reports that what the call waits for is there (or will never come:
-// a closed queue), or until ctx is done: then it returns ctx.Err(). A done
-// ctx wins whenever it looks, ready or not. It watches ctx only once it
-// has to wait. A call that gives up after it waited, with what it waited
-// for there, passes on the Signal that may have woken it rather than
-// another waiter, which would then wait on beside it.
-func waitCtx(rt Runtime, ctx context.Context, mu Mutex, c Cond, point string, ready func() bool) error {
+// WaitContext is a Cond wait with a context, the monitor's form of a
+// select on a channel and ctx.Done(): the caller holds mu, c's mutex, and
+// WaitContext waits at point on c until ready reports that what the call
+// waits for is there (or will never come), returning nil, or until ctx is
+// done, returning ctx.Err(). ready is called with mu held, after every
+// wake-up; a done ctx wins whenever it looks, ready or not. ctx is watched
+// (on a Runtime that is a ContextWatcher, as both of this module's are)
+// only once the call has to wait. A call that gives up after it waited,
+// with what it waited for there, passes on the Signal that may have woken
+// it rather than another waiter, which would then wait on beside it.
+//
+//	mu.Lock()
+//	err := task.WaitContext(rt, ctx, mu, nonEmpty, "inbox.get", func() bool { return len(items) > 0 })
+//	// err == nil: items is not empty; else ctx.Err()
+//	mu.Unlock()
+func WaitContext(rt Runtime, ctx context.Context, mu Mutex, c Cond, point string, ready func() bool) error {
 	var (
 		err    error
 		w      *ctxWake
