@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/llmdst/llmdst/failpoints"
@@ -38,6 +39,10 @@ type Config struct {
 	// MaxModelLen is the longest sequence, prompt and output, in tokens;
 	// 0 means 131072.
 	MaxModelLen int
+	// SchedulingPolicy orders the waiting queue and picks the running
+	// request to preempt, vLLM's --scheduling-policy; the zero value is
+	// PolicyFCFS.
+	SchedulingPolicy SchedulingPolicy
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -99,8 +104,39 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxModelLen must be ≤ %d, got %d", MaxModelLenMax, c.MaxModelLen)
 	case c.NumBlocks < 1: // after the fields a zero NumBlocks derives from
 		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
+	case c.SchedulingPolicy > PolicyPriority:
+		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}
 	return nil
+}
+
+// SchedulingPolicy is how the scheduler orders the requests that wait and
+// chooses the running request to preempt when KV blocks run out, as vLLM's
+// SchedulingPolicy.
+type SchedulingPolicy uint8
+
+const (
+	// PolicyFCFS serves requests in order of arrival, puts a preempted
+	// request back at the front of the waiting queue, and preempts the
+	// newest running request: vLLM's "fcfs", the default and the zero
+	// value.
+	PolicyFCFS SchedulingPolicy = iota
+	// PolicyPriority serves waiting requests by Request.Priority, lower
+	// first, then by arrival, and preempts the running request that comes
+	// last in that order: vLLM's "priority". Arrival is (Incarnation,
+	// Index), so that the order is total.
+	PolicyPriority
+)
+
+// String returns the policy's name as vLLM's --scheduling-policy takes it.
+func (p SchedulingPolicy) String() string {
+	switch p {
+	case PolicyFCFS:
+		return "fcfs"
+	case PolicyPriority:
+		return "priority"
+	}
+	return "SchedulingPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
 // BlocksFor returns the KV blocks that n tokens occupy.

@@ -1,6 +1,7 @@
 // Package core is the engine core of vLLM's v1 serving engine, modelled in
 // Go: a continuous-batching Scheduler with chunked prefill, paged KV blocks
-// and preemption by recompute, stop checks, a deterministic Model and a toy
+// and preemption by recompute, first-come-first-served or by priority
+// (SchedulingPolicy), stop checks, a deterministic Model and a toy
 // Tokenizer, and the busy loop that feeds them from queues (EngineCore).
 //
 // The Scheduler, the KV accounting and the stop checks are plain methods on

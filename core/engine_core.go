@@ -215,6 +215,13 @@ func (c *EngineCore) runStep() {
 		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
 	if len(so.Scheduled) == 0 {
+		if c.cfg.SchedulingPolicy == PolicyPriority && len(so.Preempted) > 0 && c.sched.Stats().Running > 0 {
+			// Under PolicyPriority a request can be its own victim with
+			// requests after it still running: the step stops there, and
+			// the next one runs them, as vLLM's empty step does.
+			c.syncHeld()
+			return
+		}
 		c.rejectUnschedulable()
 		return
 	}

@@ -86,9 +86,13 @@ type Request struct {
 	// Index is which of the N sequences of a parallel-sampling request
 	// this is (vLLM's child request "INDEX_PARENT"), 0 for a request of one
 	// sequence. Each sequence samples with a key of its own (SequenceKey).
-	Index  int
-	Prompt []int
-	Params SamplingParams
+	Index int
+	// Priority places the request under PolicyPriority: a lower value is
+	// served first and preempted last, as vLLM's priority; every sequence
+	// of a request has its request's. Under PolicyFCFS it is not read.
+	Priority int
+	Prompt   []int
+	Params   SamplingParams
 
 	Output      []int // sampled tokens
 	NumComputed int   // tokens whose KV is computed

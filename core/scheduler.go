@@ -48,16 +48,22 @@ type SchedulerStats struct {
 	KVNumBlocks  int
 }
 
-// Scheduler is vLLM's v1 request scheduler as a plain state machine: FCFS
+// Scheduler is vLLM's v1 request scheduler as a plain state machine:
 // waiting and running queues, a token budget per step with chunked prefill,
-// paged KV blocks, and preemption by recompute of the newest running request
-// when blocks run out. It has no locks and no tasks; EngineCore drives it.
+// paged KV blocks, and preemption by recompute when blocks run out. Under
+// PolicyFCFS the waiting queue is in order of arrival and the newest running
+// request is preempted; under PolicyPriority the waiting queue is in order
+// of (Priority, Incarnation, Index) and the running request last in that
+// order is preempted. It has no locks and no tasks; EngineCore drives it.
 type Scheduler struct {
 	cfg      Config
 	requests map[string]*Request // by internal id; never ranged over
-	waiting  []*Request          // FCFS; preempted requests go back to the front
-	running  []*Request          // in admission order: the last is the newest
-	free     int                 // free KV blocks
+	// waiting is in arrival order under PolicyFCFS, preempted requests
+	// back at the front; in priority order under PolicyPriority, preempted
+	// requests back at their place.
+	waiting []*Request
+	running []*Request // in admission order: the last is the newest
+	free    int        // free KV blocks
 
 	preemptions int64
 	frames      uint64
@@ -86,8 +92,54 @@ func (s *Scheduler) AddRequest(r *Request) error {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
 	s.requests[r.InternalID] = r
-	s.waiting = append(s.waiting, r)
+	if s.cfg.SchedulingPolicy == PolicyPriority {
+		s.waiting = slices.Insert(s.waiting, s.waitingPlace(r, false), r)
+	} else {
+		s.waiting = append(s.waiting, r)
+	}
 	return nil
+}
+
+// priorityOrder is PolicyPriority's order: vLLM's (priority, arrival_time),
+// with arrival as (Incarnation, Index), the order of AddRequest calls and
+// of a request's sequences.
+func priorityOrder(a, b *Request) int {
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Incarnation, b.Incarnation), cmp.Compare(a.Index, b.Index))
+}
+
+// waitingPlace returns where r goes in a waiting queue in priority order:
+// after every request that comes before it. Among requests of the same key,
+// which the engine never makes, the queue keeps FCFS's order: a new request
+// goes after them and a preempted one before them.
+func (s *Scheduler) waitingPlace(r *Request, preempted bool) int {
+	lo, hi := 0, len(s.waiting)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c := priorityOrder(s.waiting[m], r)
+		if c < 0 || c == 0 && !preempted {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// victim returns the running request to preempt when KV blocks run out:
+// the newest under PolicyFCFS; under PolicyPriority the one that comes
+// last in priority order, vLLM's max(running, key=(priority, arrival_time)),
+// the newest among equals.
+func (s *Scheduler) victim() int {
+	v := len(s.running) - 1
+	if s.cfg.SchedulingPolicy != PolicyPriority {
+		return v
+	}
+	for i := v - 1; i >= 0; i-- {
+		if priorityOrder(s.running[i], s.running[v]) > 0 {
+			v = i
+		}
+	}
+	return v
 }
 
 // Get returns the live request with internal id id.
@@ -140,12 +192,18 @@ func (s *Scheduler) finish(r *Request, status Status) {
 // RejectUnschedulable ends the head of the waiting queue with an error when
 // nothing runs and it still could not be scheduled: it needs more KV blocks
 // than the whole cache has, and would otherwise wait forever. It returns the
-// request it ended.
+// request it ended. Called after a Schedule that scheduled nothing: when
+// that step preempted, the request that could not be scheduled is the last
+// it preempted — its own victim, alone in the cache — which under
+// PolicyFCFS is the head and under PolicyPriority need not be.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
 	if len(s.running) > 0 || len(s.waiting) == 0 {
 		return nil, false
 	}
 	r := s.waiting[0]
+	if n := len(s.out.Preempted); n > 0 && s.out.Preempted[n-1].Status == StatusPreempted {
+		r = s.out.Preempted[n-1]
+	}
 	s.finish(r, StatusFinishedError)
 	return r, true
 }
@@ -198,9 +256,11 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 }
 
 // Schedule decides what the next step computes: running requests first,
-// preempting the newest running request while KV blocks run out, then
-// waiting requests while there is budget and room — but none when something
-// was preempted this step. The output is valid until the next call.
+// preempting while KV blocks run out (the newest running request, or under
+// PolicyPriority the last in priority order), then waiting requests, from
+// the head of the waiting queue, while there is budget and room — but none
+// when something was preempted this step. The output is valid until the
+// next call.
 func (s *Scheduler) Schedule() *SchedulerOutput {
 	out := &s.out
 	clear(out.Scheduled)
@@ -215,7 +275,15 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			continue
 		}
 		for !s.grow(r, r.NumComputed+n) {
-			victim := s.running[len(s.running)-1]
+			v := s.victim()
+			victim := s.running[v]
+			if v < i {
+				// A request before r (only PolicyPriority picks one): its
+				// share of this step is undone, as vLLM does, and r moves
+				// down a place with it gone.
+				budget += s.unschedule(victim)
+				i--
+			}
 			s.preempt(victim)
 			out.Preempted = append(out.Preempted, victim)
 			if victim == r {
@@ -223,7 +291,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			}
 		}
 		if r.Status == StatusPreempted {
-			break // r itself was the newest; nothing after it runs either
+			break // r itself was the victim; nothing after it runs either
 		}
 		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
 		out.TotalTokens += n
@@ -248,8 +316,25 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	return out
 }
 
-// preempt frees r's blocks and puts it at the front of the waiting queue, to
-// be computed again from its first token (recompute).
+// unschedule takes r's share out of the step being scheduled, if it has
+// one, and returns the tokens it gives back to the budget. Its blocks go
+// with its preemption.
+func (s *Scheduler) unschedule(r *Request) int {
+	out := &s.out
+	i := slices.IndexFunc(out.Scheduled, func(sc Scheduled) bool { return sc.Req == r })
+	if i < 0 {
+		return 0
+	}
+	n := out.Scheduled[i].NumTokens
+	out.Scheduled = slices.Delete(out.Scheduled, i, i+1)
+	out.TotalTokens -= n
+	return n
+}
+
+// preempt frees r's blocks and puts it back in the waiting queue — at the
+// front under PolicyFCFS, at its place under PolicyPriority (vLLM's
+// prepend_request of a priority queue is an add) — to be computed again
+// from its first token (recompute).
 func (s *Scheduler) preempt(r *Request) {
 	s.freeBlocks(r)
 	r.NumComputed = 0
@@ -257,7 +342,11 @@ func (s *Scheduler) preempt(r *Request) {
 	r.Preemptions++
 	s.preemptions++
 	s.running = remove(s.running, r)
-	s.waiting = slices.Insert(s.waiting, 0, r)
+	at := 0
+	if s.cfg.SchedulingPolicy == PolicyPriority {
+		at = s.waitingPlace(r, true)
+	}
+	s.waiting = slices.Insert(s.waiting, at, r)
 }
 
 // Sample asks the model for the token of every scheduled request that
