@@ -215,7 +215,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 // sequence of it, and its ABORT right after when an Abort came first.
 func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
 	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
-		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Prompt: prompt,
+		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Priority: p.Priority, Prompt: prompt,
 		Params: p.Sampling(),
 	}})
 	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way

@@ -47,6 +47,10 @@ type Config struct {
 	// MaxModelLen is the longest sequence in tokens; 0 means 131072, and
 	// it can be at most core.MaxModelLenMax (2^29).
 	MaxModelLen int
+	// SchedulingPolicy is vLLM's --scheduling-policy: PolicyFCFS, the
+	// zero value, or PolicyPriority, which serves requests by
+	// Params.Priority and preempts the least urgent running request.
+	SchedulingPolicy SchedulingPolicy
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value means none (benchmarks).
 	StepTime time.Duration
@@ -69,7 +73,7 @@ type Config struct {
 func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
-		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, StepTime: c.StepTime, Model: c.Model,
+		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy, StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
@@ -86,6 +90,20 @@ const (
 	FinishStop   = core.FinishStop
 	FinishAbort  = core.FinishAbort
 	FinishError  = core.FinishError
+)
+
+// SchedulingPolicy is how the core orders waiting requests and chooses
+// whom to preempt; see core.SchedulingPolicy.
+type SchedulingPolicy = core.SchedulingPolicy
+
+// Scheduling policies.
+const (
+	// PolicyFCFS: first come, first served; the newest running request is
+	// preempted. The default.
+	PolicyFCFS = core.PolicyFCFS
+	// PolicyPriority: by Params.Priority, lower first, then by arrival;
+	// the running request last in that order is preempted.
+	PolicyPriority = core.PolicyPriority
 )
 
 // OutputKind says what each output of a request carries, as vLLM's
@@ -139,6 +157,13 @@ type Params struct {
 	// its own tokens (core.SequenceKey); its outputs carry them in
 	// Output.Completions, and it finishes when every sequence has.
 	N int
+	// Priority is the request's place under Config.SchedulingPolicy
+	// PolicyPriority, vLLM's priority: a lower value is scheduled first
+	// and preempted last; requests of equal priority go in order of
+	// arrival, and every sequence of a request has its priority. It must
+	// be 0 under PolicyFCFS, as vLLM refuses a priority it would not
+	// honour.
+	Priority int
 }
 
 // MaxN is the most sequences one request may ask for (Params.N).

@@ -16,6 +16,14 @@
 // request's one collector; Abort and Cancel abort every sequence that has
 // not ended, and the outputs carry the sequences in Output.Completions.
 //
+// Config.SchedulingPolicy PolicyPriority is vLLM's --scheduling-policy
+// priority: the core serves waiting requests by Params.Priority, lower
+// first, then in order of arrival, and when KV blocks run out preempts the
+// running request that comes last in that order; every sequence of a
+// request has the request's priority. Under the default, PolicyFCFS, a
+// Priority other than 0 is refused with ErrInvalidRequest, as vLLM refuses
+// it.
+//
 // The caller's duties:
 //
 //  1. Build the engine with New from inside a task of the Runtime it runs on

@@ -32,6 +32,11 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return bad("stop token ids must be ≥ 0, got %d", p.StopTokenIDs[negStop])
 	case slices.Contains(p.Stop, ""):
 		return bad("stop strings must not be empty")
+	case p.Priority != 0 && e.ccfg.SchedulingPolicy != PolicyPriority:
+		// vLLM's input processor: "Got priority X but Priority scheduling
+		// is not enabled."
+		return bad("Priority %d needs the priority scheduling policy, but the engine's SchedulingPolicy is %s: set Config.SchedulingPolicy to PolicyPriority, or leave Priority 0",
+			p.Priority, e.ccfg.SchedulingPolicy)
 	case len(prompt) == 0:
 		return bad("the prompt must not be empty")
 	case len(prompt) >= e.ccfg.MaxModelLen:
