@@ -23,10 +23,13 @@ import (
 // away, WaitIdle, and engine configurations that force preemption, chunked
 // prefill, one frame per output chunk, a model that ends sequences on its
 // own, and no step latency; half the time, one to three armed failpoints
-// (unless the options arm their own); and, a third of the time, requests
-// of two or three sequences (parallel sampling) among the others. Those are
-// drawn from a stream of their own, so that every other draw of a seed is
-// what it was before they existed.
+// (unless the options arm their own); a third of the time, requests of two
+// or three sequences (parallel sampling) among the others; and, a third of
+// the time, the priority scheduling policy: each request draws a priority,
+// half of them a long MaxTokens too, and half of those runs go under KV
+// pressure, so that priority decides whom to preempt. Sequences and
+// priorities are each drawn from a stream of their own, so that every
+// other draw of a seed is what it was before they existed.
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -40,6 +43,15 @@ func init() { Register(Swarm) }
 // sampling from ("SEQUENCE").
 const streamSequences uint64 = 0x53455155454e4345
 
+// streamPriority is the stream of the seed that swarm draws the priority
+// policy, the requests' priorities and their long MaxTokens from
+// ("PRIORITY").
+const streamPriority uint64 = 0x5052494f52495459
+
+// swarmPriorities are the priorities a request draws under the priority
+// policy: one more urgent than the default, the default, and two less.
+var swarmPriorities = []int{-1, 0, 1, 2}
+
 // swarmConfig is one of the engine configurations swarm draws from.
 type swarmConfig struct {
 	name string
@@ -48,12 +60,15 @@ type swarmConfig struct {
 
 var swarmConfigs = []swarmConfig{
 	{"default", engine.Config{StepTime: FoundingStepTime}},
-	{"kv-pressure", engine.Config{StepTime: FoundingStepTime, BlockSize: 4, NumBlocks: 32}},
+	kvPressure,
 	{"small-batch", engine.Config{StepTime: FoundingStepTime, MaxNumSeqs: 2, MaxNumBatchedTokens: 6}},
 	{"chunk-1", engine.Config{StepTime: FoundingStepTime, OutputChunkSize: 1}},
 	{"eos", engine.Config{StepTime: FoundingStepTime, Model: core.ToyModel{EOSOdds: 6}}},
 	{"no-latency", engine.Config{StepTime: -1}},
 }
+
+// kvPressure is the configuration that preempts most.
+var kvPressure = swarmConfig{"kv-pressure", engine.Config{StepTime: FoundingStepTime, BlockSize: 4, NumBlocks: 32}}
 
 // features a run may enable.
 type features struct {
@@ -99,8 +114,18 @@ var swarmPrompts = []string{"hello", "the quick brown fox", "one two three four 
 
 func swarm(x *Run) error {
 	sc := swarmConfigs[x.Rand.Intn(len(swarmConfigs))]
+	var prios sim.Chooser // nil: FCFS, every request of priority 0
+	if p := sim.NewPCGChooser(x.Opts.Seed, streamPriority); p.Intn(3) == 0 {
+		prios = p
+		if p.Intn(2) == 0 {
+			sc = kvPressure // x.Rand's draw stands, so that its later draws do not move
+		}
+	}
 	f := drawFeatures(x)
 	cfg := sc.cfg
+	if prios != nil {
+		cfg.SchedulingPolicy = engine.PolicyPriority
+	}
 	if f.faults && len(x.Opts.Failpoints) == 0 {
 		o := x.Opts
 		o.Failpoints = drawFaults(x)
@@ -129,10 +154,15 @@ func swarm(x *Run) error {
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model, seqs)
+		script := drawScript(x, f, ids, model, seqs, prios)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
+	// The scripts take ErrEngineDead as the clear error it is; but only a
+	// failpoint that kills the model may kill the engine.
+	if died := x.Checker.Dead(); died != nil && !cfg.Faults.Armed(failpoints.ModelPanic) && !x.Faults.Armed(failpoints.ModelPanic) {
+		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
+	}
 	return errors.Join(errs...)
 }
 
@@ -158,7 +188,7 @@ const (
 	opWaitIdle               // WaitIdle
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model, seqs sim.Chooser) []op {
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios sim.Chooser) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -209,6 +239,15 @@ func drawScript(x *Run, f features, ids []string, model core.Model, seqs sim.Cho
 		}
 		if seqs != nil && seqs.Intn(3) == 0 {
 			o.params.N = 2 + seqs.Intn(2)
+		}
+		if prios != nil {
+			o.params.Priority = swarmPriorities[prios.Intn(len(swarmPriorities))]
+			if prios.Intn(2) == 0 {
+				// Long requests side by side run the cache out: priority
+				// then decides whom to preempt. MinTokens and the stops
+				// drawn for the shorter request still hold.
+				o.params.MaxTokens = max(o.params.MaxTokens, 40+prios.Intn(60))
+			}
 		}
 		if o.kind == opBatch {
 			for _, id := range ids {
