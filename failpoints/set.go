@@ -109,6 +109,18 @@ func (s *Set) fires(p *Point) bool {
 	return ok
 }
 
+// Armed reports whether p is armed in the set: it may fire. A nil Set is
+// the process-wide one.
+func (s *Set) Armed(p *Point) bool {
+	if s == nil || s.global {
+		return p.armed.Load()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.terms[p]
+	return ok
+}
+
 // Value reports whether p fires now, and its value.
 func (s *Set) Value(p *Point) (string, bool) {
 	if s == nil {

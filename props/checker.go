@@ -127,6 +127,7 @@ type Checker struct {
 	incs   []*incarnation  // by incarnation number, which an engine hands out densely from 1
 	usedID map[string]bool // external ids seen
 	dead   bool            // the engine died: every live request ends with an error
+	cause  error           // why it died
 	// inCore are the incarnations (and sequences) the core holds, as its
 	// own events tell: admitted, and neither aborted nor finished in the
 	// core since.
@@ -299,7 +300,7 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventRequestOutput:
 		c.requestOutput(ev)
 	case core.EventDead:
-		c.dead = true
+		c.dead, c.cause = true, ev.Err
 		clear(c.inCore)
 	case core.EventIdle:
 		// The checker's own account of the core, not the engine's counter
@@ -496,6 +497,20 @@ func (c *Checker) Finish() error {
 		}
 	}
 	return c.Err()
+}
+
+// Dead returns why the engine died, or nil while it has not: a workload
+// that did not mean to kill it can tell an unexpected death, which the
+// properties allow (every request then ends with the error), from one it
+// caused.
+func (c *Checker) Dead() error {
+	if !c.dead {
+		return nil
+	}
+	if c.cause == nil {
+		return engine.ErrEngineDead
+	}
+	return c.cause
 }
 
 // Summary counts what the checker saw, for reports.

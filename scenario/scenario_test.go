@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/internal/golden"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
@@ -254,4 +256,38 @@ func TestAStepLimitedRunIsNotAPropertyFailure(t *testing.T) {
 	require.ErrorAs(t, err, &sl)
 	var v *props.Violation
 	assert.False(t, errors.As(err, &v), "no property is named: %v", err)
+}
+
+// panicModel is a model that fails to sample any token past the second:
+// the checker, which asks the model only for tokens the core emitted,
+// never meets the failure.
+type panicModel struct{ core.ToyModel }
+
+func (m panicModel) TokenAt(key uint64, i int) int {
+	if i >= 2 {
+		panic("the model fell over")
+	}
+	return m.ToyModel.TokenAt(key, i)
+}
+
+// TestSwarmFailsOnAnEngineDeathItDidNotCause: swarm takes ErrEngineDead as
+// the clear error it is when a failpoint it armed kills the model, and
+// fails the run when the engine died of anything else.
+func TestSwarmFailsOnAnEngineDeathItDidNotCause(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	died := func(opts scenario.Options) error {
+		opts.Engine = func(c *engine.Config) { c.Model = panicModel{} }
+		prog, out := scenario.Swarm.Program(opts)
+		res := sim.Run(sim.Options{Seed: opts.Seed, Strategy: st}, prog)
+		return out.Err(res.Err)
+	}
+	// A failpoint of the options' own that never fires keeps swarm from
+	// drawing failpoints, model-panic among them.
+	err := died(scenario.Options{Seed: 1, Failpoints: []string{"engine/abort-after-add=off"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the engine died, and no failpoint kills the model")
+
+	// The same death with the model-panic failpoint armed is the run's own
+	// doing: the requests end with ErrEngineDead, and the run passes.
+	assert.NoError(t, died(scenario.Options{Seed: 1, Failpoints: []string{"core/model-panic=1000*off->panic(x)"}}))
 }
