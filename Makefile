@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet cc bench bench-ab sim simrun e2e fuzz docs
+.PHONY: all test test-plain lint fmt-check vet cc bench bench-ab pgo sim simrun e2e fuzz docs
 
 all: test
 
@@ -46,6 +46,12 @@ sim: simrun
 ## and write their real output back (review with git diff)
 docs:
 	$(GO) run ./scripts/rundoc README.md docs/TRIAGE.md
+
+## pgo: write cmd/simrun/default.pgo, the CPU profile simrun (and make
+## bench) is built with, from sweeps of every scenario and the benchmarks
+## of the switch and the engine
+pgo:
+	GO=$(GO) ./scripts/pgo.sh
 
 ## bench: the performance benchmarks, 6 counts each (out/bench/bench.txt,
 ## which benchstat compares), a stress of real processes against a sweep,

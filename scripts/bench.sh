@@ -11,6 +11,10 @@ GO=${GO:-go}
 BENCHSTAT=${BENCHSTAT:-"$GO run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"}
 mkdir -p "$OUT"
 export GOGC=400 # as simrun runs its sweeps
+# The benchmarks are built with the profile simrun is built with (go build
+# picks up cmd/simrun/default.pgo; make pgo writes it), so that they measure
+# what a sweep runs. PGO=off measures without it.
+PGO=${PGO:-$(pwd)/cmd/simrun/default.pgo}
 
 # Each package's benchmarks are built once, then every benchmark runs once
 # per round, COUNT rounds: this machine's speed drifts over minutes, and
@@ -19,7 +23,7 @@ export GOGC=400 # as simrun runs its sweeps
 bin=$(pwd)/$OUT/bin
 mkdir -p "$bin"
 for pkg in sim scenario engine task failpoints; do
-	$GO test -c -o "$bin/$pkg.test" "./$pkg"
+	$GO test -c -pgo="$PGO" -o "$bin/$pkg.test" "./$pkg"
 done
 bench() { # PKG ARGS...: one round of a package's benchmarks, from its directory
 	local pkg=$1
@@ -36,8 +40,8 @@ for round in $(seq "$COUNT"); do
 	bench failpoints -test.bench 'BenchmarkDisarmed'
 done | tee "$OUT/bench.txt"
 
-$GO build -o bin/simrun ./cmd/simrun
-$GO test -c -o bin/engine.test ./engine
+$GO build -pgo="$PGO" -o bin/simrun ./cmd/simrun
+$GO test -c -pgo="$PGO" -o bin/engine.test ./engine
 # The real-runtime founding test on the legacy engine, as 40 processes at a
 # time; then the simulator on the same case. Both exit 1 when they find a
 # failure.
@@ -45,6 +49,6 @@ bin/simrun stress -p 40 -rounds 5 -json -env LLMDST_LEGACY=1 -- \
 	bin/engine.test -test.run '^TestAbortReuseRealRuntime$' -test.count=1 >"$OUT/stress.json" || [ $? -eq 1 ]
 bin/simrun sweep -scenario abort-reuse -legacy -seeds 1-100000 -json -quiet -out "$OUT" >"$OUT/sweep.json" || [ $? -eq 1 ]
 
-$GO run ./scripts/perfdoc -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" >docs/PERFORMANCE.md
+$GO run ./scripts/perfdoc -pgo "$PGO" -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" >docs/PERFORMANCE.md
 $BENCHSTAT "$OUT/bench.txt"
 echo "bench: wrote docs/PERFORMANCE.md"

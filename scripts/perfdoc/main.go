@@ -125,6 +125,7 @@ func main() {
 	benchFile := flag.String("bench", "out/bench/bench.txt", "go test -bench output")
 	stressFile := flag.String("stress", "out/bench/stress.json", "simrun stress -json output")
 	sweepFile := flag.String("sweep", "out/bench/sweep.json", "simrun sweep -json output")
+	pgo := flag.String("pgo", "off", "the profile the benchmarks were built with (go build -pgo), or off")
 	flag.Parse()
 	f, err := os.Open(*benchFile)
 	if err != nil {
@@ -145,7 +146,7 @@ func main() {
 	}
 	w := bufio.NewWriter(os.Stdout)
 	// The benchmarks ran on this machine just before, with its GOMAXPROCS.
-	write(w, bench, env, &stress, &sweep, runtime.GOMAXPROCS(0))
+	write(w, bench, env, &stress, &sweep, runtime.GOMAXPROCS(0), *pgo)
 	if err := w.Flush(); err != nil {
 		fail(err)
 	}
@@ -196,7 +197,7 @@ func verdict(ok, met bool) string {
 	return "**not met**"
 }
 
-func write(w io.Writer, b map[string]*result, env map[string]string, stress *stressSummary, sweep *sweepSummary, procs int) {
+func write(w io.Writer, b map[string]*result, env map[string]string, stress *stressSummary, sweep *sweepSummary, procs int, pgo string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	// at names a benchmark that make bench runs without -test.cpu: go test
 	// appends the GOMAXPROCS it ran at, "-4" on four cores, nothing at 1.
@@ -213,6 +214,12 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("Every figure is the median of the benchmark's counts, one a round, the rounds one after")
 	p("another; `out/bench/bench.txt` holds them all, and `benchstat` compares two such files. Runs")
 	p("use GOGC=400, as `simrun` does.")
+	if pgo == "off" || pgo == "" {
+		p("The binaries were built without profile-guided optimisation (PGO=off).")
+	} else {
+		p("The binaries were built with the profile `cmd/simrun/default.pgo` (profile-guided")
+		p("optimisation), as `go build ./cmd/simrun` builds `simrun`; `make pgo` writes it again.")
+	}
 	p("")
 	p("**Machine:** %s, %s/%s, %d cores seen by Go, %s; a shared virtual machine whose speed drifts",
 		env["cpu"], env["goos"], env["goarch"], runtime.NumCPU(), runtime.Version())

@@ -51,7 +51,7 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		b, env, err := parseBench(strings.NewReader(text))
 		require.NoError(t, err)
 		var out strings.Builder
-		write(&out, b, env, &stressSummary{}, &sweepSummary{}, tc.procs)
+		write(&out, b, env, &stressSummary{}, &sweepSummary{}, tc.procs, "off")
 		doc := out.String()
 		assert.Contains(t, doc, "| a task switch (decision and baton pass) | < 100 ns | 101 ns | 101 – 101 (1) | **not met** |", "procs %d", tc.procs)
 		assert.Contains(t, doc, "| Yield on the real runtime | < 2 ns | 0.55 ns |", "procs %d", tc.procs)
