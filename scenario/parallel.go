@@ -1,9 +1,7 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 
 	"github.com/llmdst/llmdst/core"
@@ -123,17 +121,7 @@ func (x *Run) checkSeqs(r *engine.Request, kind engine.OutputKind, n, k int) err
 // kind: the tokens each received, Delta outputs concatenated, the latest
 // of the others.
 func (x *Run) drainSeqs(r *engine.Request, kind engine.OutputKind) (seqs [][]int, last engine.Output, err error) {
-	for {
-		if x.Failed() {
-			return seqs, last, errStopped
-		}
-		out, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return seqs, last, nil
-			}
-			return seqs, last, err
-		}
+	last, err = x.readAll(r, func(out engine.Output) {
 		for _, c := range out.Completions {
 			for len(seqs) <= c.Index {
 				seqs = append(seqs, nil)
@@ -144,8 +132,8 @@ func (x *Run) drainSeqs(r *engine.Request, kind engine.OutputKind) (seqs [][]int
 				seqs[c.Index] = c.TokenIDs
 			}
 		}
-		last = out
-	}
+	})
+	return seqs, last, err
 }
 
 // wantSeq returns the model's first n tokens of sequence index for prompt.

@@ -285,18 +285,26 @@ var errStopped = errors.New("scenario: stopped after a property violation")
 // output and the first error other than io.EOF. It stops early, with
 // errStopped, once the checker has seen a violation.
 func (x *Run) drain(r *engine.Request) (tokens []int, last engine.Output, err error) {
+	last, err = x.readAll(r, func(out engine.Output) { tokens = append(tokens, out.TokenIDs...) })
+	return tokens, last, err
+}
+
+// readAll reads r to its end, handing each output to take, and returns
+// the last output and the first error other than io.EOF. It stops early,
+// with errStopped, once the checker has seen a violation.
+func (x *Run) readAll(r *engine.Request, take func(engine.Output)) (last engine.Output, err error) {
 	for {
 		if x.Failed() {
-			return tokens, last, errStopped
+			return last, errStopped
 		}
 		out, err := r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return tokens, last, nil
+				return last, nil
 			}
-			return tokens, last, err
+			return last, err
 		}
-		tokens = append(tokens, out.TokenIDs...)
+		take(out)
 		last = out
 	}
 }
