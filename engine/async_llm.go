@@ -67,6 +67,7 @@ type reqState struct {
 	index  int
 	parent *parentReq
 	tokens []int // every token delivered so far
+	sent   int   // of tokens, how many Delta outputs carried (StreamInterval > 1)
 	detok  detokenizer
 	// add orders an Abort that comes before AddRequest has sent the ADD:
 	// the ABORT must reach the core after it, or the core would run the
@@ -115,6 +116,9 @@ func New(cfg Config) (*AsyncLLM, error) {
 	}
 	if cfg.OutputChunkSize < 0 {
 		return nil, fmt.Errorf("engine: OutputChunkSize must be ≥ 0, got %d", cfg.OutputChunkSize)
+	}
+	if cfg.StreamInterval < 0 {
+		return nil, fmt.Errorf("engine: StreamInterval must be ≥ 0, got %d", cfg.StreamInterval)
 	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {
@@ -231,7 +235,7 @@ func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, pa
 		internal = strconv.Itoa(index) + "_" + internal // vLLM's child request id
 	}
 	st := &reqState{id: id, internalID: internal, incarnation: inc, index: index, parent: par, kind: p.Output, promptLen: len(prompt),
-		c: c, detok: newDetokenizer(p.Stop, p.MinTokens, p.Output)}
+		c: c, detok: newDetokenizer(p.Stop, p.MinTokens, p.Output, e.cfg.StreamInterval > 1)}
 	e.states[internal] = st
 	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p})
 	return st
@@ -565,6 +569,9 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	if s, hit := st.detok.update(text); hit {
 		finished, reason, stopReason = true, FinishStop, s
 	}
+	if e.holdsBack(st, finished) {
+		return false
+	}
 	if out, ok := e.makeOutput(st, f.NewTokens, finished, reason, stopReason); ok {
 		st.c.put(out)
 	}
@@ -575,17 +582,31 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	return !f.Finished
 }
 
+// holdsBack reports whether a Delta output of st waits for more tokens, as
+// vLLM's stream_interval: until the interval's worth of tokens since the
+// last one, except the first token and the finish.
+func (e *AsyncLLM) holdsBack(st *reqState, finished bool) bool {
+	n := e.cfg.StreamInterval
+	return n > 1 && st.kind == Delta && !finished && st.sent > 0 && len(st.tokens)-st.sent < n
+}
+
 // makeOutput builds the output of a request after new tokens, as vLLM's
-// _make_request_output: FinalOnly builds nothing until finished.
+// _make_request_output: FinalOnly builds nothing until finished. Under a
+// StreamInterval a Delta output carries every token since the last one.
 func (e *AsyncLLM) makeOutput(st *reqState, newTokens []int, finished bool, reason FinishReason, stopReason string) (Output, bool) {
 	if !finished && st.kind == FinalOnly {
 		return Output{}, false
 	}
 	delta := st.kind == Delta
 	out := Output{RequestID: st.id, Text: st.detok.next(finished, delta), Finished: finished, PromptTokens: st.promptLen}
-	if delta {
+	switch {
+	case delta && e.cfg.StreamInterval > 1:
+		n := len(st.tokens)
+		out.TokenIDs = st.tokens[st.sent:n:n] // no room past it: a merge copies
+		st.sent = n
+	case delta:
 		out.TokenIDs = newTokens
-	} else {
+	default:
 		out.TokenIDs = slices.Clone(st.tokens)
 	}
 	if finished {

@@ -60,6 +60,13 @@ type Config struct {
 	// OutputChunkSize is how many frames the output handler processes
 	// before it yields; 0 means 128 (vLLM's VLLM_V1_OUTPUT_PROC_CHUNK_SIZE).
 	OutputChunkSize int
+	// StreamInterval is how many new tokens a Delta output waits for,
+	// vLLM's --stream-interval; 0 or 1 means an output for every token. As
+	// in vLLM the first token and the finish go out at once, an output
+	// then carries every token held back (an abort's final output too),
+	// and only Delta outputs are held back: vLLM's check never holds back
+	// a Cumulative one.
+	StreamInterval int
 	// Observer, if set, receives every event of the engine, in the task
 	// where it happened, sometimes with the frontend's lock held: it must
 	// not call back into the engine.

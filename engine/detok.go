@@ -31,12 +31,15 @@ type detokenizer struct {
 	pending   string // Delta without text kept: the newest frame's text
 }
 
-func newDetokenizer(stops []string, minTokens int, kind OutputKind) detokenizer {
+// newDetokenizer returns the detokenizer of a request; batched says that
+// Delta outputs may skip frames (Config.StreamInterval), so that the text
+// of several frames is kept for the next one.
+func newDetokenizer(stops []string, minTokens int, kind OutputKind, batched bool) detokenizer {
 	d := detokenizer{stops: stops, minTokens: minTokens}
 	for _, s := range stops {
 		d.holdback = max(d.holdback, utf8.RuneCountInString(s)-1)
 	}
-	d.keep = kind != Delta || len(stops) > 0
+	d.keep = kind != Delta || len(stops) > 0 || batched
 	return d
 }
 

@@ -30,8 +30,8 @@ func FuzzDetokenizer(f *testing.F) {
 		}
 		n := int(perFrame%4) + 1
 		minTokens := int(perFrame/4) % 8
-		delta := newDetokenizer(stops, minTokens, Delta)
-		cum := newDetokenizer(stops, minTokens, Cumulative)
+		delta := newDetokenizer(stops, minTokens, Delta, false)
+		cum := newDetokenizer(stops, minTokens, Cumulative, false)
 		// A stop string counts only where it ends past the text of the
 		// first minTokens tokens.
 		guard := len(core.Tokenizer{}.Decode(tokens[:min(minTokens, len(tokens))]))
