@@ -23,13 +23,14 @@ import (
 // away, WaitIdle, and engine configurations that force preemption, chunked
 // prefill, one frame per output chunk, a model that ends sequences on its
 // own, and no step latency; half the time, one to three armed failpoints
-// (unless the options arm their own); a third of the time, requests of two
+// (unless the options arm their own); a quarter of the time, Delta outputs
+// batched by a stream interval; a third of the time, requests of two
 // or three sequences (parallel sampling) among the others; and, a third of
 // the time, the priority scheduling policy: each request draws a priority,
 // half of them a long MaxTokens too, and half of those runs go under KV
-// pressure, so that priority decides whom to preempt. Sequences and
-// priorities are each drawn from a stream of their own, so that every
-// other draw of a seed is what it was before they existed.
+// pressure, so that priority decides whom to preempt. The interval,
+// sequences and priorities are each drawn from a stream of their own, so
+// that every other draw of a seed is what it was before they existed.
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -47,6 +48,10 @@ const streamSequences uint64 = 0x53455155454e4345
 // policy, the requests' priorities and their long MaxTokens from
 // ("PRIORITY").
 const streamPriority uint64 = 0x5052494f52495459
+
+// streamInterval is the stream of the seed that swarm draws a Delta
+// stream interval from ("INTERVAL").
+const streamInterval uint64 = 0x494e54455256414c
 
 // swarmPriorities are the priorities a request draws under the priority
 // policy: one more urgent than the default, the default, and two less.
@@ -125,6 +130,9 @@ func swarm(x *Run) error {
 	cfg := sc.cfg
 	if prios != nil {
 		cfg.SchedulingPolicy = engine.PolicyPriority
+	}
+	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
+		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
 	}
 	if f.faults && len(x.Opts.Failpoints) == 0 {
 		o := x.Opts
