@@ -679,23 +679,21 @@ func (r *Request) Next() (Output, error) {
 // no-op once the request ended.
 func (r *Request) Cancel() {
 	e := r.e
-	var aborted []*reqState
+	var ids []string
 	e.mu.Lock()
 	if r.par != nil {
-		aborted = e.abortSeqsLocked(r.par, nil)
+		for _, st := range e.abortSeqsLocked(r.par, nil) {
+			ids = append(ids, st.internalID)
+		}
 	} else if st, ok := e.states[r.internalID]; ok && st.incarnation == r.incarnation {
 		e.abortLocked(st)
-		aborted = []*reqState{st}
+		ids = []string{st.internalID}
 	}
 	e.mu.Unlock()
-	if len(aborted) == 0 {
+	if len(ids) == 0 {
 		return
 	}
 	e.rt.Yield("frontend.cancel.after-state-removed")
-	ids := make([]string, len(aborted))
-	for i, st := range aborted {
-		ids[i] = st.internalID
-	}
 	e.sendAbort(ids)
 }
 
