@@ -15,11 +15,11 @@ const (
 	DefaultMaxNumBatchedTokens = 8192
 	DefaultBlockSize           = 16
 	DefaultMaxModelLen         = 131072
-	DefaultNumBlocks           = 2 * DefaultMaxModelLen / DefaultBlockSize
+	DefaultNumBlocks           = 2*DefaultMaxModelLen/DefaultBlockSize + 1 // two sequences of the model length, and vLLM's null block
 	DefaultStepTime            = time.Millisecond
 	// MaxModelLenMax bounds MaxModelLen: token counts derived from it (a
-	// prompt and its MaxTokens, twice it for the default cache) must not
-	// overflow an int on any platform.
+	// prompt and its MaxTokens, twice it and a block for the default
+	// cache) must not overflow an int on any platform.
 	MaxModelLenMax = 1 << 29
 )
 
@@ -33,8 +33,12 @@ type Config struct {
 	MaxNumBatchedTokens int
 	// BlockSize is the number of tokens in a KV block; 0 means 16.
 	BlockSize int
-	// NumBlocks is the number of KV blocks in the cache; 0 means enough for
-	// two sequences of the model length (16384 blocks of 16 tokens).
+	// NumBlocks is the number of KV blocks in the cache, vLLM's
+	// num_gpu_blocks. As in vLLM's BlockPool, one of them is the null
+	// block, a placeholder never handed to a request, so requests hold at
+	// most NumBlocks−1 (UsableBlocks) and NumBlocks must be ≥ 2. 0 means
+	// enough for two sequences of the model length and the null block
+	// (16385 blocks of 16 tokens).
 	NumBlocks int
 	// MaxModelLen is the longest sequence, prompt and output, in tokens;
 	// 0 means 131072.
@@ -74,7 +78,7 @@ func (c Config) WithDefaults() Config {
 	// NumBlocks is derived only from valid fields, so that Validate
 	// reports a bad BlockSize or MaxModelLen as itself.
 	if c.NumBlocks == 0 && c.BlockSize >= 1 && c.MaxModelLen >= 2 && c.MaxModelLen <= MaxModelLenMax {
-		c.NumBlocks = c.BlocksFor(2 * c.MaxModelLen)
+		c.NumBlocks = 2*c.BlocksFor(c.MaxModelLen) + 1
 	}
 	if c.StepTime == 0 {
 		c.StepTime = DefaultStepTime
@@ -102,8 +106,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxModelLen must be ≥ 2, got %d", c.MaxModelLen)
 	case c.MaxModelLen > MaxModelLenMax:
 		return fmt.Errorf("core: MaxModelLen must be ≤ %d, got %d", MaxModelLenMax, c.MaxModelLen)
-	case c.NumBlocks < 1: // after the fields a zero NumBlocks derives from
-		return fmt.Errorf("core: NumBlocks must be ≥ 1, got %d", c.NumBlocks)
+	case c.NumBlocks < 2: // after the fields a zero NumBlocks derives from
+		return fmt.Errorf("core: NumBlocks must be ≥ 2, got %d: one block is vLLM's null block, which holds no request", c.NumBlocks)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}
@@ -141,3 +145,9 @@ func (p SchedulingPolicy) String() string {
 
 // BlocksFor returns the KV blocks that n tokens occupy.
 func (c Config) BlocksFor(n int) int { return (n + c.BlockSize - 1) / c.BlockSize }
+
+// UsableBlocks returns the KV blocks requests can hold: NumBlocks less
+// vLLM's null block, the placeholder its BlockPool takes out of the free
+// queue at start and never hands to a request. It is at least 1 in a
+// valid Config.
+func (c Config) UsableBlocks() int { return c.NumBlocks - 1 }

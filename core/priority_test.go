@@ -149,7 +149,8 @@ func TestPriorityTiesKeepArrivalOrder(t *testing.T) {
 //
 // With blocks of 4 tokens: a (3 prompt tokens) and b (1) run from step 1,
 // c (1) from step 2; b takes its second block at step 5, c at step 6, and
-// a asks for its third at step 7 with all six taken.
+// a asks for its third at step 7 with all six usable blocks taken (the
+// cache's seven less the null block).
 func TestPriorityPreemptsTheLeastUrgentNotTheNewest(t *testing.T) {
 	for _, c := range []struct {
 		policy core.SchedulingPolicy
@@ -160,7 +161,7 @@ func TestPriorityPreemptsTheLeastUrgentNotTheNewest(t *testing.T) {
 		{core.PolicyPriority, "b", map[string]int{"a": 1, "c": 1}},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
-			s := newSched(core.Config{BlockSize: 4, NumBlocks: 6, SchedulingPolicy: c.policy})
+			s := newSched(core.Config{BlockSize: 4, NumBlocks: 7, SchedulingPolicy: c.policy})
 			got := map[string][]int{}
 			require.NoError(t, s.AddRequest(preq("a", 1, 0, []int{1, 2, 3}, 10)))
 			require.NoError(t, s.AddRequest(preq("b", 2, 1, []int{4}, 10)))
@@ -188,7 +189,8 @@ func toks(prompt []int, n int) []int { return core.Tokens(core.ToyModel{}, promp
 // With blocks of 16 tokens and a budget of 7: b (1 prompt token) runs
 // from step 1, a (3) and c (80) from step 2, c prefilling 5 tokens a step
 // beside the decodes of a and b; at step 16 a asks for its second block
-// with all seven taken, and c, with 68 tokens computed, has room in its
+// with all seven usable blocks taken (eight less the null block), and c,
+// with 68 tokens computed, has room in its
 // fifth block for the 6 tokens it gets.
 func TestPriorityVictimScheduledThisStepIsUnscheduled(t *testing.T) {
 	for _, c := range []struct {
@@ -200,7 +202,7 @@ func TestPriorityVictimScheduledThisStepIsUnscheduled(t *testing.T) {
 		{core.PolicyPriority, "b", map[string]int{"a": 1, "c": 6}},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
-			s := newSched(core.Config{BlockSize: 16, NumBlocks: 7, MaxNumSeqs: 3, MaxNumBatchedTokens: 7, SchedulingPolicy: c.policy})
+			s := newSched(core.Config{BlockSize: 16, NumBlocks: 8, MaxNumSeqs: 3, MaxNumBatchedTokens: 7, SchedulingPolicy: c.policy})
 			got := map[string][]int{}
 			require.NoError(t, s.AddRequest(preq("b", 1, 1, []int{1}, 20)))
 			step(s, got)
@@ -228,7 +230,8 @@ func TestPriorityVictimScheduledThisStepIsUnscheduled(t *testing.T) {
 // step stops there: y, behind it, is not scheduled either, and runs in the
 // next step. FCFS preempts y instead.
 //
-// With blocks of 4 tokens and two of them: x (3 prompt tokens) runs from
+// With blocks of 4 tokens and two of them usable (three, the null block
+// aside): x (3 prompt tokens) runs from
 // step 1, y (1) from step 2, and x asks for its second block at step 3.
 func TestPriorityVictimIsTheRequestAsking(t *testing.T) {
 	for _, c := range []struct {
@@ -240,7 +243,7 @@ func TestPriorityVictimIsTheRequestAsking(t *testing.T) {
 		{core.PolicyPriority, "x", map[string]int{}},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
-			s := newSched(core.Config{BlockSize: 4, NumBlocks: 2, SchedulingPolicy: c.policy})
+			s := newSched(core.Config{BlockSize: 4, NumBlocks: 3, SchedulingPolicy: c.policy})
 			got := map[string][]int{}
 			require.NoError(t, s.AddRequest(preq("x", 1, 1, []int{1, 2, 3}, 4)))
 			step(s, got)
@@ -257,11 +260,11 @@ func TestPriorityVictimIsTheRequestAsking(t *testing.T) {
 }
 
 // TestPriorityRejectsTheRequestThatCannotFit: x needs more blocks than the
-// cache has and preempts itself with nothing else running; w, more urgent,
-// heads the waiting queue, but x is the request that cannot be scheduled,
-// and the one ended.
+// cache's two usable ones (three, the null block aside) and preempts
+// itself with nothing else running; w, more urgent, heads the waiting
+// queue, but x is the request that cannot be scheduled, and the one ended.
 func TestPriorityRejectsTheRequestThatCannotFit(t *testing.T) {
-	s := newSched(core.Config{BlockSize: 4, NumBlocks: 2, MaxNumSeqs: 1, SchedulingPolicy: core.PolicyPriority})
+	s := newSched(core.Config{BlockSize: 4, NumBlocks: 3, MaxNumSeqs: 1, SchedulingPolicy: core.PolicyPriority})
 	got := map[string][]int{}
 	require.NoError(t, s.AddRequest(preq("x", 1, 0, []int{1, 2, 3, 4, 5, 6, 7}, 5)))
 	step(s, got)
@@ -279,10 +282,11 @@ func TestPriorityRejectsTheRequestThatCannotFit(t *testing.T) {
 
 // TestEngineCoreStepsOnAfterAVictimStoppedTheStep: a step that scheduled
 // nothing because the request asking was its own victim, with another
-// still running, is no stuck core: the next step runs that one.
+// still running, is no stuck core: the next step runs that one. The cache
+// has two usable blocks of 4 tokens, as in TestPriorityVictimIsTheRequestAsking.
 func TestEngineCoreStepsOnAfterAVictimStoppedTheStep(t *testing.T) {
 	var preempted []string
-	cfg := core.Config{BlockSize: 4, NumBlocks: 2, SchedulingPolicy: core.PolicyPriority, Observer: func(ev core.Event) {
+	cfg := core.Config{BlockSize: 4, NumBlocks: 3, SchedulingPolicy: core.PolicyPriority, Observer: func(ev core.Event) {
 		if ev.Kind == core.EventPreempt {
 			preempted = append(preempted, ev.InternalID)
 		}

@@ -40,17 +40,24 @@ type Frame struct {
 }
 
 // SchedulerStats are the counts vLLM reports with every batch of outputs.
+// KVUsedBlocks counts the blocks requests hold, never the null block;
+// KVNumBlocks is the whole cache, Config.NumBlocks (vLLM's
+// num_gpu_blocks), null block included. Usage is KVUsedBlocks over
+// KVNumBlocks−1, as vLLM's BlockPool.get_usage divides by the usable
+// blocks.
 type SchedulerStats struct {
 	Running      int
 	Waiting      int
 	Preemptions  int64 // since the start
-	KVUsedBlocks int
-	KVNumBlocks  int
+	KVUsedBlocks int   // held by requests: 0 to KVNumBlocks−1
+	KVNumBlocks  int   // the cache, the null block included
 }
 
 // Scheduler is vLLM's v1 request scheduler as a plain state machine:
 // waiting and running queues, a token budget per step with chunked prefill,
-// paged KV blocks, and preemption by recompute when blocks run out. Under
+// paged KV blocks, and preemption by recompute when blocks run out. Of the
+// cache's NumBlocks blocks, requests hold at most NumBlocks−1: one is
+// vLLM's null block, which its BlockPool keeps out of the free queue. Under
 // PolicyFCFS the waiting queue is in order of arrival and the newest running
 // request is preempted; under PolicyPriority the waiting queue is in order
 // of (Priority, Incarnation, Index) and the running request last in that
@@ -63,7 +70,7 @@ type Scheduler struct {
 	// requests back at their place.
 	waiting []*Request
 	running []*Request // in admission order: the last is the newest
-	free    int        // free KV blocks
+	free    int        // free KV blocks: UsableBlocks at the start
 
 	preemptions int64
 	frames      uint64
@@ -75,8 +82,9 @@ type Scheduler struct {
 }
 
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
+// Its free blocks are cfg.UsableBlocks(): the null block is never free.
 func NewScheduler(cfg Config) *Scheduler {
-	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), free: cfg.NumBlocks}
+	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), free: cfg.UsableBlocks()}
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
@@ -191,7 +199,8 @@ func (s *Scheduler) finish(r *Request, status Status) {
 
 // RejectUnschedulable ends the head of the waiting queue with an error when
 // nothing runs and it still could not be scheduled: it needs more KV blocks
-// than the whole cache has, and would otherwise wait forever. It returns the
+// than the cache's usable ones (all but the null block), and would
+// otherwise wait forever. It returns the
 // request it ended. Called after a Schedule that scheduled nothing: when
 // that step preempted, the request that could not be scheduled is the last
 // it preempted — its own victim, alone in the cache — which under
@@ -224,7 +233,7 @@ func (s *Scheduler) NumRequests() int { return len(s.requests) }
 // Stats returns the counts vLLM reports.
 func (s *Scheduler) Stats() SchedulerStats {
 	return SchedulerStats{Running: len(s.running), Waiting: len(s.waiting), Preemptions: s.preemptions,
-		KVUsedBlocks: s.cfg.NumBlocks - s.free, KVNumBlocks: s.cfg.NumBlocks}
+		KVUsedBlocks: s.cfg.UsableBlocks() - s.free, KVNumBlocks: s.cfg.NumBlocks}
 }
 
 func (s *Scheduler) freeBlocks(r *Request) {

@@ -94,8 +94,8 @@ func TestMaxNumSeqsBoundsTheRunningBatch(t *testing.T) {
 
 func TestPreemptionRecomputesTheNewestRunningRequest(t *testing.T) {
 	// Two requests of 2 prompt tokens each grow to 8 tokens: 2 blocks of 4
-	// each, but the cache has 3.
-	s := newSched(core.Config{BlockSize: 4, NumBlocks: 3})
+	// each, but the cache has 3 usable (4, less the null block).
+	s := newSched(core.Config{BlockSize: 4, NumBlocks: 4})
 	require.NoError(t, s.AddRequest(req("old", []int{1, 2}, core.SamplingParams{MaxTokens: 6})))
 	require.NoError(t, s.AddRequest(req("new", []int{3, 4}, core.SamplingParams{MaxTokens: 6})))
 	var preempted []string
@@ -132,6 +132,56 @@ func TestFinishRequestsIsIdempotentAndFreesBlocks(t *testing.T) {
 	assert.Equal(t, core.StatusFinishedAborted, done[0].Status)
 	assert.False(t, s.HasRequests())
 	assert.Equal(t, 0, s.Stats().KVUsedBlocks)
+}
+
+// TestTheNullBlockHoldsNoRequest: a cache of N blocks gives requests N−1,
+// as vLLM's BlockPool keeps block 0 as its null block. With 8 blocks of 4
+// tokens, a request that computes 27 tokens (7 blocks) runs alone to its
+// end without a preemption and then holds every usable block; one that
+// would compute 31 (8 blocks) preempts itself with nothing else running
+// and is ended as one that can never be scheduled.
+func TestTheNullBlockHoldsNoRequest(t *testing.T) {
+	cfg := core.Config{BlockSize: 4, NumBlocks: 8}.WithDefaults()
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, 7, cfg.UsableBlocks())
+
+	s := core.NewScheduler(cfg)
+	prompt := []int{1, 2, 3, 4}
+	require.NoError(t, s.AddRequest(req("fits", prompt, core.SamplingParams{MaxTokens: 24, IgnoreEOS: true})))
+	peak := 0
+	got := map[string][]int{}
+	for steps := 0; s.HasRequests(); steps++ {
+		require.Less(t, steps, 100)
+		so := s.Schedule()
+		require.Empty(t, so.Preempted, "7 blocks fit in a cache of 8")
+		peak = max(peak, s.Stats().KVUsedBlocks)
+		for _, f := range s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{})) {
+			got[f.InternalID] = append(got[f.InternalID], f.NewTokens...)
+		}
+	}
+	assert.Equal(t, core.Tokens(core.ToyModel{}, prompt, 24), got["fits"])
+	assert.Equal(t, 7, peak, "every usable block, and not the null block")
+	assert.Equal(t, 8, s.Stats().KVNumBlocks, "the whole cache, the null block included")
+
+	s = core.NewScheduler(cfg)
+	require.NoError(t, s.AddRequest(req("huge", prompt, core.SamplingParams{MaxTokens: 28, IgnoreEOS: true})))
+	for steps := 0; ; steps++ {
+		require.Less(t, steps, 100, "the request that cannot fit is never found")
+		so := s.Schedule()
+		if len(so.Scheduled) == 0 {
+			require.Len(t, so.Preempted, 1)
+			// 4 prompt tokens and 24 of its 25 outputs computed: seven
+			// full blocks, and the 29th token asks for an eighth.
+			assert.Len(t, so.Preempted[0].Output, 25)
+			break
+		}
+		s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+	}
+	r, ok := s.RejectUnschedulable()
+	require.True(t, ok)
+	assert.Equal(t, "huge", r.InternalID)
+	assert.Equal(t, core.StatusFinishedError, r.Status)
+	assert.Zero(t, s.Stats().KVUsedBlocks)
 }
 
 func TestAbortDuringAStepWins(t *testing.T) {
@@ -223,9 +273,13 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, 8192, c.MaxNumBatchedTokens)
 	assert.Equal(t, 16, c.BlockSize)
 	assert.Equal(t, 131072, c.MaxModelLen)
-	assert.Equal(t, 16384, c.NumBlocks)
+	assert.Equal(t, 16385, c.NumBlocks, "two sequences of 8192 blocks, and the null block")
+	assert.Equal(t, core.DefaultNumBlocks, c.NumBlocks)
 	assert.Equal(t, core.DefaultStepTime, c.StepTime)
 	assert.Zero(t, core.Config{StepTime: -1}.WithDefaults().StepTime)
+	// Two sequences of 10 tokens take 3 blocks of 4 each: the default is
+	// 2×3 blocks and the null block, not the 5 that 20 tokens would fill.
+	assert.Equal(t, 7, core.Config{MaxModelLen: 10, BlockSize: 4}.WithDefaults().NumBlocks)
 	require.NoError(t, c.Validate())
 	require.NoError(t, core.Config{MaxNumSeqs: 6, MaxNumBatchedTokens: 6}.WithDefaults().Validate(), "a budget of one token a running request")
 	c.BlockSize = -1
@@ -244,7 +298,8 @@ func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
 		{core.Config{MaxModelLen: 1}, "core: MaxModelLen must be ≥ 2, got 1"},
 		{core.Config{BlockSize: -4}, "core: BlockSize must be ≥ 1, got -4"},
 		{core.Config{BlockSize: -4, MaxModelLen: -100}, "core: BlockSize must be ≥ 1, got -4"},
-		{core.Config{NumBlocks: -3}, "core: NumBlocks must be ≥ 1, got -3"},
+		{core.Config{NumBlocks: -3}, "core: NumBlocks must be ≥ 2, got -3: one block is vLLM's null block, which holds no request"},
+		{core.Config{NumBlocks: 1}, "core: NumBlocks must be ≥ 2, got 1: one block is vLLM's null block, which holds no request"},
 		{core.Config{NumBlocks: -3, MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
 		// 2*MaxModelLen, the default cache, overflowed and the error
 		// named NumBlocks.

@@ -41,8 +41,10 @@ type Config struct {
 	MaxNumBatchedTokens int
 	// BlockSize is the number of tokens in a KV block; 0 means 16.
 	BlockSize int
-	// NumBlocks is the number of KV blocks; 0 means enough for two
-	// sequences of the model length.
+	// NumBlocks is the number of KV blocks, vLLM's num_gpu_blocks; one
+	// is vLLM's null block, which holds no request, so requests get
+	// NumBlocks−1 and it must be ≥ 2. 0 means enough for two sequences of
+	// the model length and the null block.
 	NumBlocks int
 	// MaxModelLen is the longest sequence in tokens; 0 means 131072, and
 	// it can be at most core.MaxModelLenMax (2^29).

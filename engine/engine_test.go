@@ -291,10 +291,10 @@ func TestSlowDeltaConsumerGetsMergedDeltas(t *testing.T) {
 
 // TestPreemptionKeepsExactTokens: a KV cache too small for every request at
 // once forces preemption by recompute; every request still gets exactly the
-// model's tokens.
+// model's tokens. The cache has 12 usable blocks (13, the null block aside).
 func TestPreemptionKeepsExactTokens(t *testing.T) {
 	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
-		e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 12})
+		e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 13})
 		defer e.Close()
 		prompts := []string{"one", "two words", "three more words", "four", "five six", "seven"}
 		reqs := make([]*engine.Request, len(prompts))
@@ -362,7 +362,7 @@ func TestValidation(t *testing.T) {
 			// The parameters are judged before the prompt, as vLLM's are.
 			{"r", "", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
 			{"r", long, engine.Params{MaxTokens: 1, Stop: []string{""}}, "stop strings must not be empty"},
-			{"r", "hello", engine.Params{MaxTokens: 60}, "needs 16 KV blocks of 4 tokens for 61 tokens (prompt and MaxTokens), but the cache has only 8"},
+			{"r", "hello", engine.Params{MaxTokens: 60}, "needs 16 KV blocks of 4 tokens for 61 tokens (prompt and MaxTokens), but the cache has only 7 usable (8 blocks, one of them vLLM's null block)"},
 		}
 		for _, c := range cases {
 			_, err := e.AddRequest(c.id, c.prompt, c.p)
@@ -391,7 +391,8 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{engine.Config{MaxModelLen: -100}, "core: MaxModelLen must be ≥ 2, got -100"},
 		{engine.Config{BlockSize: -1}, "core: BlockSize must be ≥ 1, got -1"},
-		{engine.Config{NumBlocks: -1}, "core: NumBlocks must be ≥ 1, got -1"},
+		{engine.Config{NumBlocks: -1}, "core: NumBlocks must be ≥ 2, got -1: one block is vLLM's null block, which holds no request"},
+		{engine.Config{NumBlocks: 1}, "core: NumBlocks must be ≥ 2, got 1: one block is vLLM's null block, which holds no request"},
 		{engine.Config{OutputChunkSize: -1}, "engine: OutputChunkSize must be ≥ 0, got -1"},
 	} {
 		e, err := engine.New(c.cfg)

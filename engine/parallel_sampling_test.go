@@ -301,11 +301,12 @@ func TestParallelSamplingAlongsideOtherRequests(t *testing.T) {
 }
 
 // TestParallelSamplingUnderPreemption: a KV cache too small for every
-// sequence at once preempts some; each still gets exactly its tokens.
+// sequence at once preempts some; each still gets exactly its tokens. The
+// cache has 12 usable blocks (13, the null block aside).
 func TestParallelSamplingUnderPreemption(t *testing.T) {
 	const maxTokens = 20
 	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
-		e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 12})
+		e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 13})
 		defer e.Close()
 		prompts := []string{"one", "two words", "three more words"}
 		var reqs []*engine.Request

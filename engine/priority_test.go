@@ -63,7 +63,8 @@ func (l *lockedChecker) observe(ev engine.Event) {
 
 // TestPriorityPreemptsTheLeastUrgentUnderKVPressure: a long request of two
 // sequences and priority 5 runs first; three short ones of the default
-// priority 0 join it. The cache, 20 blocks of 4 tokens, holds the three
+// priority 0 join it. The cache, 20 usable blocks of 4 tokens (21, the
+// null block aside), holds the three
 // short ones at their end (6 blocks each) but not a long sequence (11)
 // beside them. The priority policy preempts only the long request's
 // sequences — both inherit its priority: a sequence of priority 0 would
@@ -79,7 +80,7 @@ func TestPriorityPreemptsTheLeastUrgentUnderKVPressure(t *testing.T) {
 				check.c.SetModelLen(core.DefaultMaxModelLen)
 				var mu sync.Mutex
 				var preempted []string
-				e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 20, SchedulingPolicy: policy, Observer: func(ev engine.Event) {
+				e := newEngine(t, rt, engine.Config{BlockSize: 4, NumBlocks: 21, SchedulingPolicy: policy, Observer: func(ev engine.Event) {
 					check.observe(ev)
 					if ev.Kind == core.EventPreempt {
 						mu.Lock()

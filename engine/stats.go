@@ -17,8 +17,8 @@ type Stats struct {
 	FinishedLength     int64 // vllm:request_success_total{finished_reason="length"}
 	FinishedAbort      int64 // vllm:request_success_total{finished_reason="abort"}
 	FinishedError      int64 // vllm:request_success_total{finished_reason="error"}
-	KVUsedBlocks       int
-	KVNumBlocks        int
+	KVUsedBlocks       int   // blocks requests hold: the null block is never counted
+	KVNumBlocks        int   // the whole cache, Config.NumBlocks (vLLM's num_gpu_blocks), null block included
 }
 
 // Stats returns a snapshot of the counters. Running, waiting, preemptions
@@ -40,13 +40,16 @@ type Metric struct {
 	Value float64
 }
 
-// KVCacheUsage is the share of KV blocks in use, from 0 to 1
-// (vllm:kv_cache_usage_perc).
+// KVCacheUsage is the share of the usable KV blocks in use, from 0 to 1
+// (vllm:kv_cache_usage_perc): KVUsedBlocks over KVNumBlocks−1, as vLLM's
+// BlockPool.get_usage leaves its null block out of the total, so that a
+// cache whose every usable block is held reads 1.
 func (s Stats) KVCacheUsage() float64 {
-	if s.KVNumBlocks == 0 {
+	usable := s.KVNumBlocks - 1
+	if usable <= 0 {
 		return 0
 	}
-	return float64(s.KVUsedBlocks) / float64(s.KVNumBlocks)
+	return float64(s.KVUsedBlocks) / float64(usable)
 }
 
 // Metrics returns the counters under vLLM's metric names, in a fixed order.

@@ -48,9 +48,11 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 	// MaxTokens is clipped before the sum: a MaxTokens near the int limit
 	// ("up to the model length") would overflow it and pass.
 	total := min(len(prompt)+min(p.MaxTokens, e.ccfg.MaxModelLen), e.ccfg.MaxModelLen)
-	if need := e.ccfg.BlocksFor(total); need > e.ccfg.NumBlocks {
-		return bad("the request needs %d KV blocks of %d tokens for %d tokens (prompt and MaxTokens), but the cache has only %d",
-			need, e.ccfg.BlockSize, total, e.ccfg.NumBlocks)
+	// The null block holds no request: the cache of NumBlocks has one
+	// block fewer to give.
+	if need := e.ccfg.BlocksFor(total); need > e.ccfg.UsableBlocks() {
+		return bad("the request needs %d KV blocks of %d tokens for %d tokens (prompt and MaxTokens), but the cache has only %d usable (%d blocks, one of them vLLM's null block)",
+			need, e.ccfg.BlockSize, total, e.ccfg.UsableBlocks(), e.ccfg.NumBlocks)
 	}
 	return nil
 }

@@ -28,10 +28,11 @@ func TestHugeMaxTokensIsCheckedAgainstTheCache(t *testing.T) {
 				t.Fatalf("MaxTokens %d was accepted; the request ended with reason %q after %d tokens", n, last(outs).FinishReason, len(tokensOf(engine.Delta, outs)))
 			}
 			require.ErrorIs(t, err, engine.ErrInvalidRequest)
-			assert.Contains(t, err.Error(), "needs 16 KV blocks of 4 tokens for 64 tokens (prompt and MaxTokens), but the cache has only 8")
+			assert.Contains(t, err.Error(), "needs 16 KV blocks of 4 tokens for 64 tokens (prompt and MaxTokens), but the cache has only 7 usable (8 blocks, one of them vLLM's null block)")
 		}
-		// The model length is what bounds a request that fits the cache.
-		big := newEngine(t, rt, engine.Config{MaxModelLen: 16, BlockSize: 4, NumBlocks: 4})
+		// The model length is what bounds a request that fits the cache:
+		// its 16 tokens fill the 4 usable blocks of 5.
+		big := newEngine(t, rt, engine.Config{MaxModelLen: 16, BlockSize: 4, NumBlocks: 5})
 		defer big.Close()
 		outs := drain(t, add(t, big, "fits", "hello", engine.Params{MaxTokens: math.MaxInt, Output: engine.Delta}))
 		assert.Equal(t, want("hello", 15), tokensOf(engine.Delta, outs))
