@@ -143,8 +143,15 @@ func (p SchedulingPolicy) String() string {
 	return "SchedulingPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
-// BlocksFor returns the KV blocks that n tokens occupy.
-func (c Config) BlocksFor(n int) int { return (n + c.BlockSize - 1) / c.BlockSize }
+// BlocksFor returns the KV blocks that n tokens occupy. It does not
+// overflow for any BlockSize: (n+BlockSize−1)/BlockSize did, and a default
+// cache derived from a huge BlockSize came out below 1.
+func (c Config) BlocksFor(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)/c.BlockSize + 1
+}
 
 // UsableBlocks returns the KV blocks requests can hold: NumBlocks less
 // vLLM's null block, the placeholder its BlockPool takes out of the free

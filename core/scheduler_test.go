@@ -280,6 +280,11 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	// Two sequences of 10 tokens take 3 blocks of 4 each: the default is
 	// 2×3 blocks and the null block, not the 5 that 20 tokens would fill.
 	assert.Equal(t, 7, core.Config{MaxModelLen: 10, BlockSize: 4}.WithDefaults().NumBlocks)
+	// A huge BlockSize overflowed the derivation, and the error named the
+	// NumBlocks the caller never set.
+	huge := core.Config{BlockSize: math.MaxInt}.WithDefaults()
+	assert.Equal(t, 3, huge.NumBlocks)
+	require.NoError(t, huge.Validate())
 	require.NoError(t, c.Validate())
 	require.NoError(t, core.Config{MaxNumSeqs: 6, MaxNumBatchedTokens: 6}.WithDefaults().Validate(), "a budget of one token a running request")
 	c.BlockSize = -1
