@@ -142,6 +142,11 @@ func (s *Set) Stall(rt task.Runtime, p *Point) {
 	}
 }
 
+// stall is kept out of line so that Stall inlines: PGO, seeing it hot in
+// runs with a stall armed, would otherwise inline it into Stall and make
+// Stall too big to inline, a call at every disarmed site.
+//
+//go:noinline
 func (s *Set) stall(rt task.Runtime, p *Point) {
 	if v, ok := s.eval(p); ok {
 		rt.Sleep(Delay(v))

@@ -33,5 +33,22 @@ done
 (cd sim && "../$OUT/sim.test" -test.run '^$' -test.bench 'BenchmarkSwitch|BenchmarkYieldSwitch|BenchmarkDecision' -test.benchtime 1s -test.cpuprofile "../$OUT/switch.prof" >/dev/null)
 (cd engine && "../$OUT/engine.test" -test.run '^$' -test.bench 'BenchmarkThroughput|BenchmarkVirtualTime' -test.benchtime 1s -test.cpuprofile "../$OUT/engine.prof" >/dev/null)
 
-$GO tool pprof -proto "$OUT"/*.prof >cmd/simrun/default.pgo
+$GO tool pprof -proto "$OUT"/*.prof >"$OUT/default.pgo"
+
+# A disarmed failpoint must stay an inlined atomic load: a profile that
+# finds a failpoint's slow path hot may inline it into Fires or Stall and
+# make them too big to inline at their call sites (a call, 3 ns, at each).
+inlined() { # PROFILE PKG: the failpoint calls the compiler inlines into PKG
+	$GO build -pgo="$1" -gcflags="github.com/llmdst/llmdst/$2=-m" -o /dev/null "./$2" 2>&1 |
+		grep -c 'inlining call to failpoints.(\*Set).\(Stall\|Fires\)' || true
+}
+for pkg in core engine; do
+	off=$(inlined off "$pkg")
+	on=$(inlined "$OUT/default.pgo" "$pkg")
+	if [ "$on" -lt "$off" ]; then
+		echo "pgo: with the new profile $pkg inlines $on failpoint calls, $off without: keep the slow path out of line (//go:noinline); cmd/simrun/default.pgo left as it was" >&2
+		exit 1
+	fi
+done
+cp "$OUT/default.pgo" cmd/simrun/default.pgo
 echo "pgo: wrote cmd/simrun/default.pgo from $(ls "$OUT"/*.prof | wc -l) profiles"
