@@ -215,14 +215,7 @@ func (c *EngineCore) runStep() {
 		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
 	if len(so.Scheduled) == 0 {
-		if c.cfg.SchedulingPolicy == PolicyPriority && len(so.Preempted) > 0 && c.sched.Stats().Running > 0 {
-			// Under PolicyPriority a request can be its own victim with
-			// requests after it still running: the step stops there, and
-			// the next one runs them, as vLLM's empty step does.
-			c.syncHeld()
-			return
-		}
-		c.rejectUnschedulable()
+		c.rejectUnschedulable(len(so.Preempted) > 0)
 		return
 	}
 	c.step++
@@ -267,14 +260,26 @@ func (c *EngineCore) processAborts() {
 	c.abortsPending.Add(-n)
 }
 
-// rejectUnschedulable ends, with an error frame, a request that nothing
-// could schedule although nothing runs (Scheduler.RejectUnschedulable).
-func (c *EngineCore) rejectUnschedulable() {
+// rejectUnschedulable follows a step that scheduled nothing: with nothing
+// running, it ends the request that could never fit with an error frame
+// (Scheduler.RejectUnschedulable); with requests running, the step must
+// have stopped at a request preempted as its own victim, and the next step
+// runs the others; anything else would spin forever, and panics.
+func (c *EngineCore) rejectUnschedulable(preempted bool) {
 	if r, ok := c.sched.RejectUnschedulable(); ok {
 		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 		return
 	}
-	if n := c.sched.Stats().Running; n > 0 {
+	n := c.sched.Stats().Running
+	if n > 0 && preempted {
+		// A request was its own victim with requests after it still
+		// running (PolicyPriority can pick such a victim; PolicyFCFS's is
+		// always the last): the step stops there, and the next one runs
+		// them, as vLLM's empty step does.
+		c.syncHeld()
+		return
+	}
+	if n > 0 {
 		// A running request always has a token to compute; without one
 		// the loop would spin on it forever, and its caller wait forever.
 		panic(fmt.Sprintf("core: %d running requests and none could be scheduled", n))

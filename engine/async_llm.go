@@ -79,9 +79,8 @@ type reqState struct {
 // N > 1 share. Each sequence is a reqState of its own, keyed by its own
 // internal id, with the request's collector.
 type parentReq struct {
-	internalID string
-	seqs       []*reqState // by index
-	open       int         // sequences not ended yet
+	seqs []*reqState // by index
+	open int         // sequences not ended yet
 	// final holds each sequence's last completion, for FinalOnly, which
 	// returns them together once the last one finishes.
 	final []Completion
@@ -184,16 +183,18 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	if !e.cfg.LegacyIDRouting {
 		internal = id + "-" + strconv.FormatUint(inc|1<<32, 16)[1:]
 	}
-	c := newCollector(e.rt, p.Output)
-	st := e.registerLocked(id, internal, inc, 0, nil, c, tokens, p)
-	r := &Request{e: e, id: id, internalID: internal, incarnation: inc, c: c}
-	if n := p.sequences(); n > 1 {
+	r := &Request{e: e, id: id, internalID: internal, incarnation: inc, c: newCollector(e.rt, p.Output)}
+	n := p.sequences()
+	if n > 1 {
 		// Parallel sampling, as vLLM's add_request: one child request per
 		// sequence, "INDEX_ID", all feeding the one collector.
-		r.par = &parentReq{internalID: internal, seqs: make([]*reqState, 1, n), open: n}
-		r.par.seqs[0], st.parent = st, r.par
+		r.par = &parentReq{seqs: make([]*reqState, 0, n), open: n}
+	}
+	st := e.registerLocked(id, internal, inc, 0, r.par, r.c, tokens, p)
+	if r.par != nil {
+		r.par.seqs = append(r.par.seqs, st)
 		for i := 1; i < n; i++ {
-			r.par.seqs = append(r.par.seqs, e.registerLocked(id, internal, inc, i, r.par, c, tokens, p))
+			r.par.seqs = append(r.par.seqs, e.registerLocked(id, internal, inc, i, r.par, r.c, tokens, p))
 		}
 	}
 	e.live[id] = st
@@ -231,7 +232,7 @@ func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
 // an incarnation (0 and no parent for a request of one sequence) and
 // tells the observer.
 func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, par *parentReq, c *collector, prompt []int, p Params) *reqState {
-	if par != nil || p.sequences() > 1 {
+	if par != nil {
 		internal = strconv.Itoa(index) + "_" + internal // vLLM's child request id
 	}
 	st := &reqState{id: id, internalID: internal, incarnation: inc, index: index, parent: par, kind: p.Output, promptLen: len(prompt),

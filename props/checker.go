@@ -207,8 +207,7 @@ func (c *Checker) Violations() []*Violation { return c.all }
 // normally.
 func (c *Checker) Aborted(inc uint64) {
 	if in := c.inc(inc); in != nil {
-		in.aborted = true
-		for _, s := range in.more {
+		for _, s := range in.sequences() {
 			s.aborted = true
 		}
 	}
@@ -356,6 +355,12 @@ func (c *Checker) checkModel(in *incarnation, tokens []int, pos int, what func()
 	}
 }
 
+// sequences returns every sequence of an incarnation, from sequence 0,
+// which holds the others.
+func (in *incarnation) sequences() []*incarnation {
+	return append([]*incarnation{in}, in.more...)
+}
+
 // seqName names the sequence of a parallel-sampling request, for messages.
 func (in *incarnation) seqName() string {
 	if in.index == 0 && len(in.more) == 0 {
@@ -463,7 +468,7 @@ func (c *Checker) requestOutput(ev *core.Event) {
 		c.fail(DeltasConcatenate, "%q (incarnation %d, %d sequences) returned an output that carries no sequence", in.id, in.n, len(in.more)+1)
 	}
 	var open []int
-	for _, s := range append([]*incarnation{in}, in.more...) {
+	for _, s := range in.sequences() {
 		if !s.sawFinish {
 			open = append(open, s.index)
 		}
@@ -490,7 +495,7 @@ func (c *Checker) Finish() error {
 		if in == nil {
 			continue
 		}
-		for _, s := range append([]*incarnation{in}, in.more...) {
+		for _, s := range in.sequences() {
 			if !s.finished {
 				c.fail(EndsExactlyOnce, "%q (incarnation %d%s) was accepted but never ended", s.id, s.n, s.seqName())
 			}
@@ -532,7 +537,7 @@ func (c *Checker) Summary() Summary {
 		if in.aborted {
 			s.Aborted++
 		}
-		if in.finished && !slices.ContainsFunc(in.more, func(s *incarnation) bool { return !s.finished }) {
+		if !slices.ContainsFunc(in.sequences(), func(s *incarnation) bool { return !s.finished }) {
 			s.Finished++
 		}
 	}
