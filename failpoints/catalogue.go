@@ -20,6 +20,12 @@ type Point struct {
 	// Terms says which terms it accepts and what its value means.
 	Terms string
 
+	// Bug marks a failpoint that plants a bug rather than a fault the
+	// engine must survive: armed, the engine is wrong on purpose, for a
+	// checker to catch. All and Names leave bugs out, so that a run that
+	// draws faults from the catalogue never draws one; Bugs lists them.
+	Bug bool
+
 	// checkValue says what is wrong with a return term's value, by Terms;
 	// nil takes any value.
 	checkValue func(v string) error
@@ -65,31 +71,48 @@ var (
 	ClientAbandon = register(&Point{Name: "engine/client-abandon",
 		Doc:   "a client abandons a Generate stream without reading it and without cancelling it: the request runs on unread",
 		Terms: "return", checkValue: checkNoValue})
+
+	// Bugs.
+
+	CoreKVKeepEvictedHash = register(&Point{Name: "core/kv-keep-evicted-hash", Bug: true,
+		Doc:   "a bug: when the prefix cache evicts a cached KV block to hand it out for new content, the block's hash stays in the cache's map, so a later request with that prefix hits a block whose content was overwritten and samples wrong tokens (Config.EnablePrefixCaching only)",
+		Terms: "return", checkValue: checkNoValue})
 )
 
-// Lookup returns the failpoint with the short or full name.
+// Lookup returns the failpoint, fault or bug, with the short or full name.
 func Lookup(name string) (*Point, error) {
 	if p, ok := catalogue[strings.TrimPrefix(name, fullPrefix)]; ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf("failpoints: unknown failpoint %q: want one of %s", name, strings.Join(Names(), ", "))
+	return nil, fmt.Errorf("failpoints: unknown failpoint %q: want one of %s", name, strings.Join(append(Names(), names(true)...), ", "))
 }
 
-// All returns the catalogue, sorted by name.
-func All() []*Point {
+// All returns the faults of the catalogue, sorted by name: every failpoint
+// but the bugs.
+func All() []*Point { return points(false) }
+
+// Bugs returns the failpoints that plant bugs, sorted by name.
+func Bugs() []*Point { return points(true) }
+
+func points(bug bool) []*Point {
 	var ps []*Point
-	for _, n := range Names() {
+	for _, n := range names(bug) {
 		ps = append(ps, catalogue[n])
 	}
 	return ps
 }
 
-// Names returns the short names, sorted.
-func Names() []string {
-	var names []string
-	for n := range catalogue {
-		names = append(names, n)
+// Names returns the short names of the faults, sorted: every failpoint but
+// the bugs.
+func Names() []string { return names(false) }
+
+func names(bug bool) []string {
+	var ns []string
+	for n, p := range catalogue {
+		if p.Bug == bug {
+			ns = append(ns, n)
+		}
 	}
-	sort.Strings(names)
-	return names
+	sort.Strings(ns)
+	return ns
 }

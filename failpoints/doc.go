@@ -29,7 +29,9 @@
 //     specs and a chooser from the run's seed, and give it to the engine
 //     (engine.Config.Faults).
 //  3. Treat an armed failpoint as a fault the engine must survive: every
-//     accepted request still ends, with its tokens or a clear error.
+//     accepted request still ends, with its tokens or a clear error. The
+//     bugs (Bugs, Point.Bug) are the exception: each plants a bug on
+//     purpose, for a checker to catch, and All and Names leave them out.
 //
 // Usage:
 //
