@@ -47,6 +47,13 @@ type Config struct {
 	// request to preempt, vLLM's --scheduling-policy; the zero value is
 	// PolicyFCFS.
 	SchedulingPolicy SchedulingPolicy
+	// EnablePrefixCaching is vLLM's --enable-prefix-caching: full KV
+	// blocks are kept, by the hash of their prefix, after the request that
+	// computed them frees them, and a request that starts (or restarts
+	// after preemption) with the same prefix takes them instead of
+	// computing it again. vLLM v1 turns it on by default; here it is off
+	// by default, so that every recorded seed's trace stands.
+	EnablePrefixCaching bool
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration

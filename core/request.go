@@ -98,10 +98,45 @@ type Request struct {
 	NumComputed int   // tokens whose KV is computed
 	Status      Status
 	StopReason  int // the stop token that ended it, or -1
-	Blocks      int // KV blocks held
+	Blocks      int // KV blocks held: len(BlockTable())
 	Preemptions int
 
 	key uint64 // the model's summary of the prompt
+
+	// table is the request's block table: the ids of the KV blocks it
+	// holds, in order of position, vLLM's req_to_blocks.
+	table []int32
+	// hashes are the digests of the prefixes that end each full block of
+	// its known tokens, prompt and output: vLLM's request.block_hashes,
+	// the keys of the prefix cache and what the model expects its full
+	// blocks to hold. tail is the digest of its first hashed tokens, its
+	// whole known sequence once the scheduler has seen it.
+	hashes []uint64
+	tail   uint64
+	hashed int
+	// cachedBlocks is how many of its blocks, from the first, are in the
+	// prefix cache: vLLM's num_cached_block.
+	cachedBlocks int
+	// kvChecked is the scheduler's kvEpoch+1 when the request last read
+	// every block it holds; 0 means it must read them all at its next step
+	// (it was admitted, and holds blocks it did not write).
+	kvChecked uint64
+	// kvGarbage is nonzero when what the request read at its last step was
+	// not its own sequence: the digest of what it read, which it samples
+	// with instead of its key.
+	kvGarbage uint64
+}
+
+// BlockTable returns the ids of the KV blocks the request holds, in order
+// of position; it is the scheduler's and must not be changed.
+func (r *Request) BlockTable() []int32 { return r.table }
+
+// tokenAt returns the token at position p of the known sequence.
+func (r *Request) tokenAt(p int) int {
+	if p < len(r.Prompt) {
+		return r.Prompt[p]
+	}
+	return r.Output[p-len(r.Prompt)]
 }
 
 // NumTokens is the length of the sequence: prompt and output.

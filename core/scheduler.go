@@ -45,19 +45,32 @@ type Frame struct {
 // num_gpu_blocks), null block included. Usage is KVUsedBlocks over
 // KVNumBlocks−1, as vLLM's BlockPool.get_usage divides by the usable
 // blocks.
+//
+// The prefix cache's counts are vLLM's PrefixCacheStats, in tokens, since
+// the start and only with Config.EnablePrefixCaching: a request admitted
+// after a lookup adds its length to the queries and the tokens it found
+// cached to the hits, as vLLM records them at admission; a request's
+// lookups after a preemption are counted apart, as vLLM does, so that a
+// victim that finds its own blocks again does not raise the hit rate.
 type SchedulerStats struct {
 	Running      int
 	Waiting      int
 	Preemptions  int64 // since the start
-	KVUsedBlocks int   // held by requests: 0 to KVNumBlocks−1
+	KVUsedBlocks int   // held by requests: 0 to KVNumBlocks−1; a cached block no request holds is free
 	KVNumBlocks  int   // the cache, the null block included
+
+	PrefixCacheQueries          int64 // tokens looked up by requests never preempted
+	PrefixCacheHits             int64 // of those, tokens found cached
+	PrefixCachePreemptedQueries int64 // tokens looked up by preempted requests as they resumed
+	PrefixCachePreemptedHits    int64 // of those, tokens found cached
 }
 
 // Scheduler is vLLM's v1 request scheduler as a plain state machine:
 // waiting and running queues, a token budget per step with chunked prefill,
-// paged KV blocks, and preemption by recompute when blocks run out. Of the
-// cache's NumBlocks blocks, requests hold at most NumBlocks−1: one is
-// vLLM's null block, which its BlockPool keeps out of the free queue. Under
+// paged KV blocks, preemption by recompute when blocks run out and, with
+// Config.EnablePrefixCaching, automatic prefix caching. Of the cache's
+// NumBlocks blocks, requests hold at most NumBlocks−1: one is vLLM's null
+// block, which its BlockPool keeps out of the free queue. Under
 // PolicyFCFS the waiting queue is in order of arrival and the newest running
 // request is preempted; under PolicyPriority the waiting queue is in order
 // of (Priority, Incarnation, Index) and the running request last in that
@@ -70,10 +83,18 @@ type Scheduler struct {
 	// requests back at their place.
 	waiting []*Request
 	running []*Request // in admission order: the last is the newest
-	free    int        // free KV blocks: UsableBlocks at the start
+	pool    blockPool  // the KV blocks: UsableBlocks free at the start
+
+	// kvEpoch counts the writes that overwrote a block another request
+	// held (kv.go): a request that has not read its blocks since the last
+	// one reads them all at its next step.
+	kvEpoch uint64
 
 	preemptions int64
 	frames      uint64
+	prefix      SchedulerStats // the prefix cache's counts
+
+	hits []int32 // scratch: a waiting request's cache hits
 
 	// Scratch reused from step to step: a step's SchedulerOutput and
 	// samples are read only until the next Schedule.
@@ -84,7 +105,7 @@ type Scheduler struct {
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
 // Its free blocks are cfg.UsableBlocks(): the null block is never free.
 func NewScheduler(cfg Config) *Scheduler {
-	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), free: cfg.UsableBlocks()}
+	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), pool: newBlockPool(cfg)}
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
@@ -99,6 +120,9 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
+	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
+	r.hashes, r.hashed, r.tail = r.hashes[:0], 0, digestSeed
+	s.digest(r)
 	s.requests[r.InternalID] = r
 	if s.cfg.SchedulingPolicy == PolicyPriority {
 		s.waiting = slices.Insert(s.waiting, s.waitingPlace(r, false), r)
@@ -232,27 +256,99 @@ func (s *Scheduler) NumRequests() int { return len(s.requests) }
 
 // Stats returns the counts vLLM reports.
 func (s *Scheduler) Stats() SchedulerStats {
-	return SchedulerStats{Running: len(s.running), Waiting: len(s.waiting), Preemptions: s.preemptions,
-		KVUsedBlocks: s.cfg.UsableBlocks() - s.free, KVNumBlocks: s.cfg.NumBlocks}
+	st := s.prefix
+	st.Running, st.Waiting, st.Preemptions = len(s.running), len(s.waiting), s.preemptions
+	st.KVUsedBlocks, st.KVNumBlocks = s.cfg.UsableBlocks()-s.pool.numFree, s.cfg.NumBlocks
+	return st
 }
 
+// freeBlocks gives r's blocks back, the last first, as vLLM frees a
+// request's blocks in reverse so that its tail, the least likely to be
+// shared, is evicted first. Cached blocks keep their hashes.
 func (s *Scheduler) freeBlocks(r *Request) {
-	s.free += r.Blocks
-	r.Blocks = 0
+	for i := len(r.table) - 1; i >= 0; i-- {
+		s.pool.free(r.table[i])
+	}
+	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 }
 
 // grow reserves the blocks r needs to hold n computed tokens, if there are
-// enough free.
+// enough free, and caches the blocks those tokens fill (allocate).
 func (s *Scheduler) grow(r *Request, n int) bool {
-	need := s.cfg.BlocksFor(n) - r.Blocks
-	if need <= 0 {
-		return true
-	}
-	if need > s.free {
+	need := s.cfg.BlocksFor(n) - len(r.table)
+	if need > s.pool.numFree {
 		return false
 	}
-	s.free -= need
-	r.Blocks += need
+	s.allocate(r, need, n)
+	return true
+}
+
+// allocate hands r need new blocks and, with prefix caching, caches its
+// full blocks up to n tokens: vLLM's allocate_slots caches them when it
+// allocates, before the forward pass computes them, so that a request
+// scheduled later in the same step can hit them (the pass writes KV
+// before attention reads it).
+func (s *Scheduler) allocate(r *Request, need, n int) {
+	for ; need > 0; need-- {
+		r.table = append(r.table, s.pool.pop())
+	}
+	r.Blocks = len(r.table)
+	if !s.cfg.EnablePrefixCaching {
+		return
+	}
+	full := min(n, r.NumTokens()) / s.cfg.BlockSize
+	for ; r.cachedBlocks < full; r.cachedBlocks++ {
+		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks])
+	}
+}
+
+// lookup returns into hits the cached blocks of r's longest cached prefix
+// of full blocks, short of its last token, which must be computed to
+// sample from its logits: vLLM's max_cache_hit_length, num_tokens−1.
+func (s *Scheduler) lookup(r *Request, hits []int32) []int32 {
+	hits = hits[:0]
+	for _, h := range r.hashes[:(r.NumTokens()-1)/s.cfg.BlockSize] {
+		id, ok := s.pool.lookup(h)
+		if !ok {
+			break
+		}
+		hits = append(hits, id)
+	}
+	return hits
+}
+
+// admit gives a waiting request the cached blocks it hit and the blocks
+// for n more tokens, if there are enough free; the cached blocks no
+// request holds are free blocks it takes, and cannot be handed out too
+// (vLLM's num_evictable_computed_blocks). On failure nothing changes.
+func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
+	computed := len(hits) * s.cfg.BlockSize
+	need := s.cfg.BlocksFor(computed+n) - len(hits)
+	evictable := 0
+	for _, id := range hits {
+		if s.pool.blocks[id].ref == 0 {
+			evictable++
+		}
+	}
+	if need+evictable > s.pool.numFree {
+		return false
+	}
+	for _, id := range hits {
+		s.pool.touch(id)
+		r.table = append(r.table, id)
+	}
+	r.cachedBlocks = len(hits)
+	r.NumComputed = computed
+	s.allocate(r, need, computed+n)
+	if s.cfg.EnablePrefixCaching {
+		if r.Preemptions > 0 {
+			s.prefix.PrefixCachePreemptedQueries += int64(r.NumTokens())
+			s.prefix.PrefixCachePreemptedHits += int64(computed)
+		} else {
+			s.prefix.PrefixCacheQueries += int64(r.NumTokens())
+			s.prefix.PrefixCacheHits += int64(computed)
+		}
+	}
 	return true
 }
 
@@ -268,8 +364,10 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 // preempting while KV blocks run out (the newest running request, or under
 // PolicyPriority the last in priority order), then waiting requests, from
 // the head of the waiting queue, while there is budget and room — but none
-// when something was preempted this step. The output is valid until the
-// next call.
+// when something was preempted this step. With prefix caching a waiting
+// request (new, or preempted: it computes from its first token) starts
+// after its longest cached prefix. The output is valid until the next
+// call.
 func (s *Scheduler) Schedule() *SchedulerOutput {
 	out := &s.out
 	clear(out.Scheduled)
@@ -309,14 +407,19 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	}
 	if len(out.Preempted) == 0 {
 		for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
-			r := s.waiting[0]
-			n := s.newTokens(r, budget)
-			if n <= 0 || !s.grow(r, r.NumComputed+n) {
+			r := s.waiting[0] // NumComputed is 0: new, or preempted
+			if s.cfg.EnablePrefixCaching {
+				s.hits = s.lookup(r, s.hits)
+			}
+			hit := len(s.hits) * s.cfg.BlockSize
+			n := min(r.NumTokens()-hit, budget, s.cfg.MaxModelLen-hit)
+			if n <= 0 || !s.admit(r, s.hits, n) {
 				break
 			}
 			s.waiting = s.waiting[1:]
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
+			r.kvChecked = 0 // it reads every block it took at its first step
 			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
 			out.TotalTokens += n
 			budget -= n
@@ -368,10 +471,17 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 	}
 	tokens = tokens[:len(so.Scheduled)]
 	s.sampled = tokens
+	// The pass writes every scheduled token's KV, then attention reads it.
+	for _, sc := range so.Scheduled {
+		if sc.Req.Status == StatusRunning { // not finished since Schedule
+			s.kvWrite(sc.Req, sc.NumTokens)
+		}
+	}
 	for i, sc := range so.Scheduled {
 		tokens[i] = -1
-		if sc.Sample {
-			t := SampleAt(m, sc.Req.key, len(sc.Req.Output), &sc.Req.Params, s.cfg.EOSTokenID)
+		if sc.Sample && sc.Req.Status == StatusRunning {
+			key := s.kvRead(sc.Req, sc.NumTokens)
+			t := SampleAt(m, key, len(sc.Req.Output), &sc.Req.Params, s.cfg.EOSTokenID)
 			if t < 0 {
 				// -1 means "nothing sampled" to UpdateFromOutput.
 				panic(fmt.Sprintf("core: model %T returned token %d at output position %d of request %q; a token id must be ≥ 0",
@@ -405,6 +515,7 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 			continue // a chunk of prefill: nothing sampled yet
 		}
 		r.Output = append(r.Output, sampled[i])
+		s.digest(r)
 		stopped := s.checkStop(r)
 		s.frames++
 		n := len(r.Output)
