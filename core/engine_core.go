@@ -61,8 +61,10 @@ type EngineCore struct {
 	abortsPending atomic.Int64
 	// The scheduler's counts as of the core's last change, for the
 	// frontend's gauges: an abort changes them without a batch.
-	running, waiting, kvUsed, preemptions atomic.Int64
-	progress                              func() // called when the core is about to block for input
+	running, waiting, kvUsed, preemptions       atomic.Int64
+	prefixQueries, prefixHits                   atomic.Int64
+	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
+	progress                                    func() // called when the core is about to block for input
 }
 
 // NewEngineCore returns a core reading in and aborts and writing out. cfg
@@ -379,6 +381,12 @@ func (c *EngineCore) syncHeld() {
 	publish(&c.waiting, int64(st.Waiting))
 	publish(&c.kvUsed, int64(st.KVUsedBlocks))
 	publish(&c.preemptions, st.Preemptions)
+	if c.cfg.EnablePrefixCaching {
+		publish(&c.prefixQueries, st.PrefixCacheQueries)
+		publish(&c.prefixHits, st.PrefixCacheHits)
+		publish(&c.prefixPreemptedQueries, st.PrefixCachePreemptedQueries)
+		publish(&c.prefixPreemptedHits, st.PrefixCachePreemptedHits)
+	}
 }
 
 // publish stores v in a unless a holds it already: most steps change few
@@ -396,5 +404,7 @@ func publish(a *atomic.Int64, v int64) {
 // need not all be of the same one.
 func (c *EngineCore) Stats() SchedulerStats {
 	return SchedulerStats{Running: int(c.running.Load()), Waiting: int(c.waiting.Load()),
-		Preemptions: c.preemptions.Load(), KVUsedBlocks: int(c.kvUsed.Load()), KVNumBlocks: c.cfg.NumBlocks}
+		Preemptions: c.preemptions.Load(), KVUsedBlocks: int(c.kvUsed.Load()), KVNumBlocks: c.cfg.NumBlocks,
+		PrefixCacheQueries: c.prefixQueries.Load(), PrefixCacheHits: c.prefixHits.Load(),
+		PrefixCachePreemptedQueries: c.prefixPreemptedQueries.Load(), PrefixCachePreemptedHits: c.prefixPreemptedHits.Load()}
 }

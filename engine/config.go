@@ -53,6 +53,12 @@ type Config struct {
 	// zero value, or PolicyPriority, which serves requests by
 	// Params.Priority and preempts the least urgent running request.
 	SchedulingPolicy SchedulingPolicy
+	// EnablePrefixCaching is vLLM's --enable-prefix-caching: requests
+	// that share a prefix of full KV blocks with one computed before take
+	// its blocks instead of computing it again; see
+	// core.Config.EnablePrefixCaching. vLLM v1 turns it on by default;
+	// here it is off by default.
+	EnablePrefixCaching bool
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value means none (benchmarks).
 	StepTime time.Duration
@@ -82,7 +88,8 @@ type Config struct {
 func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
-		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy, StepTime: c.StepTime, Model: c.Model,
+		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
+		EnablePrefixCaching: c.EnablePrefixCaching, StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }

@@ -19,10 +19,18 @@ type Stats struct {
 	FinishedError      int64 // vllm:request_success_total{finished_reason="error"}
 	KVUsedBlocks       int   // blocks requests hold: the null block is never counted
 	KVNumBlocks        int   // the whole cache, Config.NumBlocks (vLLM's num_gpu_blocks), null block included
+
+	// The prefix cache's counts in tokens, with Config.EnablePrefixCaching
+	// (core.SchedulerStats): a preempted request's lookups as it resumes
+	// are counted apart, and, as in vLLM, not exported.
+	PrefixCacheQueries          int64 // vllm:prefix_cache_queries_total
+	PrefixCacheHits             int64 // vllm:prefix_cache_hits_total
+	PrefixCachePreemptedQueries int64
+	PrefixCachePreemptedHits    int64
 }
 
-// Stats returns a snapshot of the counters. Running, waiting, preemptions
-// and KV usage are the core's as of its last change: an abort that leaves
+// Stats returns a snapshot of the counters. Running, waiting, preemptions,
+// KV usage and the prefix cache's counts are the core's as of its last change: an abort that leaves
 // the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
 	e.mu.Lock()
@@ -31,6 +39,8 @@ func (e *AsyncLLM) Stats() Stats {
 	cs := e.core.Stats()
 	s.RequestsRunning, s.RequestsWaiting, s.Preemptions = cs.Running, cs.Waiting, cs.Preemptions
 	s.KVUsedBlocks, s.KVNumBlocks = cs.KVUsedBlocks, cs.KVNumBlocks
+	s.PrefixCacheQueries, s.PrefixCacheHits = cs.PrefixCacheQueries, cs.PrefixCacheHits
+	s.PrefixCachePreemptedQueries, s.PrefixCachePreemptedHits = cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits
 	return s
 }
 
@@ -66,6 +76,8 @@ func (s Stats) Metrics() []Metric {
 		{`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort)},
 		{`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError)},
 		{"llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped)},
+		{"vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries)},
+		{"vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits)},
 	}
 }
 
