@@ -166,10 +166,12 @@ func (p *blockPool) cache(id int32, hash uint64) {
 		return
 	}
 	c := first
-	for p.blocks[c].dup != blockNone {
+	for c != id && p.blocks[c].dup != blockNone {
 		c = p.blocks[c].dup
 	}
-	p.blocks[c].dup = id
+	if c != id { // a hash left behind by a planted bug can name id already
+		p.blocks[c].dup = id
+	}
 }
 
 // lookup returns the first cached block with hash.
