@@ -12,15 +12,19 @@ type kvBlock struct {
 	ref        int32 // requests that hold it
 	prev, next int32 // its neighbours in the freed list, while it is free
 	dup        int32 // the next cached block with the same hash, in order of caching
-	hashed     bool  // it is in the cache under hash
-	hash       uint64
-
-	// word is the digest of the sequence up to the last slot written, as
-	// the writer computed it from what it read (kv.go); filled is the
-	// slots written, from the first.
-	word   uint64
+	// filled is the slots written, from the first, and word the digest
+	// of the sequence up to the last of them, as the writer computed it
+	// from what it read (kv.go).
 	filled int32
+	hashed bool // it is in the cache under hash
+	hash   uint64
+	word   uint64
 }
+
+// blocksRoom is the room for blocks a scheduler starts with, in the
+// scheduler itself: a simulated run hands out a few dozen, and a fresh
+// engine per seed must not pay an allocation for each doubling.
+const blocksRoom = 64
 
 // blockPool is vLLM's BlockPool: the cache's NumBlocks blocks, of which
 // block 0 is the null block and never handed out, a free queue in vLLM's
@@ -47,10 +51,11 @@ type blockPool struct {
 	cached map[uint64]int32 // hash → the first cached block with it; nil until a block is cached
 }
 
-func newBlockPool(cfg Config) blockPool {
+// newBlockPool returns a pool whose blocks start in room.
+func newBlockPool(cfg Config, room []kvBlock) blockPool {
 	p := blockPool{numBlocks: int32(cfg.NumBlocks), caching: cfg.EnablePrefixCaching, faults: cfg.Faults,
 		fresh: 1, numFree: cfg.UsableBlocks()}
-	p.blocks = append(p.blocks, kvBlock{}) // the null block
+	p.blocks = append(room[:0], kvBlock{}) // the null block
 	return p
 }
 

@@ -26,7 +26,7 @@ func (r *Request) BlockHashes() []uint64 { return r.hashes }
 
 // NewBlockPool returns a bare pool for tests of its order.
 func NewBlockPool(cfg Config) *BlockPool {
-	p := newBlockPool(cfg)
+	p := newBlockPool(cfg, nil)
 	return &BlockPool{p: &p}
 }
 

@@ -1,5 +1,7 @@
 package core
 
+import "slices"
+
 // The model reads the KV it is given. A real forward pass writes each
 // scheduled token's keys and values into the request's blocks, and its
 // attention reads them back from whatever blocks the block table names: a
@@ -40,6 +42,9 @@ func (s *Scheduler) digest(r *Request) {
 		d = digestToken(d, r.tokenAt(r.hashed))
 		r.hashed++
 		if r.hashed == next {
+			if len(r.hashes) == cap(r.hashes) {
+				r.hashes = slices.Grow(r.hashes, max(1, s.roomFor(r)-len(r.hashes)))
+			}
 			r.hashes = append(r.hashes, d)
 			next += bs
 		}

@@ -125,6 +125,11 @@ type Request struct {
 	// not its own sequence: the digest of what it read, which it samples
 	// with instead of its key.
 	kvGarbage uint64
+
+	// Room for a short request's table and hashes, so that they cost no
+	// allocation of their own.
+	tableRoom  [8]int32
+	hashesRoom [8]uint64
 }
 
 // BlockTable returns the ids of the KV blocks the request holds, in order

@@ -96,6 +96,8 @@ type Scheduler struct {
 
 	hits []int32 // scratch: a waiting request's cache hits
 
+	blocksRoom [blocksRoom]kvBlock // the pool's first blocks
+
 	// Scratch reused from step to step: a step's SchedulerOutput and
 	// samples are read only until the next Schedule.
 	out     SchedulerOutput
@@ -105,7 +107,9 @@ type Scheduler struct {
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
 // Its free blocks are cfg.UsableBlocks(): the null block is never free.
 func NewScheduler(cfg Config) *Scheduler {
-	return &Scheduler{cfg: cfg, requests: make(map[string]*Request), pool: newBlockPool(cfg)}
+	s := &Scheduler{cfg: cfg, requests: make(map[string]*Request)}
+	s.pool = newBlockPool(cfg, s.blocksRoom[:])
+	return s
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
@@ -119,6 +123,9 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	r.key = SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index)
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
+	}
+	if r.table == nil { // room in the request for a short one's blocks
+		r.table, r.hashes = r.tableRoom[:0], r.hashesRoom[:0]
 	}
 	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 	r.hashes, r.hashed, r.tail = r.hashes[:0], 0, digestSeed
@@ -289,6 +296,9 @@ func (s *Scheduler) grow(r *Request, n int) bool {
 // scheduled later in the same step can hit them (the pass writes KV
 // before attention reads it).
 func (s *Scheduler) allocate(r *Request, need, n int) {
+	if len(r.table)+need > cap(r.table) {
+		r.table = slices.Grow(r.table, max(need, s.roomFor(r)-len(r.table)))
+	}
 	for ; need > 0; need-- {
 		r.table = append(r.table, s.pool.pop())
 	}
@@ -300,6 +310,15 @@ func (s *Scheduler) allocate(r *Request, need, n int) {
 	for ; r.cachedBlocks < full; r.cachedBlocks++ {
 		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks])
 	}
+}
+
+// roomFor is the room for block ids or hashes that r's table and hashes
+// grow to when they outgrow the request's own: every block its prompt and
+// MaxTokens can fill, up to a bound, so that a long request pays one
+// allocation for each rather than one per doubling.
+func (s *Scheduler) roomFor(r *Request) int {
+	const roomMax = 256
+	return s.cfg.BlocksFor(min(len(r.Prompt)+min(r.Params.MaxTokens, roomMax*s.cfg.BlockSize), roomMax*s.cfg.BlockSize))
 }
 
 // lookup returns into hits the cached blocks of r's longest cached prefix
