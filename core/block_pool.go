@@ -24,7 +24,7 @@ type kvBlock struct {
 // blocksRoom is the room for blocks a scheduler starts with, in the
 // scheduler itself: a simulated run hands out a few dozen, and a fresh
 // engine per seed must not pay an allocation for each doubling.
-const blocksRoom = 64
+const blocksRoom = 32
 
 // blockPool is vLLM's BlockPool: the cache's NumBlocks blocks, of which
 // block 0 is the null block and never handed out, a free queue in vLLM's

@@ -100,7 +100,10 @@ func (s *Scheduler) kvWrite(r *Request, n int) {
 		i := (start - 1) / bs
 		b := &s.pool.blocks[r.table[i]]
 		read = b.word
-		want := s.digestAt(r, start-1)
+		want := r.kvLast // what r wrote last step, as a decode follows it
+		if r.kvLastAt != start {
+			want = s.digestAt(r, start-1)
+		}
 		if bad == 0 && (read != want || int(b.filled) != start-i*bs) {
 			bad = garbage(read, want)
 		}
@@ -130,7 +133,9 @@ func (s *Scheduler) kvWrite(r *Request, n int) {
 		}
 		b.filled = int32(stop - i*bs)
 		p = stop
+		r.kvLast = want
 	}
+	r.kvLastAt = end
 	r.kvGarbage = bad
 }
 

@@ -125,6 +125,10 @@ type Request struct {
 	// not its own sequence: the digest of what it read, which it samples
 	// with instead of its key.
 	kvGarbage uint64
+	// kvLast is the digest r's sequence expects up to position kvLastAt−1,
+	// the last it wrote: where its next step's writes chain from.
+	kvLast   uint64
+	kvLastAt int
 
 	// Room for a short request's table and hashes, so that they cost no
 	// allocation of their own.
