@@ -4,6 +4,15 @@
 // (SchedulingPolicy), stop checks, a deterministic Model and a toy
 // Tokenizer, and the busy loop that feeds them from queues (EngineCore).
 //
+// KV blocks have identity, as in vLLM's BlockPool: a null block, a free
+// queue in vLLM's order, reference counts and block tables, and with
+// Config.EnablePrefixCaching vLLM's automatic prefix caching (full blocks
+// kept by the chained hash of their prefix and taken by the next request
+// that starts with it). The model reads the KV it is given: each step
+// writes its tokens' KV digests into the request's blocks and a request
+// samples from what they hold, so a block-management bug shows as wrong
+// tokens, as on a GPU.
+//
 // The Scheduler, the KV accounting and the stop checks are plain methods on
 // plain structs with no concurrency; EngineCore is the one task ("engine-core")
 // that drives them: block when idle, drain ADD and ABORT, step, push outputs.
