@@ -216,6 +216,13 @@ func (c *EngineCore) runStep() {
 	for _, r := range so.Preempted {
 		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
+	if c.cfg.EnablePrefixCaching && c.cfg.Observer != nil {
+		for _, sc := range so.Scheduled {
+			if r := sc.Req; sc.Cached > 0 {
+				c.emit(Event{Kind: EventPrefixHit, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: sc.Cached})
+			}
+		}
+	}
 	if len(so.Scheduled) == 0 {
 		c.rejectUnschedulable(len(so.Preempted) > 0)
 		return

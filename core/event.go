@@ -47,10 +47,14 @@ const (
 	// took an output from Next (after an EventOutput for each sequence it
 	// carried, Held of them); Finished when the request finished.
 	EventRequestOutput
+	// EventPrefixHit: the core admitted a waiting request (new, or
+	// preempted) that found its first Held tokens in the prefix cache
+	// (Config.EnablePrefixCaching) and computes from there.
+	EventPrefixHit
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
-	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output"}
+	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -81,7 +85,7 @@ type Event struct {
 	Finished       bool
 	Reason         FinishReason
 	Step           int64 // core step number
-	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried
+	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached
 	Err            error // EventDead, EventCoreReject, EventFinish with an error: the cause
 	Prompt         []int // EventAdd: the prompt's tokens
 	Params         any   // EventAdd: the frontend's request parameters (engine.Params)
@@ -114,6 +118,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s %s (incarnation %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Tokens, finished(e))
 	case EventDead:
 		return fmt.Sprintf("%s: %v", e.Kind, e.Err)
+	case EventPrefixHit:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d token(s) found cached", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventRequestOutput:
 		return fmt.Sprintf("%s %s (incarnation %d) %d sequence(s)%s", e.Kind, e.RequestID, e.Incarnation, e.Held, finished(e))
 	}

@@ -15,6 +15,9 @@ type Scheduled struct {
 	Req       *Request
 	NumTokens int  // tokens computed this step
 	Sample    bool // the step reaches the end of the known sequence and samples a token
+	// Cached is, for a request admitted this step, the tokens it found in
+	// the prefix cache and starts after; 0 otherwise.
+	Cached int
 }
 
 // SchedulerOutput is what one step computes.
@@ -439,7 +442,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
 			r.kvChecked = 0 // it reads every block it took at its first step
-			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
+			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens(), Cached: hit})
 			out.TotalTokens += n
 			budget -= n
 		}

@@ -138,6 +138,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("refuses the ADD of %s: %v", req, ev.Err))
 	case core.EventPreempt:
 		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
+	case core.EventPrefixHit:
+		st.notable(at, who, fmt.Sprintf("admits %s from the prefix cache: its first %d token(s) are in cached blocks", req, ev.Held))
 	case core.EventFinish:
 		st.notable(at, who, fmt.Sprintf("finishes %s: %s, %d token(s)", req, ev.Reason, len(ev.Tokens)))
 	case core.EventIdle:
