@@ -224,6 +224,10 @@ func TestFailpointFlag(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "core/model-panic")
 	assert.Contains(t, out, "github.com/llmdst/llmdst/core/model-panic")
+	faults, bugs, ok := strings.Cut(out, "Bugs, planted on purpose")
+	require.True(t, ok, "the bugs have a section of their own:\n%s", out)
+	assert.NotContains(t, faults, "core/kv-keep-evicted-hash")
+	assert.Contains(t, bugs, "core/kv-keep-evicted-hash")
 
 	dir := t.TempDir()
 	code, out, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "4", "-legacy", "-out", dir,

@@ -27,13 +27,22 @@ func init() {
 func cmdList(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead: names, what each does, the terms it takes")
+	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead, faults then planted bugs: names, what each does, the terms it takes")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
 	if *fps {
-		for _, p := range failpoints.All() {
+		show := func(p *failpoints.Point) {
 			fmt.Fprintf(stdout, "%s\n    %s\n    full name (GO_FAILPOINTS): %s\n    terms: %s\n", p.Name, p.Doc, p.FullName(), p.Terms)
+		}
+		for _, p := range failpoints.All() {
+			show(p)
+		}
+		if bugs := failpoints.Bugs(); len(bugs) > 0 {
+			fmt.Fprintf(stdout, "\nBugs, planted on purpose for a checker to catch (swarm never draws them):\n")
+			for _, p := range bugs {
+				show(p)
+			}
 		}
 		return nil
 	}
