@@ -99,6 +99,33 @@ func TestSwarmFindsTheLegacyBugs(t *testing.T) {
 	assert.True(t, found[props.NoStaleDelivery], "swarm found no stale delivery in the legacy engine: %v", found)
 }
 
+// TestSwarmCatchesAPlantedPrefixCacheBug: with the failpoint that keeps an
+// evicted block's hash in the prefix cache, swarm's runs with prefix
+// caching under KV pressure hit blocks whose content was overwritten, the
+// model samples from the wrong KV, and the checker sees tokens that are not
+// the model's (1.9% of 20,000 seeds; none without the failpoint, which
+// TestFixedEngineSurvivesEveryStrategy and make sim check).
+func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	for seed := uint64(1); seed <= 1000; seed++ {
+		opts := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-keep-evicted-hash=return"}}
+		prog, out := scenario.Swarm.Program(opts)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st, Trace: true}, prog)
+		err := out.Err(res.Err)
+		if err == nil {
+			continue
+		}
+		var v *props.Violation
+		require.ErrorAs(t, err, &v, "seed %d", seed)
+		assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
+		var b strings.Builder
+		require.NoError(t, scenario.WriteStory(&b, res.Trace))
+		assert.Contains(t, b.String(), "from the prefix cache", "seed %d: the story says who took cached blocks", seed)
+		return
+	}
+	t.Fatal("swarm did not catch the planted prefix cache bug in 1,000 seeds")
+}
+
 // TestGoldenStoryOfTheFoundingRace keeps the story of the founding race at
 // its simplest, as the documentation of the bug: the shortest failing
 // legacy interleaving among the first 200 seeds, shrunk by sim.Shrink to the
@@ -176,7 +203,9 @@ func TestTraceHashGolden(t *testing.T) {
 					if s == scenario.Swarm {
 						// A kv-pressure run that preempts: the KV cache's
 						// capacity moves its hash, which no other row's does.
-						seeds = append(seeds, 40)
+						// And a run with prefix caching, a shared system
+						// prompt and KV pressure, which hits and evicts.
+						seeds = append(seeds, 40, 4)
 					}
 					for _, seed := range seeds {
 						res, err := run(t, s, legacy, seed, st, false)

@@ -28,9 +28,14 @@ import (
 // or three sequences (parallel sampling) among the others; and, a third of
 // the time, the priority scheduling policy: each request draws a priority,
 // half of them a long MaxTokens too, and half of those runs go under KV
-// pressure, so that priority decides whom to preempt. The interval,
-// sequences and priorities are each drawn from a stream of their own, so
-// that every other draw of a seed is what it was before they existed.
+// pressure, so that priority decides whom to preempt; and, a third of the
+// time, prefix caching with small KV blocks, so that reused prompts, the
+// sequences of a request and preempted requests find blocks cached — half
+// of those runs with a system prompt every request shares, half under KV
+// pressure, so that cached blocks are evicted and handed out again. The
+// interval, sequences, priorities and prefix caching are each drawn from a
+// stream of their own, so that every other draw of a seed is what it was
+// before they existed.
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -52,6 +57,21 @@ const streamPriority uint64 = 0x5052494f52495459
 // streamInterval is the stream of the seed that swarm draws a Delta
 // stream interval from ("INTERVAL").
 const streamInterval uint64 = 0x494e54455256414c
+
+// streamPrefix is the stream of the seed that swarm draws prefix
+// caching, its block size, a shared system prompt and KV pressure from
+// ("PREFIXCA").
+const streamPrefix uint64 = 0x5052454649584341
+
+// swarmSystemPrompt is what every prompt of a run that shares one starts
+// with: ten words, whole blocks of every block size swarm draws for prefix
+// caching, and some more.
+const swarmSystemPrompt = "you are a helpful assistant who answers in few words "
+
+// swarmCacheBlockSizes are the block sizes of the runs with prefix caching
+// on a configuration of the default size: small enough that swarm's
+// prompts fill whole blocks.
+var swarmCacheBlockSizes = []int{2, 4, 8}
 
 // swarmPriorities are the priorities a request draws under the priority
 // policy: one more urgent than the default, the default, and two less.
@@ -126,8 +146,26 @@ func swarm(x *Run) error {
 			sc = kvPressure // x.Rand's draw stands, so that its later draws do not move
 		}
 	}
+	caching := sim.NewPCGChooser(x.Opts.Seed, streamPrefix)
+	system := ""
+	if caching.Intn(3) != 0 {
+		caching = nil
+	} else {
+		if caching.Intn(2) == 0 {
+			system = swarmSystemPrompt
+		}
+		if caching.Intn(2) == 0 {
+			sc = kvPressure // evictions: x.Rand's draw stands, as above
+		}
+	}
 	f := drawFeatures(x)
 	cfg := sc.cfg
+	if caching != nil {
+		cfg.EnablePrefixCaching = true
+		if cfg.BlockSize == 0 {
+			cfg.BlockSize = swarmCacheBlockSizes[caching.Intn(len(swarmCacheBlockSizes))]
+		}
+	}
 	if prios != nil {
 		cfg.SchedulingPolicy = engine.PolicyPriority
 	}
@@ -162,7 +200,7 @@ func swarm(x *Run) error {
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model, seqs, prios)
+		script := drawScript(x, f, ids, model, seqs, prios, system)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
@@ -200,7 +238,7 @@ const (
 	opWaitIdle               // WaitIdle
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios sim.Chooser) []op {
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios sim.Chooser, system string) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -221,7 +259,7 @@ func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios 
 	}
 	script := make([]op, 0, n)
 	for i := 0; i < n; i++ {
-		o := op{id: ids[r.Intn(len(ids))], prompt: swarmPrompts[r.Intn(len(swarmPrompts))], reads: r.Intn(4)}
+		o := op{id: ids[r.Intn(len(ids))], prompt: system + swarmPrompts[r.Intn(len(swarmPrompts))], reads: r.Intn(4)}
 		o.params = engine.Params{MaxTokens: 1 + r.Intn(12), Output: engine.OutputKind(r.Intn(3))}
 		o.kind = kinds[r.Intn(len(kinds))]
 		if f.long && o.kind != opDrain && r.Intn(2) == 0 {
