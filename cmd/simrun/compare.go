@@ -80,7 +80,8 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "difference in failures, overall and for each failure mode apart (Fisher's exact test).")
 		fmt.Fprintf(stderr, "-a and -b take run's flags (%s), added to the\n", strings.Join(dashed(specFlagNames()), ", "))
 		fmt.Fprintln(stderr, "common ones: a variant's flag replaces the common one, and its -failpoint NAME=TERMS is armed")
-		fmt.Fprintln(stderr, "beside the common failpoints, in place of a common one of the same NAME.")
+		fmt.Fprintln(stderr, "beside the common failpoints, in place of a common one of the same NAME; its -config KEY=VALUE")
+		fmt.Fprintln(stderr, "replaces a common setting of the same KEY.")
 		fmt.Fprintln(stderr, "With -for, A runs for half the budget and B over the seeds A ran.")
 		fs.PrintDefaults()
 	}
@@ -245,6 +246,10 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 			merged.stepsMax = v.stepsMax
 		case "failpoint":
 			merged.failpoints = mergeFailpoints(common.failpoints, v.failpoints)
+		case "config":
+			// Given later, a variant's setting replaces a common one of
+			// the same key.
+			merged.config = slices.Concat(common.config, v.config)
 		default:
 			panic("simrun: compare does not apply the variant flag -" + f.Name)
 		}

@@ -226,6 +226,7 @@ func TestCompareAppliesEveryVariantFlag(t *testing.T) {
 		"legacy":    "true",
 		"steps-max": "77",
 		"failpoint": "core/model-panic=panic",
+		"config":    "prefix-caching=on",
 	}
 	var sf specFlags
 	sf.scenario = "abort-reuse"

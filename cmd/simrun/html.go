@@ -19,15 +19,18 @@ func writeHTML(file string, sp *spec, o *outcome, schedFile string) error {
 		{Key: "seed", Value: strconv.FormatUint(o.seed, 10)},
 		{Key: "strategy", Value: o.strategy},
 		{Key: "engine", Value: sp.engineName()},
-		{Key: "trace hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)},
 	}
+	for _, c := range sp.configStrings() {
+		header = append(header, timeline.Field{Key: "config", Value: c})
+	}
+	header = append(header, timeline.Field{Key: "trace hash", Value: fmt.Sprintf("%016x", o.res.TraceHash)})
 	label := "run again"
 	if schedFile != "" {
 		label = "replay"
 	}
 	header = append(header, timeline.Field{Key: label, Value: sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)})
 	opts := timeline.Options{
-		Title:     fmt.Sprintf("%s seed %d, %s engine", sp.scenario.Name, o.seed, sp.engineName()),
+		Title:     fmt.Sprintf("%s seed %d, %s", sp.scenario.Name, o.seed, sp.engineWords()),
 		Header:    header,
 		Highlight: scenario.IsStaleDelivery,
 		Notable:   notableEvent,

@@ -87,19 +87,20 @@ func (f *outputFlags) registerSchedule(fs *flag.FlagSet) {
 func (f *outputFlags) tracing() bool { return f.trace != "" || f.story || f.html != "" }
 
 type runJSON struct {
-	Scenario  string `json:"scenario"`
-	Seed      uint64 `json:"seed"`
-	Strategy  string `json:"strategy"`
-	Engine    string `json:"engine"`
-	Failed    bool   `json:"failed"`
-	Error     string `json:"error,omitempty"`
-	Signature string `json:"signature,omitempty"`
-	Steps     int64  `json:"steps"`
-	ElapsedNS int64  `json:"elapsed_ns"`
-	TraceHash string `json:"trace_hash"`
-	Schedule  string `json:"schedule,omitempty"`
-	Replay    string `json:"replay,omitempty"`
-	Replayed  *bool  `json:"same_hash_as_recorded,omitempty"`
+	Scenario  string   `json:"scenario"`
+	Seed      uint64   `json:"seed"`
+	Strategy  string   `json:"strategy"`
+	Engine    string   `json:"engine"`
+	Config    []string `json:"config,omitempty"` // -config, sorted by key
+	Failed    bool     `json:"failed"`
+	Error     string   `json:"error,omitempty"`
+	Signature string   `json:"signature,omitempty"`
+	Steps     int64    `json:"steps"`
+	ElapsedNS int64    `json:"elapsed_ns"`
+	TraceHash string   `json:"trace_hash"`
+	Schedule  string   `json:"schedule,omitempty"`
+	Replay    string   `json:"replay,omitempty"`
+	Replayed  *bool    `json:"same_hash_as_recorded,omitempty"`
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
@@ -231,7 +232,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 		}
 	}
 	if of.json {
-		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: o.failed(),
+		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: o.failed(),
 			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile}
 		if rp != nil && rp.recorded {
 			j.Replayed = &rp.same
@@ -246,7 +247,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s engine: ", sp.scenario.Name, o.seed, o.strategy, sp.engineName())
+		fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: ", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
 		if o.failed() {
 			fmt.Fprintf(stdout, "FAIL after %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
 			fmt.Fprintf(stdout, "  %s\n", indent(o.err.Error(), "  "))
@@ -299,21 +300,21 @@ func reportHang(sp *spec, o *outcome, h *sim.HangError, of *outputFlags, rp *rep
 		return err
 	}
 	if of.json {
-		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
 			Error: h.Error(), Signature: hangSignature(h), Replay: again}
 		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}
 		return errFailed
 	}
-	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s engine: HANG\n", sp.scenario.Name, o.seed, o.strategy, sp.engineName())
+	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: HANG\n", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
 	fmt.Fprintf(stdout, "  %s\n", indent(h.Error(), "  "))
 	fmt.Fprintf(stdout, "  run again: %s\n", again)
 	return errFailed
 }
 
 // checkRecorded refuses the replay of a schedule that simrun recorded on
-// another scenario, engine or failpoints than s: it could only diverge, and
+// another scenario, engine, failpoints or -config than s: it could only diverge, and
 // the divergence would read as if the code had changed.
 func (s *spec) checkRecorded(r replayFile) error {
 	name, ok := r.sch.Get("scenario")
@@ -330,6 +331,15 @@ func (s *spec) checkRecorded(r replayFile) error {
 	fps := recordedFailpoints(r.sch)
 	if !slices.Equal(fps, s.failpoints) {
 		diffs = append(diffs, fmt.Sprintf("%s, not %s", failpointList(fps), failpointList(s.failpoints)))
+	}
+	// A recorded setting is compared as simrun replay would run it: in
+	// canonical form, so that -config step-time=0.2ms matches 200µs.
+	config := recordedConfig(r.sch)
+	if settings, err := parseConfig(config); err == nil {
+		config = settingStrings(settings)
+	}
+	if !slices.Equal(config, s.configStrings()) {
+		diffs = append(diffs, fmt.Sprintf("%s, not %s", configList(config), configList(s.configStrings())))
 	}
 	if d := envMismatch(r.sch); d != "" {
 		diffs = append(diffs, d)

@@ -27,6 +27,7 @@ type shrinkJSON struct {
 	Seed       uint64            `json:"seed"`
 	Strategy   string            `json:"strategy"`
 	Engine     string            `json:"engine"`
+	Config     []string          `json:"config,omitempty"` // -config, sorted by key
 	Failed     bool              `json:"failed"`
 	Signature  string            `json:"signature,omitempty"`
 	Error      string            `json:"error,omitempty"`
@@ -123,10 +124,10 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		from = sp.runCommand(*seed, o.strategy)
 	}
 
-	head := fmt.Sprintf("%s seed %d, strategy %s, %s engine", sp.scenario.Name, *seed, o.strategy, sp.engineName())
+	head := fmt.Sprintf("%s seed %d, strategy %s, %s", sp.scenario.Name, *seed, o.strategy, sp.engineWords())
 	if !o.failed() {
 		if *jsonOut {
-			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName()})
+			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings()})
 		}
 		fmt.Fprintf(stdout, "%s: ok after %d steps — no failure to shrink\n", head, o.res.Steps)
 		return nil
@@ -139,7 +140,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if *jsonOut {
-			j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+			j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
 				Signature: hangSignature(hang), Error: hang.Error(), ShrunkFrom: from}
 			if err := writeJSON(stdout, j); err != nil {
 				return err
@@ -224,7 +225,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *jsonOut {
-		j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Failed: true,
+		j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
 			Signature: want, Error: so.err.Error(), Before: &stats.Before, After: &stats.After, Runs: stats.Runs,
 			Exhausted: stats.Exhausted, Cancelled: stats.Cancelled, Schedule: file, Replay: replayCommand(file),
 			TraceHash: fmt.Sprintf("%016x", so.res.TraceHash), ShrunkFrom: from}

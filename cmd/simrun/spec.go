@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
@@ -26,6 +27,9 @@ type spec struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints []string // "name=terms", as -failpoint gives them
+	// config are the -config settings, one per key, sorted by key; each
+	// engine the scenario makes takes them over its own.
+	config []engineSetting
 	// pctDepth is D of a pct:D given without K, and pctSteps the K
 	// estimateSteps took from this spec's runs (or another's, see
 	// pctEstimate); 0 otherwise.
@@ -44,6 +48,7 @@ type specFlags struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints repeated
+	config     repeated // "key=value", as -config gives them
 	// pct is a step estimate already made for pct:D of this scenario
 	// (compare's variant B takes A's); nil: estimate it.
 	pct *pctEstimate
@@ -68,6 +73,7 @@ func (f *specFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.legacy, "legacy", false, "run the legacy engine (LegacyIDRouting): the pre-fix engine of the founding race")
 	fs.Int64Var(&f.stepsMax, "steps-max", 0, "scheduling decisions allowed per run; 0 means the simulator's default")
 	fs.Var(&f.failpoints, "failpoint", "arm a failpoint in every run, as `NAME=TERMS` (repeatable; simrun list -failpoints shows them)")
+	fs.Var(&f.config, "config", configHelp())
 }
 
 // specFlagNames are the names of the flags specFlags registers: what makes
@@ -113,6 +119,12 @@ func (f *specFlags) spec() (*spec, error) {
 	}
 	if err := s.options(0).CheckFailpoints(); err != nil {
 		return nil, &usageError{"-failpoint: " + err.Error()}
+	}
+	if s.config, err = parseConfig(f.config); err != nil {
+		return nil, err
+	}
+	if err := checkConfig(s.config); err != nil {
+		return nil, err
 	}
 	if f.strategy != "" {
 		st, err := parseStrategy(f.strategy)
@@ -235,8 +247,24 @@ func (o *outcome) failed() bool { return o.err != nil }
 
 // options are the scenario options of one seed.
 func (s *spec) options(seed uint64) scenario.Options {
-	return scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}
+	o := scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}
+	if len(s.config) > 0 {
+		settings := s.config
+		o.Engine = func(c *engine.Config) {
+			for _, st := range settings {
+				st.set(c)
+			}
+		}
+	}
+	return o
 }
+
+// configStrings are the spec's settings as -config takes them; nil when
+// there are none.
+func (s *spec) configStrings() []string { return settingStrings(s.config) }
+
+// engineWords names the spec's engine and its settings.
+func (s *spec) engineWords() string { return engineWords(s.engineName(), s.configStrings()) }
 
 // run runs one seed, under a watchdog of its own when s.seedTimeout is set.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
@@ -311,6 +339,9 @@ func (s *spec) meta(o *outcome) []sim.Meta {
 	for _, fp := range s.failpoints {
 		m = append(m, sim.Meta{Key: "failpoint", Value: fp})
 	}
+	for _, c := range s.configStrings() {
+		m = append(m, sim.Meta{Key: "config", Value: c})
+	}
 	if env := goFailpointsEnv(); env != "" {
 		m = append(m, sim.Meta{Key: "go-failpoints", Value: env})
 	}
@@ -383,6 +414,9 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 	if err := s.options(seed).CheckFailpoints(); err != nil {
 		return nil, 0, fmt.Errorf("the schedule's failpoints: %w", err)
 	}
+	if s.config, err = parseConfig(recordedConfig(sch)); err != nil {
+		return nil, 0, fmt.Errorf("the schedule's config: %w", err)
+	}
 	return s, seed, nil
 }
 
@@ -421,6 +455,17 @@ func recordedFailpoints(sch *sim.Schedule) []string {
 	return fps
 }
 
+// recordedConfig returns the -config settings a schedule was recorded with.
+func recordedConfig(sch *sim.Schedule) []string {
+	var settings []string
+	for _, m := range sch.Meta {
+		if m.Key == "config" {
+			settings = append(settings, m.Value)
+		}
+	}
+	return settings
+}
+
 // reproducer is the command that shows a run again: the replay of its
 // schedule file, or the seed run again when there is no file; and, when two
 // runs of the seed differed, the seed run twice again, since a schedule
@@ -453,6 +498,9 @@ func (s *spec) runCommand(seed uint64, strategy string) string {
 	}
 	for _, fp := range s.failpoints {
 		cmd += " -failpoint " + shellQuote(fp)
+	}
+	for _, c := range s.configStrings() {
+		cmd += " -config " + shellQuote(c)
 	}
 	return cmd
 }

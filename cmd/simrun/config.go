@@ -1,0 +1,221 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// engineSetting is one -config KEY=VALUE, its value spelt canonically (a
+// number without sign or leading zeros, a duration as Go prints it), so
+// that two spellings of one setting are one setting wherever settings are
+// compared: a replay's, a merge's, a compare variant's.
+type engineSetting struct {
+	key, value string
+	set        func(*engine.Config)
+}
+
+func (s engineSetting) String() string { return s.key + "=" + s.value }
+
+// configKey is a key -config takes.
+type configKey struct {
+	name string
+	// doc says what the value must be, in its units, and what the engine
+	// does with it: the flag's help and the sentence of a bad value.
+	want, does string
+	// parse returns the value's canonical spelling and what it sets, or
+	// an error that says what was wrong with it.
+	parse func(v string) (string, func(*engine.Config), error)
+}
+
+// configKeys are the keys -config takes, sorted by name: the order of the
+// flag's help and of a run's settings wherever they are written.
+var configKeys = []configKey{
+	{"block-size", "a whole number of tokens ≥ 1", "tokens in a KV block (BlockSize; the engine's default 16)",
+		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.BlockSize = n })},
+	{"max-model-len", fmt.Sprintf("a whole number of tokens from 2 to %d", core.MaxModelLenMax),
+		"the longest sequence, prompt and output (MaxModelLen; the default 131072): a longer request is refused, and generation stops there",
+		intValue(2, core.MaxModelLenMax, func(c *engine.Config, n int) { c.MaxModelLen = n })},
+	{"max-num-batched-tokens", "a whole number of tokens ≥ 1", "the token budget of one step (MaxNumBatchedTokens; the default 8192), at least max-num-seqs",
+		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxNumBatchedTokens = n })},
+	{"max-num-seqs", "a whole number of requests ≥ 1", "the most requests running at once (MaxNumSeqs; the default 256)",
+		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxNumSeqs = n })},
+	// The block pool counts blocks in an int32.
+	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", math.MaxInt32),
+		"the KV cache in blocks, vLLM's num_gpu_blocks, one of them the null block (NumBlocks; the default holds two sequences of max-model-len): when it runs out the scheduler preempts",
+		intValue(2, math.MaxInt32, func(c *engine.Config, n int) { c.NumBlocks = n })},
+	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
+		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},
+	{"policy", "fcfs or priority", "vLLM's --scheduling-policy (SchedulingPolicy): fcfs serves requests in order of arrival, priority by their priority, and each preempts the request it would serve last",
+		func(v string) (string, func(*engine.Config), error) {
+			for _, p := range []engine.SchedulingPolicy{engine.PolicyFCFS, engine.PolicyPriority} {
+				if v == p.String() {
+					return v, func(c *engine.Config) { c.SchedulingPolicy = p }, nil
+				}
+			}
+			return "", nil, errBadValue
+		}},
+	{"prefix-caching", "on or off", "vLLM's --enable-prefix-caching (EnablePrefixCaching): a request whose prompt starts with full KV blocks computed before takes them from the cache",
+		func(v string) (string, func(*engine.Config), error) {
+			switch v {
+			case "on", "off":
+				return v, func(c *engine.Config) { c.EnablePrefixCaching = v == "on" }, nil
+			}
+			return "", nil, errBadValue
+		}},
+	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time",
+		func(v string) (string, func(*engine.Config), error) {
+			if v == "none" {
+				return v, func(c *engine.Config) { c.StepTime = -1 }, nil
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return "", nil, errBadValue
+			}
+			return d.String(), func(c *engine.Config) { c.StepTime = d }, nil
+		}},
+	{"stream-interval", "a whole number of tokens ≥ 0", "tokens a Delta output waits for, vLLM's --stream-interval (StreamInterval; 0 or 1: an output per token)",
+		intValue(0, math.MaxInt, func(c *engine.Config, n int) { c.StreamInterval = n })},
+}
+
+// errBadValue is a value a key does not take; parseSetting says which.
+var errBadValue = errors.New("bad value")
+
+// intValue parses a whole number from lo to hi.
+func intValue(lo, hi int, set func(*engine.Config, int)) func(string) (string, func(*engine.Config), error) {
+	return func(v string) (string, func(*engine.Config), error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return "", nil, errBadValue
+		}
+		return strconv.Itoa(n), func(c *engine.Config) { set(c, n) }, nil
+	}
+}
+
+// configKeyNames lists the keys, for a sentence.
+func configKeyNames() string {
+	names := make([]string, len(configKeys))
+	for i, k := range configKeys {
+		names[i] = k.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// configHelp is the -config flag's help: each key, its values and what
+// the engine does with it.
+func configHelp() string {
+	var b strings.Builder
+	b.WriteString("set the engine configuration under test, as `KEY=VALUE`, in every engine a run makes, over the scenario's own settings (repeatable; a key given again replaces its value):")
+	for _, k := range configKeys {
+		fmt.Fprintf(&b, "\n  %s: %s; %s", k.name, k.want, k.does)
+	}
+	return b.String()
+}
+
+// parseSetting reads one -config KEY=VALUE.
+func parseSetting(kv string) (engineSetting, error) {
+	key, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return engineSetting{}, usagef("-config %s: want KEY=VALUE, such as prefix-caching=on; the keys are %s", shellQuote(kv), configKeyNames())
+	}
+	i := slices.IndexFunc(configKeys, func(k configKey) bool { return k.name == key })
+	if i < 0 {
+		return engineSetting{}, usagef("-config %s: unknown key %q: want one of %s", shellQuote(kv), key, configKeyNames())
+	}
+	k := configKeys[i]
+	value, set, err := k.parse(v)
+	if err != nil {
+		return engineSetting{}, usagef("-config %s: %s must be %s, got %q", shellQuote(kv), key, k.want, v)
+	}
+	return engineSetting{key: key, value: value, set: set}, nil
+}
+
+// parseConfig reads -config settings in the order given: a key given again
+// replaces its value, so that a compare variant's setting replaces a common
+// one. The settings come back sorted by key, one per key.
+func parseConfig(kvs []string) ([]engineSetting, error) {
+	var out []engineSetting
+	for _, kv := range kvs {
+		s, err := parseSetting(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = slices.DeleteFunc(out, func(o engineSetting) bool { return o.key == s.key })
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b engineSetting) int { return strings.Compare(a.key, b.key) })
+	return out, nil
+}
+
+// checkConfig reports the engine's own refusal of the settings, made on
+// the engine's default configuration, before anything runs: a combination
+// no run could start with (max-num-batched-tokens below max-num-seqs) is
+// bad input, not a failure of every seed. A scenario's own settings may
+// still refuse settings that the defaults take; its runs then fail with
+// the engine's sentence.
+func checkConfig(settings []engineSetting) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	var cfg engine.Config
+	for _, s := range settings {
+		s.set(&cfg)
+	}
+	var newErr error
+	res := sim.Run(sim.Options{NoRecord: true, NoHash: true}, func(rt task.Runtime) error {
+		cfg.Runtime = rt
+		e, err := engine.New(cfg)
+		if err != nil {
+			newErr = err
+			return nil
+		}
+		e.Close()
+		return nil
+	})
+	if newErr != nil {
+		return usagef("-config: %v (on the engine's defaults for the keys not given)", newErr)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("-config: starting an engine with the settings: %w", res.Err)
+	}
+	return nil
+}
+
+// settingStrings writes settings as -config takes them.
+func settingStrings(settings []engineSetting) []string {
+	if len(settings) == 0 {
+		return nil
+	}
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// configList names settings in a sentence, as failpointList does
+// failpoints.
+func configList(settings []string) string {
+	if len(settings) == 0 {
+		return "no -config"
+	}
+	return "-config " + strings.Join(settings, " -config ")
+}
+
+// engineWords names the engine a run ran, with its settings when -config
+// gave some: "fixed engine", "fixed engine, config prefix-caching=on".
+func engineWords(engineName string, settings []string) string {
+	if len(settings) == 0 {
+		return engineName + " engine"
+	}
+	return engineName + " engine, config " + strings.Join(settings, " ")
+}

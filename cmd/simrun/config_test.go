@@ -1,0 +1,221 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/engine"
+)
+
+func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
+	settings, err := parseConfig([]string{"prefix-caching=on", "step-time=0.2ms", "block-size=+04", "policy=priority", "block-size=2", "step-time=none"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"block-size=2", "policy=priority", "prefix-caching=on", "step-time=none"}, settingStrings(settings))
+
+	var cfg engine.Config
+	for _, s := range settings {
+		s.set(&cfg)
+	}
+	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, StepTime: -1}, cfg)
+
+	settings, err = parseConfig([]string{"step-time=0.2ms", "block-size=16", "max-num-seqs=3", "max-num-batched-tokens=8", "num-blocks=9", "max-model-len=64",
+		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"block-size=16", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
+		"policy=fcfs", "prefix-caching=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
+	cfg = engine.Config{EnablePrefixCaching: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3}
+	for _, s := range settings {
+		s.set(&cfg)
+	}
+	assert.Equal(t, engine.Config{StepTime: 200 * time.Microsecond, BlockSize: 16, MaxNumSeqs: 3, MaxNumBatchedTokens: 8, NumBlocks: 9, MaxModelLen: 64, OutputChunkSize: 1}, cfg,
+		"the settings replace the scenario's own, off and fcfs and 0 included")
+	assert.Equal(t, len(configKeys), len(settings), "every key is tested")
+}
+
+func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
+	keys := "block-size, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
+	cases := []struct{ setting, want string }{
+		{"prefix-caching", "-config prefix-caching: want KEY=VALUE, such as prefix-caching=on; the keys are " + keys},
+		{"cache=on", `-config cache=on: unknown key "cache": want one of ` + keys},
+		{"prefix-caching=yes", `-config prefix-caching=yes: prefix-caching must be on or off, got "yes"`},
+		{"policy=FCFS", `-config policy=FCFS: policy must be fcfs or priority, got "FCFS"`},
+		{"block-size=0", `-config block-size=0: block-size must be a whole number of tokens ≥ 1, got "0"`},
+		{"num-blocks=1", `-config num-blocks=1: num-blocks must be a whole number of blocks from 2 to 2147483647, got "1"`},
+		{"max-num-seqs=x", `-config max-num-seqs=x: max-num-seqs must be a whole number of requests ≥ 1, got "x"`},
+		{"max-num-batched-tokens=0", `-config max-num-batched-tokens=0: max-num-batched-tokens must be a whole number of tokens ≥ 1, got "0"`},
+		{"max-model-len=536870913", `-config max-model-len=536870913: max-model-len must be a whole number of tokens from 2 to 536870912, got "536870913"`},
+		{"stream-interval=-1", `-config stream-interval=-1: stream-interval must be a whole number of tokens ≥ 0, got "-1"`},
+		{"output-chunk-size=0", `-config output-chunk-size=0: output-chunk-size must be a whole number of frames ≥ 1, got "0"`},
+		{"step-time=0", `-config step-time=0: step-time must be a positive Go duration, such as 200µs or 2ms, or none, got "0"`},
+		{"step-time=2", `-config step-time=2: step-time must be a positive Go duration, such as 200µs or 2ms, or none, got "2"`},
+		// The engine's own refusal, before anything runs.
+		{"max-num-batched-tokens=4", "-config: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget (on the engine's defaults for the keys not given)"},
+	}
+	for _, c := range cases {
+		for _, cmd := range [][]string{
+			{"run", "-scenario", "abort-reuse"},
+			{"sweep", "-scenario", "abort-reuse", "-seeds", "1-2"},
+			{"shrink", "-scenario", "abort-reuse"},
+			{"compare", "-scenario", "abort-reuse", "-seeds", "1-2"},
+		} {
+			code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", c.setting)...)
+			assert.Equal(t, 2, code, "%v %s: %s", cmd, c.setting, errOut)
+			assert.Contains(t, errOut, c.want, "%v", cmd)
+			assert.Empty(t, out, "%v %s: nothing ran", cmd, c.setting)
+		}
+	}
+	// Settings the engine takes together pass its check.
+	code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-out", t.TempDir(), "-config", "max-num-batched-tokens=4", "-config", "max-num-seqs=4")
+	assert.Equal(t, 0, code, errOut)
+}
+
+func TestConfigHelpDocumentsEveryKey(t *testing.T) {
+	for _, cmd := range []string{"run", "sweep", "shrink", "compare"} {
+		code, _, errOut := simrun(t, cmd, "-h")
+		require.Equal(t, 0, code)
+		assert.Contains(t, errOut, "-config KEY=VALUE", cmd)
+		for _, k := range configKeys {
+			assert.Contains(t, errOut, "  "+k.name+": "+k.want+"; ", "%s -h documents -config %s", cmd, k.name)
+		}
+	}
+}
+
+// TestConfigPrefixCachingShowsInTheStory: abort-reuse's prompts are one
+// token, which never fills a block; swarm's seed 2 does not draw prefix
+// caching itself, and its prompts span blocks of 2 tokens.
+func TestConfigPrefixCachingShowsInTheStory(t *testing.T) {
+	dir := t.TempDir()
+	code, plain, _ := simrun(t, "run", "-scenario", "swarm", "-seed", "2", "-story", "-out", dir)
+	require.Equal(t, 0, code, plain)
+	assert.NotContains(t, plain, "from the prefix cache")
+	assert.Contains(t, plain, "swarm seed 2, strategy chaos, fixed engine: ok", "no -config, no word of it")
+
+	code, out, _ := simrun(t, "run", "-scenario", "swarm", "-seed", "2", "-story", "-out", dir, "-config", "prefix-caching=on", "-config", "block-size=2")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "swarm seed 2, strategy chaos, fixed engine, config block-size=2 prefix-caching=on: ok")
+	assert.Contains(t, out, "from the prefix cache")
+	assert.NotEqual(t, between(plain, "trace hash ", "\n"), between(out, "trace hash ", "\n"))
+
+	code, out, _ = simrun(t, "run", "-scenario", "swarm", "-seed", "2", "-json", "-out", dir, "-config", "prefix-caching=on", "-config", "block-size=2")
+	require.Equal(t, 0, code, out)
+	var j runJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.Equal(t, []string{"block-size=2", "prefix-caching=on"}, j.Config)
+	code, out, _ = simrun(t, "run", "-scenario", "swarm", "-seed", "2", "-json", "-out", dir)
+	require.Equal(t, 0, code, out)
+	assert.NotContains(t, out, `"config"`, "no -config, no field: JSON consumers see what they saw")
+}
+
+// recordWithConfig records the legacy engine's failure of abort-reuse seed
+// 11 under -config: a seed that fails with the settings.
+func recordWithConfig(t *testing.T, dir string) (file, out string) {
+	t.Helper()
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "11", "-legacy", "-out", dir,
+		"-config", "step-time=1ms", "-config", "prefix-caching=on")
+	require.Equal(t, 1, code, out)
+	return filepath.Join(dir, "abort-reuse-legacy-seed11.schedule"), out
+}
+
+func TestAFailureRecordedWithConfigReplaysTheSame(t *testing.T) {
+	dir := t.TempDir()
+	file, out := recordWithConfig(t, dir)
+	assert.Contains(t, out, "abort-reuse seed 11, strategy starve:output-handler, legacy engine, config prefix-caching=on step-time=1ms: FAIL")
+	assert.Contains(t, out, "replay: simrun replay "+file)
+	hash := between(out, "trace hash ", "\n")
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "meta \"config\" \"prefix-caching=on\"\nmeta \"config\" \"step-time=1ms\"\n", "one meta a setting, sorted by key")
+
+	code, out, _ := simrun(t, "replay", file)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "legacy engine, config prefix-caching=on step-time=1ms: FAIL")
+	assert.Contains(t, out, "trace hash "+hash+" (the same as recorded)")
+
+	// Without the settings the seed runs another run.
+	code, out, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "11", "-legacy", "-out", t.TempDir())
+	require.Equal(t, 1, code, out)
+	assert.NotContains(t, out, hash)
+
+	// The command printed to run the seed again carries the settings.
+	sp, err := (&specFlags{scenario: "abort-reuse", legacy: true, config: repeated{"step-time=1ms", "prefix-caching=on"}}).spec()
+	require.NoError(t, err)
+	runCmd := sp.runCommand(11, "starve:output-handler")
+	assert.Equal(t, "simrun run -scenario abort-reuse -seed 11 -strategy starve:output-handler -legacy -config prefix-caching=on -config step-time=1ms", runCmd)
+	argv, err := splitCommand(runCmd)
+	require.NoError(t, err)
+	code, out, _ = simrun(t, append(argv[1:], "-out", t.TempDir())...)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "trace hash "+hash+"\n")
+}
+
+func TestRunReplayRefusesAScheduleRecordedWithOtherConfig(t *testing.T) {
+	dir := t.TempDir()
+	file, _ := recordWithConfig(t, dir)
+	plain, _ := recordSeed1(t, dir)
+	cases := []struct {
+		file   string
+		config []string
+		want   string
+	}{
+		{file, nil, "recorded with -config prefix-caching=on -config step-time=1ms, not no -config"},
+		{file, []string{"prefix-caching=on", "step-time=2ms"},
+			"recorded with -config prefix-caching=on -config step-time=1ms, not -config prefix-caching=on -config step-time=2ms"},
+		{plain, []string{"policy=priority"}, "recorded with no -config, not -config policy=priority"},
+	}
+	for _, c := range cases {
+		args := []string{"run", "-out", dir, "-scenario", "abort-reuse", "-legacy", "-strategy", "replay:" + c.file, "-seed", between(c.file, "seed", ".")}
+		for _, s := range c.config {
+			args = append(args, "-config", s)
+		}
+		code, out, errOut := simrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s%s", c.config, out, errOut)
+		assert.Contains(t, errOut, c.want, "%v", c.config)
+		assert.Contains(t, errOut, "or run simrun replay "+c.file, "%v", c.config)
+		assert.Empty(t, out)
+	}
+
+	// The settings it was recorded with, spelt another way and in another
+	// order, replay it.
+	code, out, errOut := simrun(t, "run", "-out", dir, "-scenario", "abort-reuse", "-legacy", "-strategy", "replay:"+file, "-seed", "11",
+		"-config", "prefix-caching=on", "-config", "step-time=1000us")
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+}
+
+func TestReplayOfAScheduleWithAConfigKeyItDoesNotKnow(t *testing.T) {
+	dir := t.TempDir()
+	file, _ := recordWithConfig(t, dir)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(data), `"step-time=1ms"`, `"warp=9"`, 1)), 0o644))
+	code, _, errOut := simrun(t, "replay", file)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `the schedule's config: -config warp=9: unknown key "warp"`)
+}
+
+func TestShrinkCarriesTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := simrun(t, "shrink", "-scenario", "abort-reuse", "-seed", "11", "-legacy", "-quiet", "-out", dir,
+		"-config", "step-time=1ms", "-config", "prefix-caching=on")
+	require.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "legacy engine, config prefix-caching=on step-time=1ms")
+	file := between(out, "simrun replay ", "\n")
+	require.NotEmpty(t, file, out)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `meta "config" "step-time=1ms"`)
+	code, out, _ = simrun(t, "replay", file)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "(the same as recorded)")
+
+	code, _, errOut = simrun(t, "shrink", "-config", "step-time=1ms", file)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-config does not go with a schedule file")
+}
