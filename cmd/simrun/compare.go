@@ -524,7 +524,7 @@ func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide,
 func variantCase(name string, s *compareSide, seeds uint64, failure, output string) triage.JUnitCase {
 	c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", name, flagsOrNone(s.Flags)), Classname: "simrun.compare." + s.Scenario,
 		Time:   time.Duration(s.Seconds * float64(time.Second)),
-		Output: fmt.Sprintf("%s, strategy %s, %s engine: %s", s.Scenario, s.Strategy, s.Engine, triage.Rate{K: int(s.Failures), N: int(seeds)})}
+		Output: fmt.Sprintf("%s, strategy %s, %s: %s", s.Scenario, s.Strategy, engineWords(s.Engine, s.Config), triage.Rate{K: int(s.Failures), N: int(seeds)})}
 	switch {
 	case failure != "":
 		c.Failure = failure
@@ -595,7 +595,7 @@ func printCompare(w io.Writer, r *compareResult) {
 		name string
 		side *compareSide
 	}{{"A", &r.A}, {"B", &r.B}} {
-		fmt.Fprintf(w, "  %s  %-16s %s, strategy %s, %s engine\n", s.name, flagsOrNone(s.side.Flags), s.side.Scenario, s.side.Strategy, s.side.Engine)
+		fmt.Fprintf(w, "  %s  %-16s %s, strategy %s, %s\n", s.name, flagsOrNone(s.side.Flags), s.side.Scenario, s.side.Strategy, engineWords(s.side.Engine, s.side.Config))
 	}
 	fmt.Fprintln(w, "  failures:")
 	fmt.Fprintf(w, "    A  %s\n", triage.Rate{K: int(r.A.Failures), N: int(r.Seeds)})

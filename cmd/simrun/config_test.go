@@ -219,3 +219,85 @@ func TestShrinkCarriesTheConfig(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-config does not go with a schedule file")
 }
+
+func TestSweepCarriesTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-j", "2", "-config", "step-time=1ms", "-config", "prefix-caching=on")
+	require.Equal(t, 1, code)
+	assert.Equal(t, []string{"prefix-caching=on", "step-time=1ms"}, r.Config)
+
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-20", "-j", "2", "-quiet", "-out", dir,
+		"-junit", filepath.Join(dir, "r.xml"), "-config", "step-time=1ms", "-config", "prefix-caching=on")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "sweep abort-reuse: strategy starve:output-handler, legacy engine, config prefix-caching=on step-time=1ms, seeds 1-20\n")
+	assert.Contains(t, out, "or run: simrun run -scenario abort-reuse -seed 11 -strategy starve:output-handler -legacy -config prefix-caching=on -config step-time=1ms\n")
+	doc := readJUnit(t, filepath.Join(dir, "r.xml"))
+	assert.Contains(t, doc.Suites[0].Cases[0].Out, "legacy engine, config prefix-caching=on step-time=1ms")
+	assert.Contains(t, doc.Suites[0].Cases[1].Out, "-config prefix-caching=on -config step-time=1ms", "a failing seed's case runs it with the settings")
+
+	// With no -config, no word of it, and no JSON field.
+	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-5", "-quiet", "-out", dir)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "sweep abort-reuse: strategy starve:output-handler, fixed engine, seeds 1-5\n")
+	code, out, _ = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-5", "-json", "-out", dir)
+	require.Equal(t, 0, code, out)
+	assert.NotContains(t, out, `"config"`)
+}
+
+func TestMergeRefusesShardsOfAnotherConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := []string{"-legacy", "-config", "step-time=1ms", "-config", "prefix-caching=on"}
+	a := shardJSON(t, dir, "a", append([]string{"-seeds", "1-20", "-shard", "1/2"}, cfg...)...)
+	b := shardJSON(t, dir, "b", append([]string{"-seeds", "1-20", "-shard", "2/2"}, cfg...)...)
+	code, out, errOut := simrun(t, "merge", a, b)
+	require.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "legacy engine, config prefix-caching=on step-time=1ms, seeds 1-20")
+	assert.Contains(t, out, "or run: simrun run -scenario abort-reuse -seed 11 -strategy starve:output-handler -legacy -config prefix-caching=on -config step-time=1ms\n")
+	code, out, errOut = simrun(t, "merge", "-json", a, b)
+	require.Equal(t, 1, code, errOut)
+	var m mergeResult
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, []string{"prefix-caching=on", "step-time=1ms"}, m.Config)
+
+	plain := shardJSON(t, dir, "plain", "-seeds", "1-20", "-shard", "2/2", "-legacy", "-config", "step-time=1ms")
+	code, _, errOut = simrun(t, "merge", a, plain)
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, "cannot merge "+plain+" with "+a+": it has config step-time=1ms, not prefix-caching=on step-time=1ms; shards must come from one sweep")
+
+	// A shard whose settings simrun does not know is refused as such.
+	data, err := os.ReadFile(b)
+	require.NoError(t, err)
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(string(data), `"step-time=1ms"`, `"warp=9"`, 1)), 0o644))
+	code, _, errOut = simrun(t, "merge", a, bad)
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, bad+`: its config: -config warp=9: unknown key "warp"`)
+}
+
+func TestCompareConfigVariants(t *testing.T) {
+	r := compareJSON(t, 0, "-scenario", "swarm", "-seeds", "1-20", "-a", "-config policy=priority", "-b", "")
+	assert.Equal(t, []string{"policy=priority"}, r.A.Config)
+	assert.Empty(t, r.B.Config)
+	assert.Equal(t, "-config policy=priority", r.A.Flags)
+
+	// A variant's setting replaces a common one of the same key, and
+	// keeps the others.
+	r = compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-20", "-legacy", "-config", "step-time=1ms", "-config", "prefix-caching=on",
+		"-a", "", "-b", "-config step-time=2ms")
+	assert.Equal(t, []string{"prefix-caching=on", "step-time=1ms"}, r.A.Config)
+	assert.Equal(t, []string{"prefix-caching=on", "step-time=2ms"}, r.B.Config)
+	require.NotEmpty(t, r.B.Replay)
+	code, out, _ := simrun(t, "replay", strings.TrimPrefix(r.B.Replay, "simrun replay "))
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "config prefix-caching=on step-time=2ms: FAIL")
+	assert.Contains(t, out, "(the same as recorded)")
+
+	code, out, _ = simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-4", "-quiet", "-out", t.TempDir(), "-a", "-config policy=priority", "-b", "")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "  A  -config policy=priority abort-reuse, strategy starve:output-handler, fixed engine, config policy=priority\n")
+	assert.Contains(t, out, "  B  (no flags)       abort-reuse, strategy starve:output-handler, fixed engine\n")
+
+	code, _, errOut := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-2", "-b", "-config policy=lottery", "-out", t.TempDir())
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `variant B (-b "-config policy=lottery"): -config policy=lottery: policy must be fcfs or priority, got "lottery"`)
+}

@@ -72,7 +72,11 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints}
+		config, err := parseConfig(m.Config) // readSweepJSON read it
+		if err != nil {
+			return err
+		}
+		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints, config: config}
 		fmt.Fprintf(stdout, "merge of %d shard(s): %s\n", len(files), strings.Join(m.Shards, ", "))
 		if len(m.MissingShards) > 0 {
 			names := strings.Join(m.MissingShards, ", ")
@@ -108,6 +112,13 @@ func readSweepJSON(file string) (sweepResult, error) {
 	if r.Failures > r.Seeds || uint64(len(r.FailingSeeds)) > r.Failures {
 		return r, usagef("%s is damaged: %d failures and %d failing seeds listed among %d seeds", file, r.Failures, len(r.FailingSeeds), r.Seeds)
 	}
+	// Its settings are compared, and printed in commands that run them:
+	// in the canonical form a sweep writes.
+	settings, err := parseConfig(r.Config)
+	if err != nil {
+		return r, usagef("%s: its config: %v", file, err)
+	}
+	r.Config = settingStrings(settings)
 	return r, nil
 }
 
@@ -117,13 +128,13 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	first := shards[0]
 	m := &mergeResult{Files: files}
 	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
-	m.StepsMax, m.Failpoints = first.StepsMax, first.Failpoints
+	m.StepsMax, m.Failpoints, m.Config = first.StepsMax, first.Failpoints, first.Config
 	shardOf := map[string]string{} // shard and its seeds → file; looked up, never ranged
 	var spans, requested []span
 	var spanFile, stops []string
 	for i, r := range shards {
 		if diff := sweepDiff(first, r); diff != "" {
-			return nil, usagef("cannot merge %s with %s: %s; shards must come from one sweep — the same scenario, strategy, engine, steps-max and failpoints",
+			return nil, usagef("cannot merge %s with %s: %s; shards must come from one sweep — the same scenario, strategy, engine, steps-max, failpoints and config",
 				files[i], files[0], diff)
 		}
 		name := r.Shard
@@ -284,6 +295,7 @@ func sweepDiff(a, b sweepResult) string {
 	differ("engine", a.Engine, b.Engine)
 	differ("steps-max", stepsMaxString(a.StepsMax), stepsMaxString(b.StepsMax))
 	differ("failpoints", failpointsString(a.Failpoints), failpointsString(b.Failpoints))
+	differ("config", failpointsString(a.Config), failpointsString(b.Config))
 	if len(diffs) == 0 {
 		return ""
 	}

@@ -35,6 +35,7 @@ type sweepResult struct {
 	Engine        string      `json:"engine"`
 	StepsMax      int64       `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
 	Failpoints    []string    `json:"failpoints,omitempty"` // -failpoint, in order
+	Config        []string    `json:"config,omitempty"`     // -config, one per key, sorted by key
 	SeedRange     string      `json:"seed_range"`
 	Requested     string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
 	Stopped       string      `json:"stopped,omitempty"`              // why it stopped early
@@ -484,7 +485,7 @@ func (st *sweepState) stopLocked(why string) {
 func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	r := sweepResult{
 		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
-		StepsMax: sp.stepsMax, Failpoints: sp.failpoints,
+		StepsMax: sp.stepsMax, Failpoints: sp.failpoints, Config: sp.configStrings(),
 		SeedRange: st.ran.String(), Seeds: st.ran.n, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
 		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
 		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
@@ -551,7 +552,7 @@ func sortModes(ms []sweepMode) {
 }
 
 func printSweep(w io.Writer, sp *spec, r *sweepResult) {
-	fmt.Fprintf(w, "sweep %s: strategy %s, %s engine, seeds %s", r.Scenario, r.Strategy, r.Engine, r.SeedRange)
+	fmt.Fprintf(w, "sweep %s: strategy %s, %s, seeds %s", r.Scenario, r.Strategy, engineWords(r.Engine, r.Config), r.SeedRange)
 	if r.Requested != "" {
 		fmt.Fprintf(w, " of %s", r.Requested)
 	}
@@ -613,7 +614,7 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) erro
 	}
 	summary := triage.JUnitCase{Name: fmt.Sprintf("sweep %s", r.SeedRange), Classname: "simrun." + r.Scenario,
 		Time:   time.Duration(r.Seconds * float64(time.Second)),
-		Output: fmt.Sprintf("%d seeds, %d failures, strategy %s, %s engine", r.Seeds, r.Failures, r.Strategy, r.Engine)}
+		Output: fmt.Sprintf("%d seeds, %d failures, strategy %s, %s", r.Seeds, r.Failures, r.Strategy, engineWords(r.Engine, r.Config))}
 	if r.Failures > 0 {
 		summary.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
 	}
