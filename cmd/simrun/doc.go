@@ -5,11 +5,12 @@
 // Usage:
 //
 //	simrun list [-failpoints]
-//	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-story] [-trace F.json] [-html F.html] [-json]
-//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-j N] [-shard I/N] [-for D] [-stop-after N] [-json] [-junit F.xml]
+//	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
+//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-json] [-junit F.xml]
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
-//	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-story] [-html F.html]
+//	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
+//	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
 //	simrun merge   shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
 //
@@ -27,6 +28,48 @@
 // the seeds that ran, the first ones of -seeds; stress given -for starts no
 // round once the budget is spent. An interrupted compare reports each
 // variant's sweep as far as it went, and no comparison.
+//
+// -config KEY=VALUE (repeatable) sets the engine configuration under test
+// in every engine a run makes, over the scenario's own settings, swarm's
+// draws included (engine.Config's fields, vLLM's flags):
+//
+//   - prefix-caching=on|off: EnablePrefixCaching, vLLM's
+//     --enable-prefix-caching; a request whose prompt starts with full KV
+//     blocks computed before takes them from the cache.
+//   - policy=fcfs|priority: SchedulingPolicy, vLLM's --scheduling-policy,
+//     spelt as vLLM spells it; requests are served in order of arrival or
+//     of priority, and the one that would be served last is preempted.
+//   - block-size=N: BlockSize, tokens in a KV block, N ≥ 1 (default 16).
+//   - num-blocks=N: NumBlocks, the KV cache in blocks, vLLM's
+//     num_gpu_blocks, one of them the null block, N ≥ 2 (default: two
+//     sequences of max-model-len); when it runs out the scheduler preempts.
+//   - max-num-seqs=N: MaxNumSeqs, requests running at once, N ≥ 1
+//     (default 256).
+//   - max-num-batched-tokens=N: MaxNumBatchedTokens, the token budget of a
+//     step, N ≥ 1 and at least max-num-seqs (default 8192).
+//   - max-model-len=N: MaxModelLen, the longest sequence in tokens, prompt
+//     and output, from 2 to 2^29 (default 131072).
+//   - stream-interval=N: StreamInterval, vLLM's --stream-interval, tokens
+//     a Delta output waits for, N ≥ 0 (0 or 1: an output per token).
+//   - output-chunk-size=N: OutputChunkSize, frames the output handler
+//     processes before it yields, N ≥ 1 (default 128).
+//   - step-time=D: StepTime, the model's latency per step in virtual time,
+//     a positive Go duration (200µs, 2ms), or none for steps that take no
+//     time (default 1ms; most scenarios set 200µs).
+//
+// A key given again replaces its value, and a compare variant's replaces
+// a common one. The settings are checked on the engine's default
+// configuration before anything runs, and a combination the engine refuses
+// is bad input, in the engine's words. A scenario's own settings or
+// requests may still refuse them — policy=fcfs on swarm, whose requests
+// have priorities; max-num-seqs above swarm's small-batch budget of 6
+// tokens — and the seeds that meet the refusal fail with the engine's
+// sentence. The settings, sorted by key, are part of everything that names
+// a run: the schedule file's meta (simrun replay runs them, and -strategy
+// replay:FILE refuses a run under others), the header of run, sweep and
+// compare, the commands printed to run a seed again, the -json output's
+// "config" field (absent without -config) and the JUnit report; merge
+// refuses shards of other settings.
 //
 // A seed that has not ended after -seed-timeout of wall time (a minute by
 // default) is a hang: a task loops without a scheduling point, or blocks on
