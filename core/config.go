@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -21,6 +22,10 @@ const (
 	// prompt and its MaxTokens, twice it and a block for the default
 	// cache) must not overflow an int on any platform.
 	MaxModelLenMax = 1 << 29
+	// NumBlocksMax bounds NumBlocks: block tables hold int32 block ids.
+	// The default cache of the longest MaxModelLen, 2^30+1 blocks of one
+	// token, is within it.
+	NumBlocksMax = math.MaxInt32
 )
 
 // Config bounds the core. A zero field takes its default.
@@ -115,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxModelLen must be ≤ %d, got %d", MaxModelLenMax, c.MaxModelLen)
 	case c.NumBlocks < 2: // after the fields a zero NumBlocks derives from
 		return fmt.Errorf("core: NumBlocks must be ≥ 2, got %d: one block is vLLM's null block, which holds no request", c.NumBlocks)
+	case c.NumBlocks > NumBlocksMax:
+		return fmt.Errorf("core: NumBlocks must be ≤ %d, got %d: block tables hold 32-bit block ids", NumBlocksMax, c.NumBlocks)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}

@@ -317,6 +317,12 @@ func TestConfigErrorsNameTheFieldTheCallerSet(t *testing.T) {
 	} {
 		assert.EqualError(t, c.cfg.WithDefaults().Validate(), c.want, "%+v", c.cfg)
 	}
+	if math.MaxInt > core.NumBlocksMax { // an int wider than a block id
+		tooMany := core.NumBlocksMax
+		tooMany++
+		assert.EqualError(t, core.Config{NumBlocks: tooMany}.WithDefaults().Validate(),
+			"core: NumBlocks must be ≤ 2147483647, got 2147483648: block tables hold 32-bit block ids")
+	}
 }
 
 // TestSampleAtMasksStopsBelowMinTokens: below MinTokens neither EOS (unless
