@@ -39,6 +39,9 @@ type Options struct {
 	// Source, if set, replaces the seeded workload source (rapid draws).
 	Source sim.Chooser
 	// Engine, if set, adjusts every engine configuration the scenario makes.
+	// A scenario may call it more than once for one engine, to learn what
+	// it will run (swarm draws priorities only for the priority policy), so
+	// it must do nothing but set fields.
 	Engine func(*engine.Config)
 	// Failpoints arms failpoints for every run, as "name=terms" specs
 	// (failpoints.NewSet); their probabilities draw from the seed's fault

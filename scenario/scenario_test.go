@@ -99,6 +99,23 @@ func TestSwarmFindsTheLegacyBugs(t *testing.T) {
 	assert.True(t, found[props.NoStaleDelivery], "swarm found no stale delivery in the legacy engine: %v", found)
 }
 
+// TestSwarmFollowsThePolicyTheOptionsSet: swarm draws request priorities
+// only for an engine that serves by them. Options that set FCFS over a run
+// that drew the priority policy get requests without priorities, which
+// FCFS would refuse, and the runs pass; options that set the priority
+// policy over an FCFS run pass too.
+func TestSwarmFollowsThePolicyTheOptionsSet(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	for _, policy := range []engine.SchedulingPolicy{engine.PolicyFCFS, engine.PolicyPriority} {
+		for seed := uint64(1); seed <= 60; seed++ {
+			opts := scenario.Options{Seed: seed, Engine: func(c *engine.Config) { c.SchedulingPolicy = policy }}
+			prog, out := scenario.Swarm.Program(opts)
+			res := sim.Run(sim.Options{Seed: seed, Strategy: st}, prog)
+			require.NoError(t, out.Err(res.Err), "policy %s seed %d", policy, seed)
+		}
+	}
+}
+
 // TestSwarmCatchesAPlantedPrefixCacheBug: with the failpoint that keeps an
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the
