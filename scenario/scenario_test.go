@@ -116,6 +116,20 @@ func TestSwarmFollowsThePolicyTheOptionsSet(t *testing.T) {
 	}
 }
 
+// TestSwarmTakesTheRefusalsOfACacheTheOptionsShrank: options that give the
+// engine a KV cache too small for swarm's longest requests make it refuse
+// them with ErrInvalidRequest, which is the engine doing its job, not a
+// failure; without options a refusal would fail the run.
+func TestSwarmTakesTheRefusalsOfACacheTheOptionsShrank(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	for seed := uint64(1); seed <= 60; seed++ { // a quarter of them draw a request the cache cannot hold
+		opts := scenario.Options{Seed: seed, Engine: func(c *engine.Config) { c.BlockSize, c.NumBlocks = 2, 32 }}
+		prog, out := scenario.Swarm.Program(opts)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st}, prog)
+		require.NoError(t, out.Err(res.Err), "seed %d", seed)
+	}
+}
+
 // TestSwarmCatchesAPlantedPrefixCacheBug: with the failpoint that keeps an
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the

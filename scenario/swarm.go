@@ -35,7 +35,10 @@ import (
 // pressure, so that cached blocks are evicted and handed out again. The
 // interval, sequences, priorities and prefix caching are each drawn from a
 // stream of their own, so that every other draw of a seed is what it was
-// before they existed.
+// before they existed. Options that change the engine's configuration
+// (Options.Engine, simrun's -config) are honoured: priorities are drawn
+// only for the priority policy, and a request refused as invalid under
+// them — too long for a cache they shrank — is the engine doing its job.
 var Swarm = &Scenario{
 	Name:            "swarm",
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
@@ -337,7 +340,7 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 			n := 0
 			for _, err := range e.Generate(context.Background(), o.id, o.prompt, o.params) {
 				if err != nil {
-					if errors.Is(err, engine.ErrDuplicateRequestID) || errors.Is(err, engine.ErrEngineDead) {
+					if errors.Is(err, engine.ErrDuplicateRequestID) || errors.Is(err, engine.ErrEngineDead) || refusedByOptions(x, err) {
 						break
 					}
 					return fmt.Errorf("op %d: Generate(%s): %w", i, o.id, err)
@@ -349,7 +352,7 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 			continue
 		}
 		r, err := e.AddRequest(o.id, o.prompt, o.params)
-		if errors.Is(err, engine.ErrDuplicateRequestID) {
+		if errors.Is(err, engine.ErrDuplicateRequestID) || refusedByOptions(x, err) {
 			continue // another client holds the id: fine, and common
 		}
 		if errors.Is(err, engine.ErrEngineDead) {
@@ -392,4 +395,14 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 		}
 	}
 	return nil
+}
+
+// refusedByOptions reports whether the engine refused a request as
+// invalid under a configuration the options changed (simrun's -config): a
+// smaller KV cache or model length than swarm's workload was drawn for
+// refuses its longest requests, with a clear error, as it should. Without
+// options swarm's configurations fit every request it draws, and a
+// refusal is a failure.
+func refusedByOptions(x *Run, err error) bool {
+	return x.Opts.Engine != nil && errors.Is(err, engine.ErrInvalidRequest)
 }
