@@ -49,10 +49,9 @@ var configKeys = []configKey{
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxNumBatchedTokens = n })},
 	{"max-num-seqs", "a whole number of requests ≥ 1", "the most requests running at once (MaxNumSeqs; the default 256)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxNumSeqs = n })},
-	// The block pool counts blocks in an int32.
-	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", math.MaxInt32),
+	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", core.NumBlocksMax),
 		"the KV cache in blocks, vLLM's num_gpu_blocks, one of them the null block (NumBlocks; the default holds two sequences of max-model-len): when it runs out the scheduler preempts",
-		intValue(2, math.MaxInt32, func(c *engine.Config, n int) { c.NumBlocks = n })},
+		intValue(2, core.NumBlocksMax, func(c *engine.Config, n int) { c.NumBlocks = n })},
 	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},
 	{"policy", "fcfs or priority", "vLLM's --scheduling-policy (SchedulingPolicy): fcfs serves requests in order of arrival, priority by their priority, and each preempts the request it would serve last",
