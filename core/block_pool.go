@@ -87,13 +87,21 @@ func (p *blockPool) pop() int32 {
 // core/kv-keep-evicted-hash leaves the map's entry behind, so that a later
 // lookup hits a block whose content was overwritten.
 func (p *blockPool) evict(id int32) {
+	if p.faults.Fires(failpoints.CoreKVKeepEvictedHash) {
+		b := &p.blocks[id]
+		b.hashed, b.dup = false, blockNone
+		return
+	}
+	p.uncache(id)
+}
+
+// uncache takes a cached block out of the cache: out of its hash's chain
+// of blocks, and the hash off the block.
+func (p *blockPool) uncache(id int32) {
 	b := &p.blocks[id]
 	b.hashed = false
 	next := b.dup
 	b.dup = blockNone
-	if p.faults.Fires(failpoints.CoreKVKeepEvictedHash) {
-		return
-	}
 	first, ok := p.cached[b.hash]
 	switch {
 	case !ok:

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/llmdst/llmdst/failpoints"
 )
 
 // outputCapInitial is the room a request's output starts with: most
@@ -50,11 +52,13 @@ type Frame struct {
 // blocks.
 //
 // The prefix cache's counts are vLLM's PrefixCacheStats, in tokens, since
-// the start and only with Config.EnablePrefixCaching: a request admitted
-// after a lookup adds its length to the queries and the tokens it found
-// cached to the hits, as vLLM records them at admission; a request's
-// lookups after a preemption are counted apart, as vLLM does, so that a
-// victim that finds its own blocks again does not raise the hit rate.
+// the start and only with Config.EnablePrefixCaching: each lookup of a
+// waiting request's prefix adds its length to the queries and the tokens
+// it found cached to the hits, as vLLM's get_computed_blocks records them
+// — a request that waits for room is counted at each step that tries it;
+// a request's lookups after a preemption are counted apart, as vLLM does,
+// so that a victim that finds its own blocks again does not raise the hit
+// rate.
 type SchedulerStats struct {
 	Running      int
 	Waiting      int
@@ -339,6 +343,19 @@ func (s *Scheduler) lookup(r *Request, hits []int32) []int32 {
 	return hits
 }
 
+// recordLookup counts a lookup of r's prefix that found hit tokens, as
+// vLLM's get_computed_blocks records it: at every lookup, so a request
+// that waits for room is counted again at each step that tries it.
+func (s *Scheduler) recordLookup(r *Request, hit int) {
+	if r.Preemptions > 0 {
+		s.prefix.PrefixCachePreemptedQueries += int64(r.NumTokens())
+		s.prefix.PrefixCachePreemptedHits += int64(hit)
+	} else {
+		s.prefix.PrefixCacheQueries += int64(r.NumTokens())
+		s.prefix.PrefixCacheHits += int64(hit)
+	}
+}
+
 // admit gives a waiting request the cached blocks it hit and the blocks
 // for n more tokens, if there are enough free; the cached blocks no
 // request holds are free blocks it takes, and cannot be handed out too
@@ -362,15 +379,6 @@ func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
 	r.cachedBlocks = len(hits)
 	r.NumComputed = computed
 	s.allocate(r, need, computed+n)
-	if s.cfg.EnablePrefixCaching {
-		if r.Preemptions > 0 {
-			s.prefix.PrefixCachePreemptedQueries += int64(r.NumTokens())
-			s.prefix.PrefixCachePreemptedHits += int64(computed)
-		} else {
-			s.prefix.PrefixCacheQueries += int64(r.NumTokens())
-			s.prefix.PrefixCacheHits += int64(computed)
-		}
-	}
 	return true
 }
 
@@ -432,6 +440,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			r := s.waiting[0] // NumComputed is 0: new, or preempted
 			if s.cfg.EnablePrefixCaching {
 				s.hits = s.lookup(r, s.hits)
+				s.recordLookup(r, len(s.hits)*s.cfg.BlockSize)
 			}
 			hit := len(s.hits) * s.cfg.BlockSize
 			n := min(r.NumTokens()-hit, budget, s.cfg.MaxModelLen-hit)
@@ -462,7 +471,25 @@ func (s *Scheduler) unschedule(r *Request) int {
 	n := out.Scheduled[i].NumTokens
 	out.Scheduled = slices.Delete(out.Scheduled, i, i+1)
 	out.TotalTokens -= n
+	s.uncacheUnwritten(r)
 	return n
+}
+
+// uncacheUnwritten takes out of the prefix cache the blocks of r that this
+// step cached when it allocated them and will now not write: those past
+// the tokens r has computed. vLLM keeps them (its open #43569), so that a
+// request whose prompt continues r's sequence would hit a block that holds
+// nothing; core/kv-keep-unwritten-hash plants that bug here. Only r holds
+// them: no request is admitted in a step that preempts.
+func (s *Scheduler) uncacheUnwritten(r *Request) {
+	written := r.NumComputed / s.cfg.BlockSize
+	if r.cachedBlocks <= written || s.cfg.Faults.Fires(failpoints.CoreKVKeepUnwrittenHash) {
+		return
+	}
+	for _, id := range r.table[written:r.cachedBlocks] {
+		s.pool.uncache(id)
+	}
+	r.cachedBlocks = written
 }
 
 // preempt frees r's blocks and puts it back in the waiting queue — at the

@@ -77,6 +77,9 @@ var (
 	CoreKVKeepEvictedHash = register(&Point{Name: "core/kv-keep-evicted-hash", Bug: true,
 		Doc:   "a bug: when the prefix cache evicts a cached KV block to hand it out for new content, the block's hash stays in the cache's map, so a later request with that prefix hits a block whose content was overwritten and samples wrong tokens (Config.EnablePrefixCaching only)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVKeepUnwrittenHash = register(&Point{Name: "core/kv-keep-unwritten-hash", Bug: true,
+		Doc:   "a bug, vLLM's open #43569: a request scheduled in a step and then taken back as the victim of a later one keeps in the prefix cache the hashes its blocks got when they were allocated for that step, which never wrote them; a later request whose prompt continues its sequence hits a block that holds nothing (Config.EnablePrefixCaching and PolicyPriority only)",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.
