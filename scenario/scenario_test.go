@@ -134,7 +134,7 @@ func TestSwarmTakesTheRefusalsOfACacheTheOptionsShrank(t *testing.T) {
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the
 // model samples from the wrong KV, and the checker sees tokens that are not
-// the model's (1.9% of 20,000 seeds; none without the failpoint, which
+// the model's (2.1% of 20,000 seeds; none without the failpoint, which
 // TestFixedEngineSurvivesEveryStrategy and make sim check).
 func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
 	st := defaultStrategy(t, scenario.Swarm)

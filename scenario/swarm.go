@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,10 +33,14 @@ import (
 // time, prefix caching with small KV blocks, so that reused prompts, the
 // sequences of a request and preempted requests find blocks cached — half
 // of those runs with a system prompt every request shares, half under KV
-// pressure, so that cached blocks are evicted and handed out again. The
-// interval, sequences, priorities and prefix caching are each drawn from a
-// stream of their own, so that every other draw of a seed is what it was
-// before they existed. Options that change the engine's configuration
+// pressure, so that cached blocks are evicted and handed out again, and
+// half with chunked prefill under a token budget of 8; and, a third of the
+// time, chat turns: half of a client's requests continue the conversation
+// of its request before (its prompt, the first tokens the model answers,
+// new words), so that blocks of another request's output are found
+// cached. The interval, sequences, priorities, prefix caching and chat
+// turns are each drawn from a stream of their own, so that every other
+// draw of a seed is what it was before they existed. Options that change the engine's configuration
 // (Options.Engine, simrun's -config) are honoured: priorities are drawn
 // only for the priority policy, and a request refused as invalid under
 // them — too long for a cache they shrank — is the engine doing its job.
@@ -65,6 +70,14 @@ const streamInterval uint64 = 0x494e54455256414c
 // caching, its block size, a shared system prompt and KV pressure from
 // ("PREFIXCA").
 const streamPrefix uint64 = 0x5052454649584341
+
+// streamChat is the stream of the seed that swarm draws chat turns from
+// ("CHATTURN").
+const streamChat uint64 = 0x4348415454555246
+
+// chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
+// that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
+const chatTurnTokensMax = 100
 
 // swarmSystemPrompt is what every prompt of a run that shares one starts
 // with: ten words, whole blocks of every block size swarm draws for prefix
@@ -168,6 +181,12 @@ func swarm(x *Run) error {
 		if cfg.BlockSize == 0 {
 			cfg.BlockSize = swarmCacheBlockSizes[caching.Intn(len(swarmCacheBlockSizes))]
 		}
+		if caching.Intn(2) == 0 {
+			// Chunked prefill under a small token budget: a request's
+			// prefill runs over steps beside others' decodes, so that it
+			// can need several blocks in a step where others run.
+			cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens = 4, 8
+		}
 	}
 	if prios != nil {
 		cfg.SchedulingPolicy = engine.PolicyPriority
@@ -207,12 +226,16 @@ func swarm(x *Run) error {
 	if s := sim.NewPCGChooser(x.Opts.Seed, streamSequences); s.Intn(3) == 0 {
 		seqs = s
 	}
+	var chat sim.Chooser // nil: no request continues another's conversation
+	if c := sim.NewPCGChooser(x.Opts.Seed, streamChat); c.Intn(3) == 0 {
+		chat = c
+	}
 	g := task.NewGroup(x.RT, "clients")
 	errs := make([]error, clients)
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model, seqs, prios, system)
+		script := drawScript(x, f, ids, model, seqs, prios, chat, system)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
@@ -250,7 +273,7 @@ const (
 	opWaitIdle               // WaitIdle
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios sim.Chooser, system string) []op {
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios, chat sim.Chooser, system string) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -310,6 +333,10 @@ func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios 
 				// drawn for the shorter request still hold.
 				o.params.MaxTokens = max(o.params.MaxTokens, 40+prios.Intn(60))
 			}
+		}
+		if chat != nil && i > 0 && chat.Intn(2) == 0 {
+			// Last, so that the turn fits the MaxTokens drawn above.
+			o.prompt = nextTurn(model, script[i-1], o, chat)
 		}
 		if o.kind == opBatch {
 			for _, id := range ids {
@@ -405,4 +432,24 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 // refusal is a failure.
 func refusedByOptions(x *Run, err error) bool {
 	return x.Opts.Engine != nil && errors.Is(err, engine.ErrInvalidRequest)
+}
+
+// nextTurn returns the prompt of o as the next turn of the conversation of
+// prev, as a chat client sends it: prev's prompt, the first tokens the
+// model answers it with, and o's own words, so that the prefix cache holds
+// blocks of prev's sequence, output included, for o to find. It keeps o's
+// prompt when the turn would not fit chatTurnTokensMax.
+func nextTurn(model core.Model, prev, o op, chat sim.Chooser) string {
+	tok := core.Tokenizer{}
+	before := tok.Encode(prev.prompt)
+	k := 1 + chat.Intn(prev.params.MaxTokens)
+	if len(before)+k+len(tok.Encode(o.prompt))+o.params.MaxTokens > chatTurnTokensMax {
+		return o.prompt
+	}
+	sp := prev.params.Sampling()
+	answer := core.Sampled(model, before, k, &sp, core.EOSTokenID)
+	if i := slices.Index(answer, core.EOSTokenID); i >= 0 {
+		answer = answer[:i] // the answer ends there
+	}
+	return prev.prompt + tok.Decode(answer) + " " + o.prompt
 }
