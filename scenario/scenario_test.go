@@ -130,6 +130,37 @@ func TestSwarmTakesTheRefusalsOfACacheTheOptionsShrank(t *testing.T) {
 	}
 }
 
+// TestPrefixChatFindsTheUpstreamBug: with vLLM's behaviour of #43569
+// planted back, a sweep of prefix-chat finds a seed where the fork reads a
+// block that was cached and never written — its story shows the
+// conversation and the burst preempted in one step and the fork admitted
+// from the prefix cache — and the same seed passes on the engine as it is.
+func TestPrefixChatFindsTheUpstreamBug(t *testing.T) {
+	st := defaultStrategy(t, scenario.PrefixChat)
+	for seed := uint64(1); seed <= 3000; seed++ {
+		opts := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-keep-unwritten-hash=return"}}
+		prog, out := scenario.PrefixChat.Program(opts)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st, Trace: true}, prog)
+		err := out.Err(res.Err)
+		if err == nil {
+			continue
+		}
+		var v *props.Violation
+		require.ErrorAs(t, err, &v, "seed %d", seed)
+		assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
+		var b strings.Builder
+		require.NoError(t, scenario.WriteStory(&b, res.Trace))
+		story := b.String()
+		for _, want := range []string{"preempts chat#", "preempts burst#", "admits fork#"} {
+			assert.Contains(t, story, want, "seed %d", seed)
+		}
+		_, err = run(t, scenario.PrefixChat, false, seed, st, false)
+		assert.NoError(t, err, "seed %d without the planted bug", seed)
+		return
+	}
+	t.Fatal("prefix-chat did not find the planted upstream bug in 3,000 seeds")
+}
+
 // TestSwarmCatchesAPlantedPrefixCacheBug: with the failpoint that keeps an
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the
@@ -262,9 +293,9 @@ func TestTraceHashGolden(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "parallel-abort-reuse", "swarm"}, scenario.Names())
+	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "parallel-abort-reuse", "prefix-chat", "swarm"}, scenario.Names())
 	_, err := scenario.Lookup("nope")
-	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, parallel-abort-reuse, swarm`)
+	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, parallel-abort-reuse, prefix-chat, swarm`)
 	for _, s := range scenario.All() {
 		_, err := sim.ParseStrategy(s.DefaultStrategy)
 		assert.NoError(t, err, s.Name)
