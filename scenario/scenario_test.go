@@ -137,28 +137,12 @@ func TestSwarmTakesTheRefusalsOfACacheTheOptionsShrank(t *testing.T) {
 // from the prefix cache — and the same seed passes on the engine as it is.
 func TestPrefixChatFindsTheUpstreamBug(t *testing.T) {
 	st := defaultStrategy(t, scenario.PrefixChat)
-	for seed := uint64(1); seed <= 3000; seed++ {
-		opts := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-keep-unwritten-hash=return"}}
-		prog, out := scenario.PrefixChat.Program(opts)
-		res := sim.Run(sim.Options{Seed: seed, Strategy: st, Trace: true}, prog)
-		err := out.Err(res.Err)
-		if err == nil {
-			continue
-		}
-		var v *props.Violation
-		require.ErrorAs(t, err, &v, "seed %d", seed)
-		assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
-		var b strings.Builder
-		require.NoError(t, scenario.WriteStory(&b, res.Trace))
-		story := b.String()
-		for _, want := range []string{"preempts chat#", "preempts burst#", "admits fork#"} {
-			assert.Contains(t, story, want, "seed %d", seed)
-		}
-		_, err = run(t, scenario.PrefixChat, false, seed, st, false)
-		assert.NoError(t, err, "seed %d without the planted bug", seed)
-		return
+	seed, story := firstPlantedFailure(t, scenario.PrefixChat, "core/kv-keep-unwritten-hash=return", 3000)
+	for _, want := range []string{"preempts chat#", "preempts burst#", "admits fork#"} {
+		assert.Contains(t, story, want, "seed %d", seed)
 	}
-	t.Fatal("prefix-chat did not find the planted upstream bug in 3,000 seeds")
+	_, err := run(t, scenario.PrefixChat, false, seed, st, false)
+	assert.NoError(t, err, "seed %d without the planted bug", seed)
 }
 
 // TestSwarmCatchesAPlantedPrefixCacheBug: with the failpoint that keeps an
@@ -168,10 +152,19 @@ func TestPrefixChatFindsTheUpstreamBug(t *testing.T) {
 // the model's (2.1% of 20,000 seeds; none without the failpoint, which
 // TestFixedEngineSurvivesEveryStrategy and make sim check).
 func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
-	st := defaultStrategy(t, scenario.Swarm)
-	for seed := uint64(1); seed <= 1000; seed++ {
-		opts := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-keep-evicted-hash=return"}}
-		prog, out := scenario.Swarm.Program(opts)
+	seed, story := firstPlantedFailure(t, scenario.Swarm, "core/kv-keep-evicted-hash=return", 1000)
+	assert.Contains(t, story, "from the prefix cache", "seed %d: the story says who took cached blocks", seed)
+}
+
+// firstPlantedFailure runs s under its default strategy with a planted
+// bug armed, from seed 1, until a seed fails; that failure must be a token
+// that is not the model's, as the model reads the KV it is given. It
+// returns the seed and its story.
+func firstPlantedFailure(t *testing.T, s *scenario.Scenario, bug string, seeds uint64) (uint64, string) {
+	t.Helper()
+	st := defaultStrategy(t, s)
+	for seed := uint64(1); seed <= seeds; seed++ {
+		prog, out := s.Program(scenario.Options{Seed: seed, Failpoints: []string{bug}})
 		res := sim.Run(sim.Options{Seed: seed, Strategy: st, Trace: true}, prog)
 		err := out.Err(res.Err)
 		if err == nil {
@@ -182,10 +175,10 @@ func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
 		assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
 		var b strings.Builder
 		require.NoError(t, scenario.WriteStory(&b, res.Trace))
-		assert.Contains(t, b.String(), "from the prefix cache", "seed %d: the story says who took cached blocks", seed)
-		return
+		return seed, b.String()
 	}
-	t.Fatal("swarm did not catch the planted prefix cache bug in 1,000 seeds")
+	t.Fatalf("%s did not catch %s in %d seeds", s.Name, bug, seeds)
+	return 0, ""
 }
 
 // TestGoldenStoryOfTheFoundingRace keeps the story of the founding race at
