@@ -120,7 +120,43 @@ func recordWithConfig(t *testing.T, dir string) (file, out string) {
 	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "11", "-legacy", "-out", dir,
 		"-config", "step-time=1ms", "-config", "prefix-caching=on")
 	require.Equal(t, 1, code, out)
-	return filepath.Join(dir, "abort-reuse-legacy-seed11.schedule"), out
+	return onlyFile(t, dir, "abort-reuse-legacy-*-seed11.schedule"), out
+}
+
+// onlyFile returns the one file in dir whose name matches pattern.
+func onlyFile(t *testing.T, dir, pattern string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "files named %s in %s", pattern, dir)
+	return files[0]
+}
+
+// TestSchedulesOfOtherSettingsHaveNamesOfTheirOwn: a seed's schedule file
+// under -failpoint or -config is named with a tag of its settings, so that
+// runs of other settings into one directory keep each other's files; with
+// neither, it is named as it always was.
+func TestSchedulesOfOtherSettingsHaveNamesOfTheirOwn(t *testing.T) {
+	dir := t.TempDir()
+	for _, extra := range [][]string{
+		nil,
+		{"-config", "step-time=1ms"},
+		{"-config", "prefix-caching=on"},
+		{"-failpoint", "core/stall-mid-step=1/2*return(400)"},
+	} {
+		args := append([]string{"run", "-scenario", "abort-reuse", "-seed", "11", "-legacy", "-out", dir}, extra...)
+		code, out, _ := simrun(t, args...)
+		require.Equal(t, 1, code, out)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "abort-reuse-legacy*-seed11.schedule"))
+	require.NoError(t, err)
+	assert.Len(t, files, 4, "one file a set of settings: %v", files)
+	assert.FileExists(t, filepath.Join(dir, "abort-reuse-legacy-seed11.schedule"), "no settings, no tag")
+	for _, f := range files {
+		code, out, _ := simrun(t, "replay", f)
+		assert.Equal(t, 1, code, "%s replays its own run: %s", f, out)
+		assert.Contains(t, out, "(the same as recorded)", f)
+	}
 }
 
 func TestAFailureRecordedWithConfigReplaysTheSame(t *testing.T) {

@@ -20,7 +20,10 @@
 // length of seeds 1-16 under random unless given; it is named pct:D:K in
 // what simrun prints. -failpoint
 // NAME=TERMS (repeatable) arms a failpoint in every run. Every failure
-// prints the command that replays it and writes its schedule file; sweep,
+// prints the command that replays it and writes its schedule file,
+// OUT/SCENARIO-ENGINE-seedN.schedule, with a tag of the -failpoint and
+// -config settings after ENGINE when there are any (so that runs of other
+// settings into one directory keep each other's files); sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson
 // interval, first occurrence and a command that reproduces it. A sweep
 // given -for (a wall-time budget) or -stop-after (a number of failures),

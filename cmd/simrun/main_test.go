@@ -233,7 +233,7 @@ func TestFailpointFlag(t *testing.T) {
 	code, out, _ = simrun(t, "run", "-scenario", "abort-reuse", "-seed", "4", "-legacy", "-out", dir,
 		"-failpoint", "engine/abort-after-add=return", "-failpoint", "core/stall-mid-step=1/2*return(400)")
 	require.Equal(t, 1, code, out)
-	file := filepath.Join(dir, "abort-reuse-legacy-seed4.schedule")
+	file := onlyFile(t, dir, "abort-reuse-legacy-*-seed4.schedule")
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `meta "failpoint" "engine/abort-after-add=return"`, "the schedule carries its failpoints")

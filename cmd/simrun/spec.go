@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -296,14 +297,41 @@ func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 }
 
 // scheduleFile names the schedule file of a seed in dir:
-// SCENARIO-ENGINE-seedN[suffix].schedule (scripts/sim-story.sh relies on it).
+// SCENARIO-ENGINE[-TAG]-seedN[suffix].schedule (scripts/sim-story.sh relies
+// on it).
 func (s *spec) scheduleFile(dir string, seed uint64, suffix string) string {
 	return s.seedFile(dir, seed, suffix+".schedule")
 }
 
-// seedFile names a file about a seed in dir: SCENARIO-ENGINE-seedN + suffix.
+// seedFile names a file about a seed in dir: SCENARIO-ENGINE-seedN +
+// suffix, with a tag of the failpoints and settings after ENGINE when the
+// spec has any (settingsTag), so that sweeps of one scenario under other
+// -failpoint or -config write to one directory without overwriting each
+// other's files.
 func (s *spec) seedFile(dir string, seed uint64, suffix string) string {
-	return filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d%s", s.scenario.Name, s.engineName(), seed, suffix))
+	engine := s.engineName()
+	if tag := s.settingsTag(); tag != "" {
+		engine += "-" + tag
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-seed%d%s", s.scenario.Name, engine, seed, suffix))
+}
+
+// settingsTag is 8 hex digits of a hash of the spec's failpoints and
+// -config settings, as the schedule file records them; "" when it has
+// neither.
+func (s *spec) settingsTag() string {
+	settings := s.configStrings()
+	if len(s.failpoints) == 0 && len(settings) == 0 {
+		return ""
+	}
+	h := fnv.New32a()
+	for _, fp := range s.failpoints {
+		fmt.Fprintf(h, "failpoint %s\n", fp)
+	}
+	for _, c := range settings {
+		fmt.Fprintf(h, "config %s\n", c)
+	}
+	return fmt.Sprintf("%08x", h.Sum32())
 }
 
 // writeStacks writes the goroutine dump of a hung seed to dir, once, and
