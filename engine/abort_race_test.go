@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -10,8 +9,6 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
-	"github.com/llmdst/llmdst/sim"
-	"github.com/llmdst/llmdst/task"
 )
 
 // TestAbortBeforeTheAddIsSentStillReachesTheCoreAfterIt: AddRequest
@@ -25,44 +22,9 @@ import (
 func TestAbortBeforeTheAddIsSentStillReachesTheCoreAfterIt(t *testing.T) {
 	raced := 0
 	for seed := uint64(1); seed <= 300; seed++ {
-		var events []engine.Event
-		var out engine.Output
-		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Random()}, func(rt task.Runtime) error {
-			e, err := engine.New(engine.Config{Runtime: rt, Observer: func(ev engine.Event) {
-				if ev.Kind == core.EventCoreAdd || ev.Kind == core.EventCoreAbort || ev.Kind == core.EventAbort {
-					events = append(events, ev)
-				}
-			}})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			g := task.NewGroup(rt, "callers")
-			var r *engine.Request
-			g.Go("adder", func() {
-				r, err = e.AddRequest("x", "hello", engine.Params{MaxTokens: 50})
-			})
-			g.Go("aborter", func() {
-				for !e.HasUnfinishedRequests() {
-					rt.Yield("aborter.poll")
-				}
-				e.Abort("x")
-			})
-			g.Wait()
-			if err != nil {
-				return err
-			}
-			for {
-				o, err := r.Next()
-				if err != nil {
-					break
-				}
-				out = o
-			}
-			return e.WaitIdle(context.Background())
-		})
+		res, events, outs := addAbortRace(seed, engine.Params{MaxTokens: 50})
 		require.NoError(t, res.Err, "seed %d", seed)
-		assert.Equal(t, engine.FinishAbort, out.FinishReason, "seed %d: the request ends aborted", seed)
+		assert.Equal(t, engine.FinishAbort, last(outs).FinishReason, "seed %d: the request ends aborted", seed)
 
 		for i, ev := range events {
 			switch {

@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -272,17 +270,7 @@ func TestSlowDeltaConsumerGetsMergedDeltas(t *testing.T) {
 	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
 		e := newEngine(t, rt, engine.Config{})
 		defer e.Close()
-		r := add(t, e, "slow", "hello", engine.Params{MaxTokens: 30, Output: engine.Delta})
-		var outs []engine.Output
-		for {
-			out, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			outs = append(outs, out)
-			rt.Sleep(5 * time.Millisecond) // five engine steps per read
-		}
+		outs := readSlowly(t, rt, add(t, e, "slow", "hello", engine.Params{MaxTokens: 30, Output: engine.Delta}))
 		assert.Less(t, len(outs), 30, "a slow consumer gets merged deltas")
 		assert.Equal(t, want("hello", 30), tokensOf(engine.Delta, outs))
 		assert.Equal(t, core.Tokenizer{}.Decode(want("hello", 30)), textOf(engine.Delta, outs))

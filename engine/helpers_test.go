@@ -1,14 +1,17 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -87,3 +90,64 @@ func last(outs []engine.Output) engine.Output {
 }
 
 var allKinds = []engine.OutputKind{engine.Cumulative, engine.Delta, engine.FinalOnly}
+
+// readSlowly reads r to its end, sleeping five engine steps after each
+// output, and returns every output: a Delta consumer slower than the
+// engine.
+func readSlowly(t *testing.T, rt task.Runtime, r *engine.Request) []engine.Output {
+	t.Helper()
+	var outs []engine.Output
+	for {
+		out, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return outs
+		}
+		require.NoError(t, err)
+		outs = append(outs, out)
+		rt.Sleep(5 * time.Millisecond) // five engine steps per read
+	}
+}
+
+// addAbortRace runs one seed, under sim.Random, of a caller adding request
+// "x" with p while another aborts it as soon as the frontend holds it. It
+// returns the run, the frontend's aborts and the core's adds and aborts in
+// order, and every output x got.
+func addAbortRace(seed uint64, p engine.Params) (sim.Result, []engine.Event, []engine.Output) {
+	var events []engine.Event
+	var outs []engine.Output
+	res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Random()}, func(rt task.Runtime) error {
+		e, err := engine.New(engine.Config{Runtime: rt, Observer: func(ev engine.Event) {
+			if ev.Kind == core.EventCoreAdd || ev.Kind == core.EventCoreAbort || ev.Kind == core.EventAbort {
+				events = append(events, ev)
+			}
+		}})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		g := task.NewGroup(rt, "callers")
+		var r *engine.Request
+		g.Go("adder", func() {
+			r, err = e.AddRequest("x", "hello", p)
+		})
+		g.Go("aborter", func() {
+			for !e.HasUnfinishedRequests() {
+				rt.Yield("aborter.poll")
+			}
+			e.Abort("x")
+		})
+		g.Wait()
+		if err != nil {
+			return err
+		}
+		for {
+			o, err := r.Next()
+			if err != nil {
+				break
+			}
+			outs = append(outs, o)
+		}
+		return e.WaitIdle(context.Background())
+	})
+	return res, events, outs
+}

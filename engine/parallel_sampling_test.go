@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/internal/rttest"
-	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -247,17 +244,7 @@ func TestParallelSamplingSlowDeltaReader(t *testing.T) {
 		e := newEngine(t, rt, engine.Config{})
 		defer e.Close()
 		p := engine.Params{MaxTokens: maxTokens, N: n, Output: engine.Delta}
-		r := add(t, e, "slow", prompt, p)
-		var outs []engine.Output
-		for {
-			out, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			outs = append(outs, out)
-			rt.Sleep(5 * time.Millisecond) // five engine steps per read
-		}
+		outs := readSlowly(t, rt, add(t, e, "slow", prompt, p))
 		assert.Less(t, len(outs), n*maxTokens, "a slow consumer gets merged deltas")
 		for i, s := range foldCompletions(t, "slow", prompt, n, engine.Delta, outs) {
 			assert.Equal(t, seqWant(prompt, i, maxTokens, p), s.TokenIDs, "sequence %d", i)
@@ -788,42 +775,7 @@ func TestParallelSamplingAbortBeforeTheAddsAreSent(t *testing.T) {
 	const n = 3
 	raced := 0
 	for seed := uint64(1); seed <= 200; seed++ {
-		var events []engine.Event
-		var outs []engine.Output
-		res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Random()}, func(rt task.Runtime) error {
-			e, err := engine.New(engine.Config{Runtime: rt, Observer: func(ev engine.Event) {
-				if ev.Kind == core.EventCoreAdd || ev.Kind == core.EventCoreAbort || ev.Kind == core.EventAbort {
-					events = append(events, ev)
-				}
-			}})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			g := task.NewGroup(rt, "callers")
-			var r *engine.Request
-			g.Go("adder", func() {
-				r, err = e.AddRequest("x", "hello", engine.Params{MaxTokens: 50, N: n, Output: engine.Delta})
-			})
-			g.Go("aborter", func() {
-				for !e.HasUnfinishedRequests() {
-					rt.Yield("aborter.poll")
-				}
-				e.Abort("x")
-			})
-			g.Wait()
-			if err != nil {
-				return err
-			}
-			for {
-				o, err := r.Next()
-				if err != nil {
-					break
-				}
-				outs = append(outs, o)
-			}
-			return e.WaitIdle(context.Background())
-		})
+		res, events, outs := addAbortRace(seed, engine.Params{MaxTokens: 50, N: n, Output: engine.Delta})
 		require.NoError(t, res.Err, "seed %d", seed)
 		for i, s := range foldCompletions(t, "x", "hello", n, engine.Delta, outs) {
 			assert.Equal(t, engine.FinishAbort, s.FinishReason, "seed %d: sequence %d", seed, i)
