@@ -64,14 +64,7 @@ type Run struct {
 // NewEngine starts an engine on the run's runtime, wired to the checker and
 // the trace, with the run's routing. The run closes it at the end.
 func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
-	cfg.Runtime = x.RT
-	cfg.LegacyIDRouting = x.Opts.Legacy
-	if cfg.Faults == nil {
-		cfg.Faults = x.Faults
-	}
-	if x.Opts.Engine != nil {
-		x.Opts.Engine(&cfg)
-	}
+	cfg = x.engineConfig(cfg)
 	x.Checker.SetModel(cfg.Model)
 	x.Checker.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
 	checker := x.Checker
@@ -92,6 +85,21 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	}
 	x.engines = append(x.engines, e)
 	return e, nil
+}
+
+// engineConfig is the configuration NewEngine starts an engine of cfg
+// with: on the run's runtime, with its routing and failpoints, adjusted by
+// the options.
+func (x *Run) engineConfig(cfg engine.Config) engine.Config {
+	cfg.Runtime = x.RT
+	cfg.LegacyIDRouting = x.Opts.Legacy
+	if cfg.Faults == nil {
+		cfg.Faults = x.Faults
+	}
+	if x.Opts.Engine != nil {
+		x.Opts.Engine(&cfg)
+	}
+	return cfg
 }
 
 // Failed reports whether the checker has seen a violation, so that a

@@ -191,14 +191,11 @@ func swarm(x *Run) error {
 	if prios != nil {
 		cfg.SchedulingPolicy = engine.PolicyPriority
 	}
-	if eff := cfg; x.Opts.Engine != nil {
+	if x.engineConfig(cfg).SchedulingPolicy != engine.PolicyPriority {
 		// The options may set the policy over swarm's: priorities are
 		// drawn only for an engine that serves by them, since FCFS refuses
 		// a request with one.
-		x.Opts.Engine(&eff)
-		if eff.SchedulingPolicy != engine.PolicyPriority {
-			prios = nil
-		}
+		prios = nil
 	}
 	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
 		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
