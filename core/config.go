@@ -59,6 +59,15 @@ type Config struct {
 	// computing it again. vLLM v1 turns it on by default; here it is off
 	// by default, so that every recorded seed's trace stands.
 	EnablePrefixCaching bool
+	// AsyncScheduling is vLLM's --async-scheduling: the core schedules a
+	// step while the model still runs the one before it, so that the CPU's
+	// work hides behind the GPU's. Up to two steps are in flight (vLLM's
+	// batch queue); a request in both samples in the second from a token
+	// the scheduler has not seen yet (a placeholder, Request.Placeholders),
+	// and a request that stops in the first has computed one token more,
+	// which is dropped. Aborts and adds reach the core between the two.
+	// Off by default, so that every recorded seed's trace stands.
+	AsyncScheduling bool
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/task"
@@ -52,6 +53,10 @@ type EngineCore struct {
 	faults *failpoints.Set
 
 	step int64
+	// flight is vLLM's batch queue under AsyncScheduling: the steps the
+	// model runs, oldest first, whose outputs the scheduler has not taken.
+	flight  [2]inflight
+	nflight int
 	// held and inputsDone are read by other tasks (WaitIdle) without the
 	// core's help, so they are atomic.
 	held          atomic.Int64
@@ -65,6 +70,15 @@ type EngineCore struct {
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
 	progress                                    func() // called when the core is about to block for input
+}
+
+// inflight is a step the model runs: what it computes, the tokens it
+// samples, and when they come back.
+type inflight struct {
+	so      *SchedulerOutput
+	sampled []int
+	step    int64
+	done    time.Time
 }
 
 // NewEngineCore returns a core reading in and aborts and writing out. cfg
@@ -138,7 +152,7 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
-		if !c.sched.HasRequests() {
+		if !c.sched.HasRequests() && c.nflight == 0 {
 			// Drain the eager aborts before sleeping: an abort whose
 			// input-queue copy was already handled would otherwise wait in
 			// the aborts queue for the next step and hit whatever request
@@ -161,7 +175,11 @@ func (c *EngineCore) Run() {
 				return
 			}
 		}
-		c.runStep()
+		if c.cfg.AsyncScheduling {
+			c.runStepAsync()
+		} else {
+			c.runStep()
+		}
 	}
 }
 
@@ -212,6 +230,68 @@ func (c *EngineCore) abort(ids []string) {
 // runStep is vLLM's step: schedule, execute the model, process the aborts
 // that arrived meanwhile, update, and put the frames on the output queue.
 func (c *EngineCore) runStep() {
+	so := c.schedule()
+	if len(so.Scheduled) == 0 {
+		c.rejectUnschedulable(len(so.Preempted) > 0)
+		return
+	}
+	c.startStep(so)
+	if c.cfg.StepTime > 0 {
+		c.rt.Sleep(c.cfg.StepTime)
+	} else {
+		c.rt.Yield("engine-core.execute-model")
+	}
+	c.finishStep(so, c.sched.Sample(so, c.cfg.Model), c.step)
+}
+
+// runStepAsync is vLLM's step_with_batch_queue under async scheduling: it
+// schedules a step and hands it to the model, and returns at once when
+// that is the only step in flight, so that the loop takes the inputs that
+// came meanwhile and schedules the next step while the model runs this
+// one; with two in flight, or nothing more to schedule, it waits for the
+// oldest and applies its output. The model runs steps one after the
+// other, each StepTime long.
+func (c *EngineCore) runStepAsync() {
+	if c.sched.HasRequests() {
+		so := c.schedule()
+		switch {
+		case len(so.Scheduled) > 0:
+			c.startStep(so)
+			// The model runs the step now, after the one before it; the
+			// tokens are its until the scheduler takes them.
+			sampled := c.sched.Sample(so, c.cfg.Model)
+			done := c.rt.Now()
+			if c.nflight > 0 && c.flight[c.nflight-1].done.After(done) {
+				done = c.flight[c.nflight-1].done
+			}
+			c.flight[c.nflight] = inflight{so: so, sampled: sampled, step: c.step, done: done.Add(c.cfg.StepTime)}
+			c.nflight++
+			if c.nflight < len(c.flight) {
+				return
+			}
+		default:
+			c.rejectUnschedulable(len(so.Preempted) > 0)
+			if c.nflight == 0 {
+				return
+			}
+		}
+	} else if c.nflight == 0 {
+		return
+	}
+	b := c.flight[0]
+	c.flight[0], c.flight[1] = c.flight[1], inflight{}
+	c.nflight--
+	if wait := b.done.Sub(c.rt.Now()); wait > 0 {
+		c.rt.Sleep(wait)
+	} else {
+		c.rt.Yield("engine-core.execute-model")
+	}
+	c.finishStep(b.so, b.sampled, b.step)
+}
+
+// schedule schedules a step and tells the observer whom it preempted and
+// admitted from the prefix cache.
+func (c *EngineCore) schedule() *SchedulerOutput {
 	so := c.sched.Schedule()
 	for _, r := range so.Preempted {
 		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
@@ -223,10 +303,12 @@ func (c *EngineCore) runStep() {
 			}
 		}
 	}
-	if len(so.Scheduled) == 0 {
-		c.rejectUnschedulable(len(so.Preempted) > 0)
-		return
-	}
+	return so
+}
+
+// startStep numbers a step that schedules something, as the model starts
+// it.
+func (c *EngineCore) startStep(so *SchedulerOutput) {
 	c.step++
 	if c.cfg.Observer != nil {
 		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
@@ -234,17 +316,16 @@ func (c *EngineCore) runStep() {
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))
 	}
-	if c.cfg.StepTime > 0 {
-		c.rt.Sleep(c.cfg.StepTime)
-	} else {
-		c.rt.Yield("engine-core.execute-model")
-	}
-	sampled := c.sched.Sample(so, c.cfg.Model)
+}
+
+// finishStep takes step's output from the model: the aborts that arrived
+// while it ran first, then the update, whose frames go on the output queue.
+func (c *EngineCore) finishStep(so *SchedulerOutput, sampled []int, step int64) {
 	c.faults.Stall(c.rt, failpoints.CoreStallMidStep)
 	c.processAborts()
 	out, room := newBatch(len(so.Scheduled))
 	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
-	c.putBatch(out, frames)
+	c.putBatch(out, frames, step)
 }
 
 // processAborts drains the aborts queue, so that an abort that arrived while
@@ -271,12 +352,16 @@ func (c *EngineCore) processAborts() {
 
 // rejectUnschedulable follows a step that scheduled nothing: with nothing
 // running, it ends the request that could never fit with an error frame
-// (Scheduler.RejectUnschedulable); with requests running, the step must
-// have stopped at a request preempted as its own victim, and the next step
-// runs the others; anything else would spin forever, and panics.
+// (Scheduler.RejectUnschedulable); with requests running, either a step is
+// in flight (AsyncScheduling), which is what runs, or the step must have
+// stopped at a request preempted as its own victim, and the next step runs
+// the others; anything else would spin forever, and panics.
 func (c *EngineCore) rejectUnschedulable(preempted bool) {
 	if r, ok := c.sched.RejectUnschedulable(); ok {
 		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
+		return
+	}
+	if c.nflight > 0 {
 		return
 	}
 	n := c.sched.Stats().Running
@@ -345,7 +430,7 @@ func (o *Outputs) Release() {
 }
 
 func (c *EngineCore) put(frames []Frame) {
-	c.putBatch(&Outputs{}, frames)
+	c.putBatch(&Outputs{}, frames, c.step)
 }
 
 // putBatch publishes the held count and puts frames on the output queue.
@@ -353,7 +438,7 @@ func (c *EngineCore) put(frames []Frame) {
 // has finished is still the core's work until its final frame is on the
 // queue, and WaitIdle, reading Held and then Batches, must not find the
 // core empty with that frame still unsent (a late batch sits in between).
-func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
+func (c *EngineCore) putBatch(out *Outputs, frames []Frame, step int64) {
 	if len(frames) > 0 {
 		c.batches.Add(1)
 	}
@@ -365,11 +450,11 @@ func (c *EngineCore) putBatch(out *Outputs, frames []Frame) {
 		for i := range frames {
 			f := &frames[i]
 			c.emit(Event{Kind: EventFrameEmitted, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
-				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: c.step})
+				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason, Step: step})
 		}
 	}
 	c.faults.Stall(c.rt, failpoints.CoreOutputLate)
-	*out = Outputs{Frames: frames, Step: c.step}
+	*out = Outputs{Frames: frames, Step: step}
 	c.out.Put(out)
 }
 

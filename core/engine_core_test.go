@@ -128,7 +128,7 @@ func TestEngineCoreDiesRatherThanSpin(t *testing.T) {
 		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "m", Prompt: []int{1, 2}, Params: core.SamplingParams{MaxTokens: 10, MinTokens: 10}, Incarnation: 1}})
 	})
 	require.NotEmpty(t, outs)
-	assert.Len(t, frames(outs), 7, "the tokens up to the model length, and one more")
+	assert.Len(t, frames(outs), 6, "the tokens up to the model length, and none past it")
 	assert.ErrorContains(t, outs[len(outs)-1].Dead, "core: 1 running requests and none could be scheduled")
 }
 

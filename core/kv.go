@@ -53,14 +53,18 @@ func (s *Scheduler) digest(r *Request) {
 }
 
 // digestAt returns the digest of r's tokens up to position q (from 0),
-// which must be known: O(1) at a block's end and at the end of the known
-// sequence, else O(BlockSize).
+// which must be known or sampled: O(1) at a block's end and at the end of
+// the known sequence, else O(BlockSize).
 func (s *Scheduler) digestAt(r *Request, q int) uint64 {
 	if q < 0 {
 		return digestSeed
 	}
-	if q == r.hashed-1 {
-		return r.tail
+	if q >= r.hashed-1 { // the known sequence's end, or a token sampled past it
+		d := r.tail
+		for p := r.hashed; p <= q; p++ {
+			d = digestToken(d, r.tokenAt(p))
+		}
+		return d
 	}
 	bs := s.cfg.BlockSize
 	full := (q + 1) / bs
@@ -83,12 +87,13 @@ func garbage(read, want uint64) uint64 {
 	return splitmix64(read^want^0xA0761D6478BD642F) | 1
 }
 
-// kvWrite is the forward pass's write of r's n scheduled tokens: it reads
-// what r's blocks hold before them and writes each token's KV, which is
-// right only if what it read was. It leaves in r.kvGarbage what went wrong.
-func (s *Scheduler) kvWrite(r *Request, n int) {
+// kvWrite is the forward pass's write of r's n scheduled tokens from
+// position start: it reads what r's blocks hold before them and writes each
+// token's KV, which is right only if what it read was. It leaves in
+// r.kvGarbage what went wrong.
+func (s *Scheduler) kvWrite(r *Request, start, n int) {
 	bs := s.cfg.BlockSize
-	start, end := r.NumComputed, r.NumComputed+n
+	end := start + n
 	var bad uint64
 	if r.kvChecked != s.kvEpoch+1 {
 		bad = s.kvReadAll(r, start)
@@ -139,12 +144,13 @@ func (s *Scheduler) kvWrite(r *Request, n int) {
 	r.kvGarbage = bad
 }
 
-// kvRead is what attention reads for r, which samples this step: every
-// block again if a write overwrote a held block since r last read them.
-// It reports the digest r samples with: its key, or garbage.
-func (s *Scheduler) kvRead(r *Request, n int) uint64 {
+// kvRead is what attention reads for r, which samples this step after
+// position end−1: every block again if a write overwrote a held block
+// since r last read them. It reports the digest r samples with: its key,
+// or garbage.
+func (s *Scheduler) kvRead(r *Request, end int) uint64 {
 	if r.kvChecked != s.kvEpoch+1 {
-		if bad := s.kvReadAll(r, r.NumComputed+n); bad != 0 {
+		if bad := s.kvReadAll(r, end); bad != 0 {
 			r.kvGarbage = bad
 		}
 		r.kvChecked = s.kvEpoch + 1

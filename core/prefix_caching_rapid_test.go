@@ -11,13 +11,17 @@ import (
 )
 
 // TestBlocksProperty drives a bare Scheduler, with prefix caching on or
-// off, through random workloads of prompts that share prefixes, in a cache
-// of small blocks and few of them (so that requests are preempted and
-// cached blocks evicted), with aborts between steps. After every step the
-// block pool's invariants hold (CheckBlocks) and every request's tokens
-// are those the model samples for it: a block-management bug would make
-// the model read someone else's KV and sample wrong tokens. At the end
-// every request has ended.
+// off and async scheduling on or off, through random workloads of prompts
+// that share prefixes, in a cache of small blocks and few of them (so that
+// requests are preempted and cached blocks evicted), with aborts between
+// steps — with async scheduling, while a step is in flight — and ids of
+// ended requests used again, as the core sees them under legacy routing.
+// After every step the block pool's invariants hold (CheckBlocks), every
+// live request has a placeholder for each step in flight that samples for
+// it, and every request's tokens are those the model samples for it: a
+// block-management bug would make the model read someone else's KV and
+// sample wrong tokens, and an output applied to the wrong request would
+// give it someone else's. At the end every request has ended.
 func TestBlocksProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := core.Config{
@@ -25,12 +29,14 @@ func TestBlocksProperty(t *testing.T) {
 			NumBlocks:           rapid.IntRange(3, 16).Draw(t, "numBlocks"),
 			MaxNumSeqs:          rapid.IntRange(1, 4).Draw(t, "maxNumSeqs"),
 			EnablePrefixCaching: rapid.Bool().Draw(t, "caching"),
+			AsyncScheduling:     rapid.Bool().Draw(t, "async"),
 			SchedulingPolicy:    core.SchedulingPolicy(rapid.IntRange(0, 1).Draw(t, "policy")),
 		}
 		cfg.MaxNumBatchedTokens = rapid.IntRange(cfg.MaxNumSeqs, 16).Draw(t, "maxNumBatchedTokens")
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}
 		var all []*core.Request
+		p := &pipeline{s: s}
 		check := func(when string) {
 			if err := s.CheckBlocks(); err != nil {
 				t.Fatalf("%s: %v", when, err)
@@ -39,9 +45,23 @@ func TestBlocksProperty(t *testing.T) {
 				if want := sampled(r, len(r.Output)); !slices.Equal(want, r.Output) {
 					t.Fatalf("%s: request %s (index %d, prompt %v) sampled %v, want %v", when, r.InternalID, r.Index, r.Prompt, r.Output, want)
 				}
+				if r.Status.Finished() {
+					continue
+				}
+				want := 0
+				if p.so != nil && slices.ContainsFunc(p.so.Scheduled, func(sc core.Scheduled) bool { return sc.Req == r && sc.Sample }) {
+					want = 1
+				}
+				if r.Placeholders != want {
+					t.Fatalf("%s: request %s has %d placeholders with %d step(s) in flight sampling for it", when, r.InternalID, r.Placeholders, want)
+				}
 			}
 		}
 		step := func() {
+			if cfg.AsyncScheduling {
+				p.step()
+				return
+			}
 			so := s.Schedule()
 			if len(so.Scheduled) == 0 {
 				s.RejectUnschedulable()
@@ -59,12 +79,16 @@ func TestBlocksProperty(t *testing.T) {
 				if len(prompt) == 0 {
 					prompt = []int{1}
 				}
-				p := core.SamplingParams{MaxTokens: rapid.IntRange(1, 8).Draw(t, "maxTokens")}
+				sp := core.SamplingParams{MaxTokens: rapid.IntRange(1, 8).Draw(t, "maxTokens")}
 				n := rapid.IntRange(1, 3).Draw(t, "n")
 				prio := rapid.IntRange(0, 2).Draw(t, "priority")
+				id := fmt.Sprint("r", i)
+				if ended := endedIDs(all, s); len(ended) > 0 && rapid.Bool().Draw(t, "reuse") {
+					id = ended[rapid.IntRange(0, len(ended)-1).Draw(t, "reused")]
+				}
 				for idx := range n {
-					r := &core.Request{InternalID: fmt.Sprintf("%d_r%d", idx, i), ExternalID: fmt.Sprint("r", i), Incarnation: uint64(i), Index: idx,
-						Prompt: prompt, Params: p}
+					r := &core.Request{InternalID: fmt.Sprintf("%d_%s", idx, id), ExternalID: id, Incarnation: uint64(i), Index: idx,
+						Prompt: prompt, Params: sp}
 					if cfg.SchedulingPolicy == core.PolicyPriority {
 						r.Priority = prio
 					}
@@ -88,7 +112,7 @@ func TestBlocksProperty(t *testing.T) {
 			}
 			check(fmt.Sprintf("after action %d", i))
 		}
-		for steps := 0; s.HasRequests(); steps++ {
+		for steps := 0; s.HasRequests() || p.so != nil; steps++ {
 			if steps > 2000 {
 				t.Fatalf("%d requests still live after %d steps", s.NumRequests(), steps)
 			}
@@ -101,4 +125,27 @@ func TestBlocksProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// endedIDs returns the external ids whose every sequence has ended in s,
+// sorted, for a new request to take again.
+func endedIDs(all []*core.Request, s *core.Scheduler) []string {
+	var ids []string
+	for _, r := range all {
+		if r.Index == 0 && !slices.Contains(ids, r.ExternalID) {
+			ids = append(ids, r.ExternalID)
+		}
+	}
+	ended := ids[:0]
+	for _, id := range ids {
+		live := false
+		for idx := 0; idx < 3 && !live; idx++ {
+			_, live = s.Get(fmt.Sprintf("%d_%s", idx, id))
+		}
+		if !live {
+			ended = append(ended, id)
+		}
+	}
+	slices.Sort(ended)
+	return ended
 }

@@ -100,6 +100,13 @@ type Request struct {
 	StopReason  int // the stop token that ended it, or -1
 	Blocks      int // KV blocks held: len(BlockTable())
 	Preemptions int
+	// Placeholders counts, with Config.AsyncScheduling, the tokens that
+	// steps scheduled and not yet applied will sample for the request:
+	// vLLM's num_output_placeholders. A step is scheduled while the one
+	// before it runs; NumComputed counts the tokens both compute, and the
+	// request's next step computes its placeholder too. It stays 0 without
+	// AsyncScheduling.
+	Placeholders int
 
 	key uint64 // the model's summary of the prompt
 
@@ -129,23 +136,33 @@ type Request struct {
 	// the last it wrote: where its next step's writes chain from.
 	kvLast   uint64
 	kvLastAt int
+	// sampled are the tokens the model sampled for the request in steps
+	// whose outputs the scheduler has not applied yet, oldest first: what a
+	// GPU keeps of its last step for the next, which the scheduler only
+	// knows as placeholders.
+	sampled []int
 
 	// Room for a short request's table and hashes, so that they cost no
 	// allocation of their own.
-	tableRoom  [8]int32
-	hashesRoom [8]uint64
+	tableRoom   [8]int32
+	hashesRoom  [8]uint64
+	sampledRoom [2]int
 }
 
 // BlockTable returns the ids of the KV blocks the request holds, in order
 // of position; it is the scheduler's and must not be changed.
 func (r *Request) BlockTable() []int32 { return r.table }
 
-// tokenAt returns the token at position p of the known sequence.
+// tokenAt returns the token at position p of the sequence as the model
+// knows it: the known sequence, then the tokens sampled and not yet applied.
 func (r *Request) tokenAt(p int) int {
 	if p < len(r.Prompt) {
 		return r.Prompt[p]
 	}
-	return r.Output[p-len(r.Prompt)]
+	if p -= len(r.Prompt); p < len(r.Output) {
+		return r.Output[p]
+	}
+	return r.sampled[p-len(r.Output)]
 }
 
 // NumTokens is the length of the sequence: prompt and output.

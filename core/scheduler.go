@@ -15,8 +15,9 @@ const outputCapInitial = 32
 // Scheduled is one request's share of a step.
 type Scheduled struct {
 	Req       *Request
+	Start     int  // the position of the first token the step computes
 	NumTokens int  // tokens computed this step
-	Sample    bool // the step reaches the end of the known sequence and samples a token
+	Sample    bool // the step reaches the end of the sequence (placeholders included) and samples a token
 	// Cached is, for a request admitted this step, the tokens it found in
 	// the prefix cache and starts after; 0 otherwise.
 	Cached int
@@ -27,6 +28,8 @@ type SchedulerOutput struct {
 	Scheduled   []Scheduled
 	Preempted   []*Request
 	TotalTokens int
+
+	sampled []int // Sample's result, room reused with the output
 }
 
 // Frame is the core's output for one request in one step: the tokens it
@@ -106,15 +109,18 @@ type Scheduler struct {
 	blocksRoom [blocksRoom]kvBlock // the pool's first blocks
 
 	// Scratch reused from step to step: a step's SchedulerOutput and
-	// samples are read only until the next Schedule.
-	out     SchedulerOutput
-	sampled []int
+	// samples are read until the next Schedule, or with AsyncScheduling the
+	// one after it, so the steps take turns with two. out is the last
+	// Schedule's.
+	outs [2]SchedulerOutput
+	out  *SchedulerOutput
 }
 
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
 // Its free blocks are cfg.UsableBlocks(): the null block is never free.
 func NewScheduler(cfg Config) *Scheduler {
 	s := &Scheduler{cfg: cfg, requests: make(map[string]*Request)}
+	s.out = &s.outs[0]
 	s.pool = newBlockPool(cfg, s.blocksRoom[:])
 	return s
 }
@@ -132,7 +138,7 @@ func (s *Scheduler) AddRequest(r *Request) error {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
 	if r.table == nil { // room in the request for a short one's blocks
-		r.table, r.hashes = r.tableRoom[:0], r.hashesRoom[:0]
+		r.table, r.hashes, r.sampled = r.tableRoom[:0], r.hashesRoom[:0], r.sampledRoom[:0]
 	}
 	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 	r.hashes, r.hashed, r.tail = r.hashes[:0], 0, digestSeed
@@ -382,12 +388,18 @@ func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
 	return true
 }
 
-// newTokens returns how many tokens r would compute this step within
-// budget: the rest of its known sequence, clipped by the budget and the
-// model length.
+// newTokens returns how many tokens running request r would compute this
+// step within budget: the rest of its sequence, placeholders included,
+// clipped by the budget and the model length (the last token of a
+// sequence of the model length is sampled, never computed). Under
+// AsyncScheduling it is 0 when the step in flight samples r's last token
+// (MaxTokens), as vLLM schedules no step that could only be dropped.
 func (s *Scheduler) newTokens(r *Request, budget int) int {
-	n := r.NumTokens() - r.NumComputed
-	return min(n, budget, s.cfg.MaxModelLen-r.NumComputed)
+	if r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens {
+		return 0
+	}
+	n := r.NumTokens() + r.Placeholders - r.NumComputed
+	return min(n, budget, s.cfg.MaxModelLen-1-r.NumComputed)
 }
 
 // Schedule decides what the next step computes: running requests first,
@@ -397,9 +409,18 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 // when something was preempted this step. With prefix caching a waiting
 // request (new, or preempted: it computes from its first token) starts
 // after its longest cached prefix. The output is valid until the next
-// call.
+// call, or with AsyncScheduling until the call after it. Every scheduled
+// request's NumComputed then counts the step's tokens, and with
+// AsyncScheduling its Placeholders the token it samples, as vLLM's
+// _update_after_schedule: each Schedule must be followed by the
+// UpdateFromOutput of its output, before the next one or, with
+// AsyncScheduling, the one after.
 func (s *Scheduler) Schedule() *SchedulerOutput {
-	out := &s.out
+	out := &s.outs[0]
+	if s.cfg.AsyncScheduling && s.out == out {
+		out = &s.outs[1]
+	}
+	s.out = out
 	clear(out.Scheduled)
 	clear(out.Preempted)
 	out.Scheduled, out.Preempted, out.TotalTokens = out.Scheduled[:0], out.Preempted[:0], 0
@@ -430,7 +451,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		if r.Status == StatusPreempted {
 			break // r itself was the victim; nothing after it runs either
 		}
-		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()})
+		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()+r.Placeholders})
 		out.TotalTokens += n
 		budget -= n
 		i++
@@ -451,9 +472,15 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
 			r.kvChecked = 0 // it reads every block it took at its first step
-			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens(), Cached: hit})
+			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()+r.Placeholders, Cached: hit})
 			out.TotalTokens += n
 			budget -= n
+		}
+	}
+	for _, sc := range out.Scheduled {
+		sc.Req.NumComputed += sc.NumTokens
+		if sc.Sample && s.cfg.AsyncScheduling {
+			sc.Req.Placeholders++
 		}
 	}
 	return out
@@ -463,7 +490,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 // one, and returns the tokens it gives back to the budget. Its blocks go
 // with its preemption.
 func (s *Scheduler) unschedule(r *Request) int {
-	out := &s.out
+	out := s.out
 	i := slices.IndexFunc(out.Scheduled, func(sc Scheduled) bool { return sc.Req == r })
 	if i < 0 {
 		return 0
@@ -510,42 +537,51 @@ func (s *Scheduler) preempt(r *Request) {
 	s.waiting = slices.Insert(s.waiting, at, r)
 }
 
-// Sample asks the model for the token of every scheduled request that
-// reaches the end of its known sequence this step; the others get -1. The
-// result is valid until the next call.
+// Sample runs the model over a step: it asks the model for the token of
+// every scheduled request that reaches the end of its sequence this step;
+// the others get -1. A request's tokens sampled here are the model's until
+// UpdateFromOutput applies them: a step scheduled meanwhile (AsyncScheduling)
+// computes and samples after them, as a GPU does from its last step's
+// output. The result lives with so.
 func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
-	tokens := s.sampled[:0]
+	tokens := so.sampled[:0]
 	if cap(tokens) < len(so.Scheduled) {
 		tokens = make([]int, 0, len(so.Scheduled))
 	}
 	tokens = tokens[:len(so.Scheduled)]
-	s.sampled = tokens
+	so.sampled = tokens
 	// The pass writes every scheduled token's KV, then attention reads it.
 	for _, sc := range so.Scheduled {
 		if sc.Req.Status == StatusRunning { // not finished since Schedule
-			s.kvWrite(sc.Req, sc.NumTokens)
+			s.kvWrite(sc.Req, sc.Start, sc.NumTokens)
 		}
 	}
 	for i, sc := range so.Scheduled {
 		tokens[i] = -1
-		if sc.Sample && sc.Req.Status == StatusRunning {
-			key := s.kvRead(sc.Req, sc.NumTokens)
-			t := SampleAt(m, key, len(sc.Req.Output), &sc.Req.Params, s.cfg.EOSTokenID)
+		if r := sc.Req; sc.Sample && r.Status == StatusRunning {
+			key := s.kvRead(r, sc.Start+sc.NumTokens)
+			at := len(r.Output) + len(r.sampled)
+			t := SampleAt(m, key, at, &r.Params, s.cfg.EOSTokenID)
 			if t < 0 {
 				// -1 means "nothing sampled" to UpdateFromOutput.
 				panic(fmt.Sprintf("core: model %T returned token %d at output position %d of request %q; a token id must be ≥ 0",
-					m, t, len(sc.Req.Output), sc.Req.ExternalID))
+					m, t, at, r.ExternalID))
 			}
 			tokens[i] = t
+			r.sampled = append(r.sampled, t)
 		}
 	}
 	return tokens
 }
 
 // UpdateFromOutput applies a step's sampled tokens: each scheduled request
-// that is still live advances, takes its token and is checked for a stop.
-// Requests finished during the step (an abort while the model ran) are
-// skipped. It returns a frame for every request with a new token or a stop.
+// that is still live takes its token, a placeholder no more, and is checked
+// for a stop — a request preempted since the step was scheduled too, as
+// vLLM does: the model computed its token before the preemption freed its
+// blocks. Requests finished since (an abort while the model ran, a stop in
+// the step before) are skipped: the request a step is applied to is the one
+// it scheduled, never another that has its id since. It returns a frame for
+// every request with a new token or a stop.
 func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame {
 	return s.UpdateFromOutputInto(nil, so, sampled)
 }
@@ -554,14 +590,27 @@ func (s *Scheduler) UpdateFromOutput(so *SchedulerOutput, sampled []int) []Frame
 // batch's room that the caller reuses.
 func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampled []int) []Frame {
 	frames := dst
+	byID := s.cfg.AsyncScheduling && s.cfg.Faults.Fires(failpoints.CoreAsyncOutputByID)
 	for i, sc := range so.Scheduled {
 		r := sc.Req
-		if r.Status != StatusRunning {
-			continue // finished (aborted) while the model ran
+		if byID {
+			// The bug: whoever holds the id now takes the output.
+			if now, ok := s.requests[r.InternalID]; ok {
+				r = now
+			}
 		}
-		r.NumComputed += sc.NumTokens
-		if sampled[i] < 0 {
-			continue // a chunk of prefill: nothing sampled yet
+		if r.Status.Finished() || sampled[i] < 0 {
+			continue // finished since (aborted while the model ran), or a chunk of prefill
+		}
+		if s.cfg.AsyncScheduling {
+			if r.Placeholders == 0 {
+				// vLLM's assert num_output_placeholders >= 0.
+				panic(fmt.Sprintf("core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", r.InternalID, r.Incarnation))
+			}
+			r.Placeholders--
+		}
+		if len(r.sampled) > 0 {
+			r.sampled = r.sampled[:copy(r.sampled, r.sampled[1:])]
 		}
 		r.Output = append(r.Output, sampled[i])
 		s.digest(r)
