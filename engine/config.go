@@ -59,6 +59,12 @@ type Config struct {
 	// core.Config.EnablePrefixCaching. vLLM v1 turns it on by default;
 	// here it is off by default.
 	EnablePrefixCaching bool
+	// AsyncScheduling is vLLM's --async-scheduling: the core schedules a
+	// step while the model runs the one before it, so adds and aborts
+	// reach it with a step in flight, and a request that stops computes
+	// one token more, which is dropped; see core.Config.AsyncScheduling.
+	// Off by default.
+	AsyncScheduling bool
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value means none (benchmarks).
 	StepTime time.Duration
@@ -89,7 +95,7 @@ func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
-		EnablePrefixCaching: c.EnablePrefixCaching, StepTime: c.StepTime, Model: c.Model,
+		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }

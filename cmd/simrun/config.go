@@ -40,6 +40,8 @@ type configKey struct {
 // configKeys are the keys -config takes, sorted by name: the order of the
 // flag's help and of a run's settings wherever they are written.
 var configKeys = []configKey{
+	{"async-scheduling", "on or off", "vLLM's --async-scheduling (AsyncScheduling): the core schedules a step while the model runs the one before it, so adds and aborts reach it with a step in flight",
+		onOff(func(c *engine.Config, on bool) { c.AsyncScheduling = on })},
 	{"block-size", "a whole number of tokens ≥ 1", "tokens in a KV block (BlockSize; the engine's default 16)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.BlockSize = n })},
 	{"max-model-len", fmt.Sprintf("a whole number of tokens from 2 to %d", core.MaxModelLenMax),
@@ -64,13 +66,7 @@ var configKeys = []configKey{
 			return "", nil, errBadValue
 		}},
 	{"prefix-caching", "on or off", "vLLM's --enable-prefix-caching (EnablePrefixCaching): a request whose prompt starts with full KV blocks computed before takes them from the cache",
-		func(v string) (string, func(*engine.Config), error) {
-			switch v {
-			case "on", "off":
-				return v, func(c *engine.Config) { c.EnablePrefixCaching = v == "on" }, nil
-			}
-			return "", nil, errBadValue
-		}},
+		onOff(func(c *engine.Config, on bool) { c.EnablePrefixCaching = on })},
 	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time",
 		func(v string) (string, func(*engine.Config), error) {
 			if v == "none" {
@@ -97,6 +93,17 @@ func intValue(lo, hi int, set func(*engine.Config, int)) func(string) (string, f
 			return "", nil, errBadValue
 		}
 		return strconv.Itoa(n), func(c *engine.Config) { set(c, n) }, nil
+	}
+}
+
+// onOff parses on or off.
+func onOff(set func(*engine.Config, bool)) func(string) (string, func(*engine.Config), error) {
+	return func(v string) (string, func(*engine.Config), error) {
+		switch v {
+		case "on", "off":
+			return v, func(c *engine.Config) { set(c, v == "on") }, nil
+		}
+		return "", nil, errBadValue
 	}
 }
 

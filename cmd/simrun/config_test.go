@@ -15,22 +15,22 @@ import (
 )
 
 func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
-	settings, err := parseConfig([]string{"prefix-caching=on", "step-time=0.2ms", "block-size=+04", "policy=priority", "block-size=2", "step-time=none"})
+	settings, err := parseConfig([]string{"prefix-caching=on", "step-time=0.2ms", "block-size=+04", "policy=priority", "block-size=2", "step-time=none", "async-scheduling=on"})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"block-size=2", "policy=priority", "prefix-caching=on", "step-time=none"}, settingStrings(settings))
+	assert.Equal(t, []string{"async-scheduling=on", "block-size=2", "policy=priority", "prefix-caching=on", "step-time=none"}, settingStrings(settings))
 
 	var cfg engine.Config
 	for _, s := range settings {
 		s.set(&cfg)
 	}
-	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, StepTime: -1}, cfg)
+	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, AsyncScheduling: true, StepTime: -1}, cfg)
 
 	settings, err = parseConfig([]string{"step-time=0.2ms", "block-size=16", "max-num-seqs=3", "max-num-batched-tokens=8", "num-blocks=9", "max-model-len=64",
-		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs"})
+		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off"})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"block-size=16", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
+	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
 		"policy=fcfs", "prefix-caching=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
-	cfg = engine.Config{EnablePrefixCaching: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3}
+	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3}
 	for _, s := range settings {
 		s.set(&cfg)
 	}
@@ -40,7 +40,7 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 }
 
 func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
-	keys := "block-size, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
+	keys := "async-scheduling, block-size, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
 	cases := []struct{ setting, want string }{
 		{"prefix-caching", "-config prefix-caching: want KEY=VALUE, such as prefix-caching=on; the keys are " + keys},
 		{"cache=on", `-config cache=on: unknown key "cache": want one of ` + keys},
