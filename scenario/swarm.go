@@ -38,9 +38,12 @@ import (
 // time, chat turns: half of a client's requests continue the conversation
 // of its request before (its prompt, the first tokens the model answers,
 // new words), so that blocks of another request's output are found
-// cached. The interval, sequences, priorities, prefix caching and chat
-// turns are each drawn from a stream of their own, so that every other
-// draw of a seed is what it was before they existed. Options that change the engine's configuration
+// cached; and, a third of the time, async scheduling, so that adds and
+// aborts reach the core with a step in flight and a stopped request
+// computes a token that is dropped. The interval, sequences, priorities,
+// prefix caching, chat turns and async scheduling are each drawn from a
+// stream of their own, so that every other draw of a seed is what it was
+// before they existed. Options that change the engine's configuration
 // (Options.Engine, simrun's -config) are honoured: priorities are drawn
 // only for the priority policy, and a request refused as invalid under
 // them — too long for a cache they shrank — is the engine doing its job.
@@ -74,6 +77,10 @@ const streamPrefix uint64 = 0x5052454649584341
 // streamChat is the stream of the seed that swarm draws chat turns from
 // ("CHATTURN").
 const streamChat uint64 = 0x4348415454555246
+
+// streamAsync is the stream of the seed that swarm draws async scheduling
+// from ("ASYNCSCH").
+const streamAsync uint64 = 0x4153594e43534348
 
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
@@ -196,6 +203,9 @@ func swarm(x *Run) error {
 		// drawn only for an engine that serves by them, since FCFS refuses
 		// a request with one.
 		prios = nil
+	}
+	if a := sim.NewPCGChooser(x.Opts.Seed, streamAsync); a.Intn(3) == 0 {
+		cfg.AsyncScheduling = true
 	}
 	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
 		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
