@@ -36,6 +36,9 @@
 // in every engine a run makes, over the scenario's own settings, swarm's
 // draws included (engine.Config's fields, vLLM's flags):
 //
+//   - async-scheduling=on|off: AsyncScheduling, vLLM's
+//     --async-scheduling; the core schedules a step while the model runs
+//     the one before it, so adds and aborts reach it with a step in flight.
 //   - prefix-caching=on|off: EnablePrefixCaching, vLLM's
 //     --enable-prefix-caching; a request whose prompt starts with full KV
 //     blocks computed before takes them from the cache.
