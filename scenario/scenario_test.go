@@ -156,6 +156,43 @@ func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
 	assert.Contains(t, story, "from the prefix cache", "seed %d: the story says who took cached blocks", seed)
 }
 
+// TestSwarmTellsTheAsyncOutputBugFromTheLegacyEnginesOwn plants vLLM's
+// #42492 (core/async-output-by-id) in the legacy engine under async
+// scheduling, whose core ids are the callers' and which fails on its own:
+// over the same seeds, the bug brings failures the legacy engine never
+// has — a token the core emits that is not the model's, or a core that
+// dies on its count of placeholders — and without async scheduling it
+// changes nothing.
+func TestSwarmTellsTheAsyncOutputBugFromTheLegacyEnginesOwn(t *testing.T) {
+	st := defaultStrategy(t, scenario.Swarm)
+	modes := func(async bool, bug bool) (stale, died int) {
+		for seed := uint64(1); seed <= 300; seed++ {
+			o := scenario.Options{Legacy: true, Seed: seed, Engine: func(c *engine.Config) { c.AsyncScheduling = async }}
+			if bug {
+				o.Failpoints = []string{"core/async-output-by-id=return"}
+			}
+			prog, out := scenario.Swarm.Program(o)
+			err := out.Err(sim.Run(sim.Options{Seed: seed, Strategy: st}, prog).Err)
+			var v *props.Violation
+			switch {
+			case err == nil:
+			case errors.As(err, &v) && v.Property == props.ModelTokens && v.Task == "engine-core":
+				stale++
+			case strings.Contains(err.Error(), "no output placeholder left"):
+				died++
+			}
+		}
+		return stale, died
+	}
+	stale, died := modes(true, true)
+	assert.Positive(t, stale, "a stale output applied in the core")
+	assert.Positive(t, died, "the core dies on its placeholders")
+	stale, died = modes(true, false)
+	assert.Zero(t, stale+died, "the legacy engine alone never fails so")
+	stale, died = modes(false, true)
+	assert.Zero(t, stale+died, "without async scheduling no output comes back late")
+}
+
 // firstPlantedFailure runs s under its default strategy with a planted
 // bug armed, from seed 1, until a seed fails; that failure must be a token
 // that is not the model's, as the model reads the KV it is given. It
