@@ -16,6 +16,10 @@
 // The Scheduler, the KV accounting and the stop checks are plain methods on
 // plain structs with no concurrency; EngineCore is the one task ("engine-core")
 // that drives them: block when idle, drain ADD and ABORT, step, push outputs.
+// With Config.AsyncScheduling it is vLLM's step_with_batch_queue: it
+// schedules a step while the model runs the one before, so ADD and ABORT
+// arrive with a step in flight, and a step's output is applied to the
+// requests that step scheduled, never to one that took an id since.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
