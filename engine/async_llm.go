@@ -105,7 +105,8 @@ type Request struct {
 }
 
 // New starts an engine: the core's busy loop as the task "engine-core" and
-// the output handler as "output-handler", on cfg.Runtime.
+// the output handler as "output-handler", on cfg.Runtime. A configuration
+// it cannot run is an ErrInvalidConfig that names the field.
 func New(cfg Config) (*AsyncLLM, error) {
 	if cfg.Runtime == nil {
 		cfg.Runtime = task.Real()
@@ -114,14 +115,14 @@ func New(cfg Config) (*AsyncLLM, error) {
 		cfg.OutputChunkSize = DefaultOutputChunkSize
 	}
 	if cfg.OutputChunkSize < 0 {
-		return nil, fmt.Errorf("engine: OutputChunkSize must be ≥ 0, got %d", cfg.OutputChunkSize)
+		return nil, &configError{fmt.Errorf("engine: OutputChunkSize must be ≥ 0, got %d", cfg.OutputChunkSize)}
 	}
 	if cfg.StreamInterval < 0 {
-		return nil, fmt.Errorf("engine: StreamInterval must be ≥ 0, got %d", cfg.StreamInterval)
+		return nil, &configError{fmt.Errorf("engine: StreamInterval must be ≥ 0, got %d", cfg.StreamInterval)}
 	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {
-		return nil, err
+		return nil, &configError{err}
 	}
 	rt := cfg.Runtime
 	e := &AsyncLLM{

@@ -22,7 +22,18 @@ var (
 	ErrClosed = errors.New("engine: the engine is closed")
 	// ErrInvalidRequest: AddRequest was given something it cannot run.
 	ErrInvalidRequest = errors.New("engine: invalid request")
+	// ErrInvalidConfig: New was given a configuration it cannot run; the
+	// error's sentence names the field.
+	ErrInvalidConfig = errors.New("engine: invalid configuration")
 )
+
+// configError is a refused configuration: its sentence is the field's, and
+// it is an ErrInvalidConfig.
+type configError struct{ err error }
+
+func (e *configError) Error() string        { return e.err.Error() }
+func (e *configError) Unwrap() error        { return e.err }
+func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Config configures an engine. The zero value is a small real engine on the
 // real runtime.

@@ -382,10 +382,13 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{NumBlocks: -1}, "core: NumBlocks must be ≥ 2, got -1: one block is vLLM's null block, which holds no request"},
 		{engine.Config{NumBlocks: 1}, "core: NumBlocks must be ≥ 2, got 1: one block is vLLM's null block, which holds no request"},
 		{engine.Config{OutputChunkSize: -1}, "engine: OutputChunkSize must be ≥ 0, got -1"},
+		{engine.Config{StreamInterval: -2}, "engine: StreamInterval must be ≥ 0, got -2"},
 	} {
 		e, err := engine.New(c.cfg)
 		assert.Nil(t, e)
 		assert.EqualError(t, err, c.want, "%+v", c.cfg)
+		assert.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", c.cfg)
+		assert.NotErrorIs(t, err, engine.ErrInvalidRequest, "%+v", c.cfg)
 	}
 }
 

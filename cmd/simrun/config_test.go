@@ -76,6 +76,25 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 	assert.Equal(t, 0, code, errOut)
 }
 
+// TestConfigTheScenarioRefusesIsExitTwo: settings the engine takes on its
+// defaults but not over the scenario's own configuration (prefix-chat's
+// budget of 12 tokens a step against 20 requests at once) are bad input,
+// said before anything runs, not a failure of every seed.
+func TestConfigTheScenarioRefusesIsExitTwo(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"run", "-scenario", "prefix-chat"},
+		{"sweep", "-scenario", "prefix-chat", "-seeds", "1-2"},
+		{"compare", "-scenario", "prefix-chat", "-seeds", "1-2"},
+	} {
+		code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", "max-num-seqs=20")...)
+		assert.Equal(t, 2, code, "%v: %s", cmd, errOut)
+		assert.Contains(t, errOut, "-config max-num-seqs=20: prefix-chat's own configuration with these settings is refused by the engine: core: MaxNumBatchedTokens (12) must be ≥ MaxNumSeqs (20)", "%v", cmd)
+		assert.Empty(t, out, "%v: nothing ran", cmd)
+	}
+	code, _, errOut := simrun(t, "run", "-scenario", "prefix-chat", "-out", t.TempDir(), "-config", "max-num-seqs=20", "-config", "max-num-batched-tokens=20")
+	assert.Equal(t, 0, code, "taken together they fit: %s", errOut)
+}
+
 func TestConfigHelpDocumentsEveryKey(t *testing.T) {
 	for _, cmd := range []string{"run", "sweep", "shrink", "compare"} {
 		code, _, errOut := simrun(t, cmd, "-h")

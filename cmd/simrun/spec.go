@@ -127,6 +127,9 @@ func (f *specFlags) spec() (*spec, error) {
 	if err := checkConfig(s.config); err != nil {
 		return nil, err
 	}
+	if err := s.checkScenarioConfig(); err != nil {
+		return nil, err
+	}
 	if f.strategy != "" {
 		st, err := parseStrategy(f.strategy)
 		if err != nil {
@@ -149,6 +152,24 @@ func (f *specFlags) spec() (*spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkScenarioConfig runs the scenario's seed 1 with the -config settings
+// and reports a configuration the engine refuses — the settings over the
+// scenario's own (max-num-seqs=8 against a scenario's budget of 6 tokens a
+// step) — as bad input rather than a failure of every seed. A scenario
+// that draws its configuration from the seed (swarm) may still draw one
+// that refuses the settings on other seeds.
+func (s *spec) checkScenarioConfig() error {
+	if len(s.config) == 0 {
+		return nil
+	}
+	o := s.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+	if errors.Is(o.err, engine.ErrInvalidConfig) {
+		return usagef("-config %s: %s's own configuration with these settings is refused by the engine: %v",
+			strings.Join(settingStrings(s.config), " -config "), s.scenario.Name, o.err)
+	}
+	return nil
 }
 
 // pctWithoutSteps reports the depth of a pct:D strategy that leaves its
