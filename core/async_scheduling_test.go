@@ -137,8 +137,9 @@ func TestAsyncSchedulingDropsTheStepAfterAStop(t *testing.T) {
 // a request is aborted with a step in flight and a new one takes its id
 // before the step's output comes back. The output is the old request's
 // and is dropped; core/async-output-by-id plants the upstream bug, which
-// gives it to the new request: a token not its own, and then a core that
-// dies on its count of placeholders.
+// gives it to the new request: a token not its own, and then, with no step
+// scheduled for it in between, a core that dies on its count of
+// placeholders.
 func TestAsyncSchedulingGivesAnOutputToTheRequestItScheduled(t *testing.T) {
 	for _, armed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "disarmed", true: "armed"}[armed], func(t *testing.T) {
