@@ -136,10 +136,10 @@ type Request struct {
 	// the last it wrote: where its next step's writes chain from.
 	kvLast   uint64
 	kvLastAt int
-	// sampled are the tokens the model sampled for the request in steps
-	// whose outputs the scheduler has not applied yet, oldest first: what a
-	// GPU keeps of its last step for the next, which the scheduler only
-	// knows as placeholders.
+	// sampled are, with Config.AsyncScheduling, the tokens the model
+	// sampled for the request in steps whose outputs the scheduler has not
+	// applied yet, oldest first: what a GPU keeps of its last step for the
+	// next, which the scheduler only knows as placeholders.
 	sampled []int
 
 	// Room for a short request's table and hashes, so that they cost no

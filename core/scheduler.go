@@ -568,7 +568,9 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 					m, t, at, r.ExternalID))
 			}
 			tokens[i] = t
-			r.sampled = append(r.sampled, t)
+			if s.cfg.AsyncScheduling { // the next step may compute it before it is applied
+				r.sampled = append(r.sampled, t)
+			}
 		}
 	}
 	return tokens
@@ -608,9 +610,9 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 				panic(fmt.Sprintf("core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", r.InternalID, r.Incarnation))
 			}
 			r.Placeholders--
-		}
-		if len(r.sampled) > 0 {
-			r.sampled = r.sampled[:copy(r.sampled, r.sampled[1:])]
+			if len(r.sampled) > 0 {
+				r.sampled = r.sampled[:copy(r.sampled, r.sampled[1:])]
+			}
 		}
 		r.Output = append(r.Output, sampled[i])
 		s.digest(r)
