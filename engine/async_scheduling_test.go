@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -87,21 +85,6 @@ func summarize(p engine.Params, outs []engine.Output, err error) asyncResult {
 		}
 	}
 	return r
-}
-
-// readAll reads r to its end, or to an error.
-func readAll(r *engine.Request) ([]engine.Output, error) {
-	var outs []engine.Output
-	for {
-		o, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return outs, nil
-		}
-		if err != nil {
-			return outs, err
-		}
-		outs = append(outs, o)
-	}
 }
 
 // asyncWorkload runs jobs at once, one caller task each, on an engine with

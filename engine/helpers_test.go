@@ -36,14 +36,23 @@ func add(t *testing.T, e *engine.AsyncLLM, id, prompt string, p engine.Params) *
 // drain reads r to its end and returns every output.
 func drain(t *testing.T, r *engine.Request) []engine.Output {
 	t.Helper()
+	outs, err := readAll(r)
+	require.NoError(t, err, "Next of %q", r.ID())
+	return outs
+}
+
+// readAll reads r to its end, or to an error.
+func readAll(r *engine.Request) ([]engine.Output, error) {
 	var outs []engine.Output
 	for {
-		out, err := r.Next()
+		o, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return outs
+			return outs, nil
 		}
-		require.NoError(t, err, "Next of %q", r.ID())
-		outs = append(outs, out)
+		if err != nil {
+			return outs, err
+		}
+		outs = append(outs, o)
 	}
 }
 
