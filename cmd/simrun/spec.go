@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -618,8 +619,14 @@ func signature(err error) string {
 	if isNondeterministic(err) {
 		return sigNondeterministic
 	}
-	return maskDigits(firstLine(err.Error()))
+	return maskDigits(requestNameRE.ReplaceAllString(firstLine(err.Error()), `request "ID"`))
 }
+
+// requestNameRE matches a request named in an error of the engine's core
+// (`request "b" (incarnation 6) got an output …`): the same check failing
+// for another request is the same failure mode, as it is with other
+// numbers.
+var requestNameRE = regexp.MustCompile(`request "[^"]*"`)
 
 // maskDigits replaces runs of digits with N, so that one check failing with
 // different numbers is one mode.

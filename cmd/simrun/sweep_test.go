@@ -402,3 +402,15 @@ func TestASweepStartsNoMoreWorkersThanSeeds(t *testing.T) {
 	assert.Equal(t, 3, r.Workers)
 	assert.Equal(t, uint64(3), r.Seeds)
 }
+
+// TestSignatureMasksRequestNamesAndNumbers: one check failing for other
+// requests and numbers is one failure mode; another check is another.
+func TestSignatureMasksRequestNamesAndNumbers(t *testing.T) {
+	died := func(id string, inc int) error {
+		return fmt.Errorf("the engine died, and no failpoint kills the model: engine core: core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", id, inc)
+	}
+	want := `the engine died, and no failpoint kills the model: engine core: core: request "ID" (incarnation N) got an output of a step that did not schedule it: no output placeholder left`
+	assert.Equal(t, want, signature(died("b", 6)))
+	assert.Equal(t, want, signature(died("1_a", 12)))
+	assert.NotEqual(t, want, signature(errors.New(`core: model core.ToyModel returned token -1 at output position 3 of request "b"; a token id must be ≥ 0`)))
+}
