@@ -165,8 +165,10 @@ func (s *spec) checkScenarioConfig() error {
 	if len(s.config) == 0 {
 		return nil
 	}
-	o := s.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
-	if errors.Is(o.err, engine.ErrInvalidConfig) {
+	o, h := runOne(seedTimeoutDefault, 1, func() outcome {
+		return s.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+	})
+	if h == nil && errors.Is(o.err, engine.ErrInvalidConfig) { // a hang is the runs' to report
 		return usagef("-config %s: %s's own configuration with these settings is refused by the engine: %v",
 			strings.Join(settingStrings(s.config), " -config "), s.scenario.Name, o.err)
 	}
