@@ -248,11 +248,7 @@ func swarm(x *Run) error {
 	g.Wait()
 	// The scripts take ErrEngineDead as the clear error it is; but only a
 	// failpoint that kills the model may kill the engine.
-	faults := cfg.Faults // the engine's: its own, or else the run's (Run.NewEngine)
-	if faults == nil {
-		faults = x.Faults
-	}
-	if died := x.Checker.Dead(); died != nil && !faults.Armed(failpoints.ModelPanic) {
+	if died := x.Checker.Dead(); died != nil && !x.engineConfig(cfg).Faults.Armed(failpoints.ModelPanic) {
 		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
 	}
 	return errors.Join(errs...)
