@@ -204,3 +204,14 @@ func (p *blockPool) order() []int32 {
 	}
 	return q
 }
+
+// resetCache drops every hash, as vLLM's reset_prefix_cache does once no
+// request holds a block: the blocks stay where they are in the free queue,
+// their content unfound.
+func (p *blockPool) resetCache() {
+	for i := range p.blocks {
+		b := &p.blocks[i]
+		b.hashed, b.dup = false, blockNone
+	}
+	clear(p.cached)
+}

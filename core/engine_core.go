@@ -22,6 +22,19 @@ const (
 	// InputShutdown aborts everything, with an abort frame for each
 	// request, and stops the core.
 	InputShutdown
+	// InputPause pauses scheduling, vLLM's pause_scheduler utility call:
+	// Mode says what becomes of the requests the core holds, ClearCache
+	// whether the prefix cache is reset (and running requests computed
+	// again after the resume) once the pause took effect. Its reply, Call's,
+	// comes when the pause took effect: once the core has nothing left to
+	// step. The core takes ADDs and aborts meanwhile; what it holds back
+	// waits for InputResume.
+	InputPause
+	// InputResume resumes scheduling; it replies at once. A pause still
+	// draining is not cancelled: it replies when the core next goes idle.
+	InputResume
+	// InputIsPaused asks whether the core is paused: the reply's Paused.
+	InputIsPaused
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -29,6 +42,23 @@ type Input struct {
 	Kind InputKind
 	Req  *Request
 	IDs  []string // internal ids, for InputAbort
+
+	// Call numbers a utility call (InputPause, InputResume,
+	// InputIsPaused) for its Reply.
+	Call       uint64
+	Mode       PauseMode // InputPause
+	ClearCache bool      // InputPause
+	// Direct, if set, takes the reply from the core the moment it is made,
+	// ahead of the Outputs already on the output queue, as vLLM's client
+	// resolves a utility call on the thread that reads the core's socket;
+	// without it the reply travels on the output queue, after them.
+	Direct func(Reply)
+}
+
+// Reply is the core's answer to a utility call.
+type Reply struct {
+	Call   uint64
+	Paused bool // the core is paused (every call answers it)
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -39,6 +69,9 @@ type Outputs struct {
 	Frames []Frame
 	Step   int64
 	Dead   error
+	// Replies are answers to utility calls, after the frames: the frames
+	// of this batch and every batch before it came first.
+	Replies []Reply
 }
 
 // EngineCore is the busy loop of vLLM's EngineCoreProc around a Scheduler,
@@ -70,6 +103,10 @@ type EngineCore struct {
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
 	progress                                    func() // called when the core is about to block for input
+
+	// pauses are the pauses that have not taken effect yet: they reply
+	// when the core next has nothing to step (vLLM's idle callbacks).
+	pauses []Input
 }
 
 // inflight is a step the model runs: what it computes, the tokens it
@@ -152,12 +189,13 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
-		if !c.sched.HasRequests() && c.nflight == 0 {
+		if !c.sched.HasWork() && c.nflight == 0 {
 			// Drain the eager aborts before sleeping: an abort whose
 			// input-queue copy was already handled would otherwise wait in
 			// the aborts queue for the next step and hit whatever request
 			// then holds its id. Idle means nothing of the past is pending.
 			c.processAborts()
+			c.completePauses()
 			if c.progress != nil {
 				c.progress()
 			}
@@ -174,6 +212,9 @@ func (c *EngineCore) Run() {
 			if !c.handle(in) {
 				return
 			}
+		}
+		if !c.sched.HasWork() && c.nflight == 0 {
+			continue // paused, or nothing came: idle
 		}
 		if c.cfg.AsyncScheduling {
 			c.runStepAsync()
@@ -206,6 +247,14 @@ func (c *EngineCore) handle(in Input) bool {
 		}
 		c.put(frames)
 		return false
+	case InputPause:
+		c.pause(in)
+	case InputResume:
+		c.sched.SetPauseState(Unpaused)
+		c.emit(Event{Kind: EventResume, Call: in.Call})
+		c.reply(in)
+	case InputIsPaused:
+		c.reply(in)
 	}
 	return true
 }
@@ -252,7 +301,7 @@ func (c *EngineCore) runStep() {
 // oldest and applies its output. The model runs steps one after the
 // other, each StepTime long.
 func (c *EngineCore) runStepAsync() {
-	if c.sched.HasRequests() {
+	if c.sched.HasWork() {
 		so := c.schedule()
 		switch {
 		case len(so.Scheduled) > 0:

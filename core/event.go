@@ -51,10 +51,21 @@ const (
 	// preempted) that found its first Held tokens in the prefix cache
 	// (Config.EnablePrefixCaching) and computes from there.
 	EventPrefixHit
+	// EventPause: the core took pause Call, of mode Text ("abort",
+	// "wait", "keep"); under abort it ends every request it holds next.
+	EventPause
+	// EventPauseDone: pause Call took effect (the core went idle) and the
+	// core replied to it.
+	EventPauseDone
+	// EventResume: the core took resume Call.
+	EventResume
+	// EventPaused: PauseGeneration's call Call returned to its caller.
+	EventPaused
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
-	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit"}
+	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
+	"core.pause", "core.pause-done", "core.resume", "paused"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -84,11 +95,12 @@ type Event struct {
 	Text           string // EventOutput: the output's text
 	Finished       bool
 	Reason         FinishReason
-	Step           int64 // core step number
-	Held           int   // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached
-	Err            error // EventDead, EventCoreReject, EventFinish with an error: the cause
-	Prompt         []int // EventAdd: the prompt's tokens
-	Params         any   // EventAdd: the frontend's request parameters (engine.Params)
+	Step           int64  // core step number
+	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached
+	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause
+	Prompt         []int  // EventAdd: the prompt's tokens
+	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
+	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused: the utility call
 }
 
 func (e Event) String() string {
@@ -122,6 +134,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d token(s) found cached", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventRequestOutput:
 		return fmt.Sprintf("%s %s (incarnation %d) %d sequence(s)%s", e.Kind, e.RequestID, e.Incarnation, e.Held, finished(e))
+	case EventPause, EventPauseDone:
+		return fmt.Sprintf("%s: call %d, mode %s", e.Kind, e.Call, e.Text)
+	case EventResume, EventPaused:
+		return fmt.Sprintf("%s: call %d", e.Kind, e.Call)
 	}
 	return fmt.Sprintf("%s %s (%s, incarnation %d)%s", e.Kind, e.RequestID, e.InternalID, e.Incarnation, finished(e))
 }

@@ -114,6 +114,8 @@ type Scheduler struct {
 	// Schedule's.
 	outs [2]SchedulerOutput
 	out  *SchedulerOutput
+
+	pause PauseState // what Schedule leaves alone (EngineCore's pauses)
 }
 
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
@@ -245,12 +247,13 @@ func (s *Scheduler) finish(r *Request, status Status) {
 // nothing runs and it still could not be scheduled: it needs more KV blocks
 // than the cache's usable ones (all but the null block), and would
 // otherwise wait forever. It returns the
-// request it ended. Called after a Schedule that scheduled nothing: when
+// request it ended. A paused scheduler rejects nothing: what waits, waits
+// for the resume. Called after a Schedule that scheduled nothing: when
 // that step preempted, the request that could not be scheduled is the last
 // it preempted — its own victim, alone in the cache — which under
 // PolicyFCFS is the head and under PolicyPriority need not be.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
-	if len(s.running) > 0 || len(s.waiting) == 0 {
+	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused {
 		return nil, false
 	}
 	r := s.waiting[0]
@@ -270,6 +273,21 @@ func remove(rs []*Request, r *Request) []*Request {
 
 // HasRequests reports whether any request is waiting or running.
 func (s *Scheduler) HasRequests() bool { return len(s.requests) > 0 }
+
+// HasWork reports whether Schedule would find anything to schedule under
+// the pause state, vLLM's unfinished requests as its paused scheduler
+// counts them: every request when unpaused, the running ones under
+// PausedNew, none under PausedAll. The requests a pause holds back are
+// live all the same (HasRequests, NumRequests).
+func (s *Scheduler) HasWork() bool {
+	switch s.pause {
+	case Unpaused:
+		return len(s.requests) > 0
+	case PausedNew:
+		return len(s.running) > 0
+	}
+	return false
+}
 
 // NumRequests returns the number of live requests.
 func (s *Scheduler) NumRequests() int { return len(s.requests) }
@@ -425,6 +443,9 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	clear(out.Preempted)
 	out.Scheduled, out.Preempted, out.TotalTokens = out.Scheduled[:0], out.Preempted[:0], 0
 	budget := s.cfg.MaxNumBatchedTokens
+	if s.pause == PausedAll {
+		budget = 0 // vLLM's paused scheduler: a token budget of nothing
+	}
 	for i := 0; i < len(s.running) && budget > 0; {
 		r := s.running[i]
 		n := s.newTokens(r, budget)
@@ -456,7 +477,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		budget -= n
 		i++
 	}
-	if len(out.Preempted) == 0 {
+	if len(out.Preempted) == 0 && s.pause == Unpaused {
 		for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
 			r := s.waiting[0] // NumComputed is 0: new, or preempted
 			if s.cfg.EnablePrefixCaching {

@@ -52,6 +52,11 @@ type AsyncLLM struct {
 	idleWaiters    atomic.Int32
 	batchesHandled atomic.Uint64
 	stopped        atomic.Bool // closed or dead
+
+	// Utility calls (pause.go): the last call number handed out, and, under
+	// progMu, the calls awaiting a reply (nil) or holding it.
+	calls   atomic.Uint64
+	replies map[uint64]*core.Reply
 }
 
 // reqState is the output processor's state of one incarnation.
@@ -137,6 +142,7 @@ func New(cfg Config) (*AsyncLLM, error) {
 		progMu: rt.NewMutex("engine-progress"),
 	}
 	e.progCond = rt.NewCond(e.progMu)
+	e.replies = make(map[uint64]*core.Reply)
 	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, e.notify)
 	e.tasks.Go("engine-core", e.core.Run)
 	e.tasks.Go("output-handler", e.outputHandler)
@@ -501,6 +507,9 @@ func (e *AsyncLLM) outputHandler() {
 			e.die(outs.Dead)
 		} else {
 			e.process(outs)
+		}
+		if len(outs.Replies) > 0 {
+			e.deliver(outs.Replies) // after every frame before them
 		}
 		outs.Release() // nothing made from it points into it
 		e.batchesHandled.Add(1)

@@ -1,0 +1,154 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+)
+
+// PauseMode is what a pause does with the requests the core holds, vLLM's
+// PauseMode: "abort" (its default), "wait" or "keep".
+type PauseMode uint8
+
+const (
+	// PauseAbort aborts every request the core holds, each with a final
+	// frame of reason abort, and holds back the requests added later.
+	PauseAbort PauseMode = iota
+	// PauseWait lets the running requests run to their ends and holds back
+	// the waiting ones and those added later.
+	PauseWait
+	// PauseKeep freezes everything where it is: no step runs until the
+	// resume, after which the requests go on.
+	PauseKeep
+)
+
+var pauseModeNames = [...]string{"abort", "wait", "keep"}
+
+func (m PauseMode) String() string {
+	if int(m) < len(pauseModeNames) {
+		return pauseModeNames[m]
+	}
+	return fmt.Sprintf("pause-mode(%d)", uint8(m))
+}
+
+// Valid reports whether m is one of the three modes.
+func (m PauseMode) Valid() bool { return int(m) < len(pauseModeNames) }
+
+// ParsePauseMode parses a mode by its name, as vLLM spells it.
+func ParsePauseMode(s string) (PauseMode, error) {
+	for i, n := range pauseModeNames {
+		if s == n {
+			return PauseMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("core: unknown pause mode %q: want one of %s", s, strings.Join(pauseModeNames[:], ", "))
+}
+
+// PauseState is what a paused scheduler leaves alone, vLLM's PauseState.
+type PauseState uint8
+
+const (
+	// Unpaused schedules as usual.
+	Unpaused PauseState = iota
+	// PausedNew schedules the running requests only: the waiting ones,
+	// new or preempted, wait for the resume.
+	PausedNew
+	// PausedAll schedules nothing.
+	PausedAll
+)
+
+var pauseStateNames = [...]string{"unpaused", "paused-new", "paused-all"}
+
+func (st PauseState) String() string {
+	if int(st) < len(pauseStateNames) {
+		return pauseStateNames[st]
+	}
+	return fmt.Sprintf("pause-state(%d)", uint8(st))
+}
+
+// SetPauseState sets what Schedule leaves alone from its next call on.
+func (s *Scheduler) SetPauseState(st PauseState) { s.pause = st }
+
+// PauseState returns the pause state.
+func (s *Scheduler) PauseState() PauseState { return s.pause }
+
+// ResetPrefixCache drops every hash of the prefix cache, so that no later
+// request finds a block cached before it, vLLM's reset_prefix_cache. With
+// resetRunning it first preempts every running request, newest first, so
+// that they compute again from their first tokens and hold no block; it
+// returns them, oldest first, as the waiting queue then has them under
+// PolicyFCFS. It fails, changing nothing, while a request holds blocks:
+// reset those first. No step of the requests may be in flight.
+func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
+	if !resetRunning && len(s.running) > 0 {
+		return nil, false
+	}
+	preempted := make([]*Request, len(s.running))
+	for i := len(s.running) - 1; i >= 0; i-- {
+		r := s.running[i]
+		s.preempt(r)
+		preempted[i] = r
+	}
+	if s.cfg.UsableBlocks()-s.pool.numFree != 0 {
+		return preempted, false // cannot happen: waiting requests hold no blocks
+	}
+	s.pool.resetCache()
+	return preempted, true
+}
+
+// pause takes a pause: under PauseAbort it ends every request the core
+// holds, each with a final frame, then it sets the scheduler's pause state
+// and waits, with the pauses before it, for the core to go idle.
+func (c *EngineCore) pause(in Input) {
+	c.emit(Event{Kind: EventPause, Call: in.Call, Text: in.Mode.String()})
+	if in.Mode == PauseAbort {
+		var frames []Frame
+		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
+			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
+		}
+		c.put(frames) // publishes the counts too
+	}
+	if in.Mode == PauseKeep {
+		c.sched.SetPauseState(PausedAll)
+	} else {
+		c.sched.SetPauseState(PausedNew)
+	}
+	c.pauses = append(c.pauses, in)
+}
+
+// completePauses replies to the pauses waiting for the core to go idle, as
+// vLLM's idle callbacks do, first resetting the prefix cache if one of them
+// asked: the running requests a PauseKeep froze are preempted, to compute
+// again after the resume. A resume that came meanwhile does not stop them.
+func (c *EngineCore) completePauses() {
+	if len(c.pauses) == 0 {
+		return
+	}
+	for _, in := range c.pauses {
+		if in.ClearCache {
+			preempted, _ := c.sched.ResetPrefixCache(true) // idle: nothing is in flight
+			for _, r := range preempted {
+				c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
+			}
+			c.syncHeld()
+			break
+		}
+	}
+	for i, in := range c.pauses {
+		c.emit(Event{Kind: EventPauseDone, Call: in.Call, Text: in.Mode.String()})
+		c.reply(in)
+		c.pauses[i] = Input{}
+	}
+	c.pauses = c.pauses[:0]
+}
+
+// reply answers a utility call: on the output queue, after every frame
+// put before it, or at once to in.Direct.
+func (c *EngineCore) reply(in Input) {
+	r := Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused}
+	if in.Direct != nil {
+		in.Direct(r)
+		return
+	}
+	c.batches.Add(1)
+	c.out.Put(&Outputs{Replies: []Reply{r}, Step: c.step})
+}

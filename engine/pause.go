@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/task"
+)
+
+// PauseMode is what PauseGeneration does with the requests in flight,
+// vLLM's PauseMode.
+type PauseMode = core.PauseMode
+
+// The pause modes.
+const (
+	// PauseAbort, vLLM's default, aborts every request in flight: each
+	// ends with a final output of reason abort and the tokens it had.
+	PauseAbort = core.PauseAbort
+	// PauseWait lets the running requests finish; the waiting ones wait.
+	PauseWait = core.PauseWait
+	// PauseKeep freezes every request until the resume.
+	PauseKeep = core.PauseKeep
+)
+
+// PauseOptions are PauseGeneration's arguments. The zero value is vLLM's
+// default: abort, and clear the cache.
+type PauseOptions struct {
+	Mode PauseMode
+	// KeepCache keeps the prefix cache, and the KV of the requests
+	// PauseKeep freezes, for a faster resume: vLLM's clear_cache=False.
+	// Without it the cache is reset once the pause took effect, and the
+	// requests PauseKeep froze compute their tokens again after the resume
+	// (the same tokens: they are preempted, not restarted).
+	KeepCache bool
+}
+
+// pauseSettle is what vLLM's pause_generation sleeps after the core's reply,
+// so that the outputs the core put before it are processed first.
+const pauseSettle = 20 * time.Millisecond
+
+// PauseGeneration pauses the engine for, say, a weight update, as vLLM's
+// pause_generation: the core stops scheduling, after doing with the
+// requests in flight what o.Mode says. It returns once the pause took
+// effect — nothing of the engine runs a step until ResumeGeneration — and
+// every output the core made before that is in its request's collector:
+// under PauseAbort each request in flight has its final abort output,
+// under PauseWait each running request its last. Requests added while the
+// engine is paused are accepted, and wait for the resume; so does WaitIdle.
+// A pause while paused pauses again (PauseAbort aborts what waits).
+//
+// When ctx is done first it returns ctx's error; the pause still takes
+// effect, as vLLM's does when its caller stops awaiting it. It fails with
+// ErrClosed or the engine-dead error when the engine is, and with an error
+// naming the mode when o.Mode is none of the three.
+func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
+	if !o.Mode.Valid() {
+		return fmt.Errorf("engine: pause mode %d is not one of abort (0), wait (1), keep (2)", uint8(o.Mode))
+	}
+	in := core.Input{Kind: core.InputPause, Mode: o.Mode, ClearCache: !o.KeepCache}
+	overtakes := e.cfg.Faults.Fires(failpoints.EnginePauseReplyOvertakes)
+	if overtakes {
+		in.Direct = func(r core.Reply) { e.deliver([]core.Reply{r}) }
+	}
+	call, _, err := e.call(ctx, in)
+	if err != nil {
+		return err
+	}
+	if overtakes {
+		e.rt.Sleep(pauseSettle)
+	}
+	e.emit(Event{Kind: core.EventPaused, Call: call})
+	return nil
+}
+
+// ResumeGeneration resumes a paused engine, vLLM's resume_generation: the
+// requests the pause held back run. Resuming an engine that is not paused
+// does nothing. A PauseWait still waiting for its running requests is not
+// cancelled: it returns when they are done, with the engine running.
+func (e *AsyncLLM) ResumeGeneration(ctx context.Context) error {
+	_, _, err := e.call(ctx, core.Input{Kind: core.InputResume})
+	return err
+}
+
+// IsPaused reports whether the engine is paused, vLLM's is_paused: true from
+// the moment the core takes a pause, before it took effect, until it takes
+// a resume.
+func (e *AsyncLLM) IsPaused(ctx context.Context) (bool, error) {
+	_, r, err := e.call(ctx, core.Input{Kind: core.InputIsPaused})
+	return r.Paused, err
+}
+
+// call sends the core a utility call and waits for its reply, as vLLM's
+// call_utility_async: on the input queue, in order with the ADDs and
+// aborts before it. It returns the call's number.
+func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply, error) {
+	if err := e.usable(); err != nil {
+		return 0, core.Reply{}, err
+	}
+	in.Call = e.calls.Add(1)
+	e.progMu.Lock()
+	e.replies[in.Call] = nil
+	e.idleWaiters.Add(1)
+	e.progMu.Unlock()
+	if !e.core.Send(in) {
+		e.progMu.Lock()
+		delete(e.replies, in.Call)
+		e.idleWaiters.Add(-1)
+		e.progMu.Unlock()
+		return 0, core.Reply{}, e.usableOr(ErrClosed)
+	}
+	e.progMu.Lock()
+	stop, _ := task.AfterContext(e.rt, ctx, func() {
+		e.progMu.Lock()
+		e.progCond.Broadcast()
+		e.progMu.Unlock()
+	})
+	var r *core.Reply
+	var err error
+	for {
+		if r = e.replies[in.Call]; r != nil {
+			break
+		}
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if e.stopped.Load() {
+			err = e.usableOr(ErrClosed)
+			break
+		}
+		e.progCond.Wait("engine.utility-call")
+	}
+	delete(e.replies, in.Call)
+	e.idleWaiters.Add(-1)
+	e.progMu.Unlock()
+	stop()
+	if err != nil {
+		return in.Call, core.Reply{}, err
+	}
+	return in.Call, *r, nil
+}
+
+// deliver hands the core's replies to the calls awaiting them; a call whose
+// caller stopped waiting has none.
+func (e *AsyncLLM) deliver(rs []core.Reply) {
+	e.progMu.Lock()
+	for _, r := range rs {
+		if _, ok := e.replies[r.Call]; ok {
+			e.replies[r.Call] = &r
+		}
+	}
+	e.progCond.Broadcast()
+	e.progMu.Unlock()
+}
+
+// usable returns ErrClosed or the engine-dead error when the engine is
+// either.
+func (e *AsyncLLM) usable() error {
+	if !e.stopped.Load() {
+		return nil
+	}
+	return e.usableOr(nil)
+}
+
+// usableOr returns the engine-dead error or ErrClosed, or otherwise err.
+func (e *AsyncLLM) usableOr(err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if u := e.unusableLocked(); u != nil {
+		return u
+	}
+	return err
+}
