@@ -45,10 +45,20 @@ const (
 	// WaitIdleMeansIdle: when WaitIdle returns, the core holds nothing,
 	// and every frame it emitted has reached the output handler.
 	WaitIdleMeansIdle = "wait-idle-means-the-core-holds-nothing"
+	// PausedRunsNothing: once a pause took effect, the core runs no step
+	// until it takes a resume.
+	PausedRunsNothing = "a-paused-engine-runs-no-step"
+	// PauseReturnsAfterItsOutputs: when PauseGeneration returns, every
+	// frame the core emitted before the pause took effect has reached the
+	// output handler — under PauseAbort, every request the pause aborted
+	// has ended.
+	PauseReturnsAfterItsOutputs = "pause-returns-after-its-outputs"
 )
 
-// All lists every property, in the order of DESIGN's list.
-var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle}
+// All lists every property, in the order of DESIGN's list, then the
+// pause's.
+var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
+	PausedRunsNothing, PauseReturnsAfterItsOutputs}
 
 // Violation is a property that did not hold.
 type Violation struct {
@@ -133,10 +143,18 @@ type Checker struct {
 	// core since.
 	inCore map[seqKey]bool
 	// framesInFlight are the frames the core emitted that the output
-	// handler has not delivered or dropped yet.
+	// handler has not delivered or dropped yet; framesEmitted counts them
+	// all.
 	framesInFlight int
-	events         int
-	all            []*Violation
+	framesEmitted  int
+	// The core's pauses, as its events tell: whether it is paused, and
+	// whether a pause took effect since it last resumed; and, by call,
+	// each pause that took effect: the frames emitted by then, and the
+	// requests it aborted.
+	paused, pauseDone bool
+	pauses            map[uint64]*pauseCall
+	events            int
+	all               []*Violation
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
@@ -263,6 +281,7 @@ func (c *Checker) observe(ev *core.Event) {
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
 		c.framesInFlight++
+		c.framesEmitted++
 		if ev.Finished {
 			delete(c.inCore, seqKey{ev.Incarnation, ev.Index})
 		}
@@ -301,6 +320,12 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventDead:
 		c.dead, c.cause = true, ev.Err
 		clear(c.inCore)
+	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
+		c.pause(ev)
+	case core.EventStep:
+		if c.paused && c.pauseDone {
+			c.fail(PausedRunsNothing, "the core ran step %d (%d scheduled) after a pause took effect, with no resume since", ev.Step, ev.Held)
+		}
 	case core.EventIdle:
 		// The checker's own account of the core, not the engine's counter
 		// that WaitIdle read: under the simulator nothing runs between
@@ -312,6 +337,66 @@ func (c *Checker) observe(ev *core.Event) {
 		// the core emitted: a frame on its way is the core's work still.
 		if c.framesInFlight > 0 {
 			c.fail(WaitIdleMeansIdle, "WaitIdle returned while %d frame(s) the core emitted had not reached the output handler", c.framesInFlight)
+		}
+	}
+}
+
+// pauseCall is what the checker knows of one pause.
+type pauseCall struct {
+	aborted []seqKey // what the core held when it took an abort pause
+	emitted int      // frames the core emitted when it took effect; -1 before
+}
+
+// pause follows the core's pauses and resumes and checks PauseGeneration's
+// return.
+func (c *Checker) pause(ev *core.Event) {
+	if c.pauses == nil {
+		c.pauses = make(map[uint64]*pauseCall)
+	}
+	switch ev.Kind {
+	case core.EventPause:
+		p := &pauseCall{emitted: -1}
+		c.pauses[ev.Call] = p
+		c.paused = true
+		if ev.Text == core.PauseAbort.String() {
+			// The core ends everything it holds next: an abort its
+			// callers asked for, as far as the properties go.
+			for k := range c.inCore {
+				p.aborted = append(p.aborted, k)
+				if in := c.seq(k.inc, k.index); in != nil {
+					in.aborted = true
+				}
+			}
+			slices.SortFunc(p.aborted, func(a, b seqKey) int { return cmp.Or(cmp.Compare(a.inc, b.inc), cmp.Compare(a.index, b.index)) })
+		}
+	case core.EventPauseDone:
+		if p := c.pauses[ev.Call]; p != nil {
+			p.emitted = c.framesEmitted
+		}
+		if c.paused {
+			c.pauseDone = true
+		}
+	case core.EventResume:
+		c.paused, c.pauseDone = false, false
+	case core.EventPaused:
+		p := c.pauses[ev.Call]
+		delete(c.pauses, ev.Call)
+		if p == nil || p.emitted < 0 {
+			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned before the core took the pause, or before it took effect", ev.Call)
+			return
+		}
+		var open []string
+		for _, k := range p.aborted {
+			if in := c.seq(k.inc, k.index); in != nil && !in.finished {
+				open = append(open, fmt.Sprintf("%q (incarnation %d%s)", in.id, in.n, in.seqName()))
+			}
+		}
+		if len(open) > 0 {
+			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d, abort) returned before %s, which the pause aborted, ended", ev.Call, strings.Join(open, ", "))
+			return
+		}
+		if handled := c.framesEmitted - c.framesInFlight; handled < p.emitted {
+			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned with %d frame(s) the core emitted before the pause took effect not yet at the output handler", ev.Call, p.emitted-handled)
 		}
 	}
 }
