@@ -20,6 +20,10 @@
 // schedules a step while the model runs the one before, so ADD and ABORT
 // arrive with a step in flight, and a step's output is applied to the
 // requests that step scheduled, never to one that took an id since.
+// InputPause and InputResume are vLLM's pause_scheduler and
+// resume_scheduler: the core sets the Scheduler's PauseState (PausedNew:
+// the waiting queue is held back; PausedAll: everything) and replies to the
+// pause when it next goes idle, as vLLM's idle callbacks do.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
@@ -31,7 +35,8 @@
 //     its input queue, and mirror every abort onto its aborts queue, as
 //     vLLM's input thread does, so that an abort during a step wins.
 //  3. Take Outputs from its output queue until the queue closes; an Outputs
-//     with Dead set means the core failed and will do nothing more.
+//     with Dead set means the core failed and will do nothing more; its
+//     Replies answer utility calls (InputPause, InputResume, InputIsPaused).
 //  4. Put an InputShutdown to stop it: the core aborts every request it holds,
 //     emitting an abort frame for each, and closes the output queue.
 //

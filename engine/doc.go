@@ -24,6 +24,16 @@
 // Priority other than 0 is refused with ErrInvalidRequest, as vLLM refuses
 // it.
 //
+// PauseGeneration and ResumeGeneration are vLLM's pause_generation and
+// resume_generation, for a weight update between batches of rollouts: the
+// core stops scheduling after aborting the requests in flight
+// (PauseAbort, vLLM's default), letting the running ones finish
+// (PauseWait), or freezing them where they are (PauseKeep), and resets the
+// prefix cache unless PauseOptions.KeepCache. PauseGeneration returns once
+// the pause took effect, with every output the core made before that in its
+// request's collector. Requests added while paused are accepted and run
+// after the resume. IsPaused asks the core.
+//
 // The caller's duties:
 //
 //  1. Build the engine with New from inside a task of the Runtime it runs on
