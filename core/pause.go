@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"strings"
+
+	"github.com/llmdst/llmdst/failpoints"
 )
 
 // PauseMode is what a pause does with the requests the core holds, vLLM's
@@ -97,7 +99,8 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 
 // pause takes a pause: under PauseAbort it ends every request the core
 // holds, each with a final frame, then it sets the scheduler's pause state
-// and waits, with the pauses before it, for the core to go idle.
+// — never one that schedules more than the state it finds — and waits,
+// with the pauses before it, for the core to go idle.
 func (c *EngineCore) pause(in Input) {
 	c.emit(Event{Kind: EventPause, Call: in.Call, Text: in.Mode.String()})
 	if in.Mode == PauseAbort {
@@ -107,11 +110,18 @@ func (c *EngineCore) pause(in Input) {
 		}
 		c.put(frames) // publishes the counts too
 	}
+	st := PausedNew
 	if in.Mode == PauseKeep {
-		c.sched.SetPauseState(PausedAll)
-	} else {
-		c.sched.SetPauseState(PausedNew)
+		st = PausedAll
 	}
+	// A pause while paused never lets run what the pause before froze: a
+	// caller whose PauseKeep took effect was promised no step until a
+	// resume. vLLM sets the state it is given, so that a wait after a keep
+	// steps the frozen requests; core/pause-last-mode-wins plants that.
+	if cur := c.sched.PauseState(); cur > st && !c.faults.Fires(failpoints.CorePauseLastModeWins) {
+		st = cur
+	}
+	c.sched.SetPauseState(st)
 	c.pauses = append(c.pauses, in)
 }
 

@@ -83,6 +83,9 @@ var (
 	CoreAsyncOutputByID = register(&Point{Name: "core/async-output-by-id", Bug: true,
 		Doc:   "a bug, vLLM's #42492 (fixed by #42523): with async scheduling the scheduler applies a step's output to whichever request holds the scheduled request's id when the output comes back, so a request aborted with a step in flight and added again under the same id takes the old one's token as its first, its own tokens one place late; when it has no placeholder yet (its step in flight is a chunk of its prompt), its count of output placeholders goes below zero and the core dies on vLLM's assertion (Config.AsyncScheduling with ids reused in the core: legacy id routing)",
 		Terms: "return", checkValue: checkNoValue})
+	CorePauseLastModeWins = register(&Point{Name: "core/pause-last-mode-wins", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: a pause while paused sets the scheduler's pause state to its own mode's, so a wait after a keep lets the requests the keep froze step again before anyone resumed — the keep's caller, mid weight update, was promised none would (the engine keeps the stricter state)",
+		Terms: "return", checkValue: checkNoValue})
 	EnginePauseReplyOvertakes = register(&Point{Name: "engine/pause-reply-overtakes", Bug: true,
 		Doc:   "a bug, vLLM's order: the core's reply to a pause reaches PauseGeneration ahead of the outputs the core put before it, as vLLM's client resolves a utility call on the thread that reads the core's socket, and PauseGeneration then sleeps 20 ms, as vLLM's pause_generation does so that those outputs come first; an output handler descheduled for longer leaves a request the pause aborted without its final output when PauseGeneration returns",
 		Terms: "return", checkValue: checkNoValue})
