@@ -295,9 +295,11 @@ func TestTraceHashGolden(t *testing.T) {
 					if s == scenario.Swarm {
 						// A kv-pressure run that preempts: the KV cache's
 						// capacity moves its hash, which no other row's does.
-						// And a run with prefix caching, a shared system
-						// prompt and KV pressure, which hits and evicts.
-						seeds = append(seeds, 40, 4)
+						// A run with prefix caching, a shared system prompt
+						// and KV pressure, which pauses the engine (as 1 and
+						// 40 do too). And one like it that does not pause,
+						// whose requests hit the cache.
+						seeds = append(seeds, 40, 4, 49)
 					}
 					for _, seed := range seeds {
 						res, err := run(t, s, legacy, seed, st, false)
@@ -323,9 +325,9 @@ func TestTraceHashGolden(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "parallel-abort-reuse", "prefix-chat", "swarm"}, scenario.Names())
+	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "parallel-abort-reuse", "pause-resume", "prefix-chat", "swarm"}, scenario.Names())
 	_, err := scenario.Lookup("nope")
-	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, parallel-abort-reuse, prefix-chat, swarm`)
+	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, parallel-abort-reuse, pause-resume, prefix-chat, swarm`)
 	for _, s := range scenario.All() {
 		_, err := sim.ParseStrategy(s.DefaultStrategy)
 		assert.NoError(t, err, s.Name)

@@ -40,8 +40,13 @@ import (
 // new words), so that blocks of another request's output are found
 // cached; and, a third of the time, async scheduling, so that adds and
 // aborts reach the core with a step in flight and a stopped request
-// computes a token that is dropped. The interval, sequences, priorities,
-// prefix caching, chat turns and async scheduling are each drawn from a
+// computes a token that is dropped; and, a third of the time, pausing:
+// each op of a client's script has one chance in six to be, instead of
+// its request, a pause of the engine (PauseGeneration, of a drawn mode —
+// abort, wait, keep — and KeepCache), a few steps paused, and the resume,
+// so that pauses abort, outlive and freeze the other clients' requests,
+// and overlap each other. The interval, sequences, priorities, prefix
+// caching, chat turns, async scheduling and pausing are each drawn from a
 // stream of their own, so that every other draw of a seed is what it was
 // before they existed. Options that change the engine's configuration
 // (Options.Engine, simrun's -config) are honoured: priorities are drawn
@@ -81,6 +86,10 @@ const streamChat uint64 = 0x4348415454555246
 // streamAsync is the stream of the seed that swarm draws async scheduling
 // from ("ASYNCSCH").
 const streamAsync uint64 = 0x4153594e43534348
+
+// streamPause is the stream of the seed that swarm draws pausing, the
+// pauses' modes, KeepCache and lengths from ("PAUSEGEN").
+const streamPause uint64 = 0x504155534547454e
 
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
@@ -237,12 +246,16 @@ func swarm(x *Run) error {
 	if c := sim.NewPCGChooser(x.Opts.Seed, streamChat); c.Intn(3) == 0 {
 		chat = c
 	}
+	var pauses sim.Chooser // nil: nobody pauses the engine
+	if p := sim.NewPCGChooser(x.Opts.Seed, streamPause); p.Intn(3) == 0 {
+		pauses = p
+	}
 	g := task.NewGroup(x.RT, "clients")
 	errs := make([]error, clients)
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model, seqs, prios, chat, system)
+		script := drawScript(x, f, ids, model, seqs, prios, chat, pauses, system)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
@@ -263,6 +276,10 @@ type op struct {
 	reads   int      // outputs to read before acting
 	targets []string // batch abort
 	pause   int      // steps of the engine to sleep after the op
+	// opPause: how to pause generation, and the steps of the engine to
+	// stay paused before the resume.
+	gen    engine.PauseOptions
+	paused int
 }
 
 type opKind uint8
@@ -274,9 +291,10 @@ const (
 	opWalkAway               // Generate, stop ranging after some outputs
 	opBatch                  // add, read some, Abort(several ids)
 	opWaitIdle               // WaitIdle
+	opPause                  // PauseGeneration, sleep, ResumeGeneration
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios, chat sim.Chooser, system string) []op {
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios, chat, pauses sim.Chooser, system string) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -348,6 +366,14 @@ func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios,
 				}
 			}
 		}
+		if pauses != nil && pauses.Intn(6) == 0 {
+			// Last, so that every draw above is what it was: the op's
+			// request, drawn all the same, is not sent (a later chat turn
+			// may still continue its conversation).
+			o.kind = opPause
+			o.gen = engine.PauseOptions{Mode: engine.PauseMode(pauses.Intn(3)), KeepCache: pauses.Intn(2) == 0}
+			o.paused = 1 + pauses.Intn(5)
+		}
 		script = append(script, o)
 	}
 	return script
@@ -364,6 +390,11 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 		case opWaitIdle:
 			if err := e.WaitIdle(context.Background()); err != nil && !errors.Is(err, engine.ErrEngineDead) {
 				return fmt.Errorf("op %d: WaitIdle: %w", i, err)
+			}
+			continue
+		case opPause:
+			if err := pauseFor(x, e, o); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
 			}
 			continue
 		case opWalkAway:
@@ -425,6 +456,24 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 		}
 	}
 	return nil
+}
+
+// pauseFor pauses the engine as o says, sleeps o.paused steps and resumes
+// it; every pause is resumed, whatever the pause returned, so that nobody
+// waits for ever. ErrEngineDead is the clear error it should be.
+func pauseFor(x *Run, e *engine.AsyncLLM, o op) error {
+	ctx := context.Background()
+	err := e.PauseGeneration(ctx, o.gen)
+	if err != nil && !errors.Is(err, engine.ErrEngineDead) {
+		err = fmt.Errorf("PauseGeneration(%s, keep cache %t): %w", o.gen.Mode, o.gen.KeepCache, err)
+	} else {
+		err = nil
+	}
+	x.RT.Sleep(time.Duration(o.paused) * FoundingStepTime)
+	if rerr := e.ResumeGeneration(ctx); rerr != nil && !errors.Is(rerr, engine.ErrEngineDead) {
+		err = errors.Join(err, fmt.Errorf("ResumeGeneration: %w", rerr))
+	}
+	return err
 }
 
 // refusedByOptions reports whether the engine refused a request as
