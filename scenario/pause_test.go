@@ -60,7 +60,7 @@ func sweepFailures(t *testing.T, s *scenario.Scenario, strategy string, seeds ui
 }
 
 func pauseSeeds() uint64 {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		return 300
 	}
 	return 2000
