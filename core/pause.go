@@ -136,7 +136,8 @@ func (c *EngineCore) completePauses() {
 	for _, in := range c.pauses {
 		if in.ClearCache {
 			preempted, _ := c.sched.ResetPrefixCache(true) // idle: nothing is in flight
-			for _, r := range preempted {
+			for i := len(preempted) - 1; i >= 0; i-- {     // as preempted: newest first
+				r := preempted[i]
 				c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 			}
 			c.syncHeld()
