@@ -30,8 +30,11 @@ const (
 	// step. The core takes ADDs and aborts meanwhile; what it holds back
 	// waits for InputResume.
 	InputPause
-	// InputResume resumes scheduling; it replies at once. A pause still
-	// draining is not cancelled: it replies when the core next goes idle.
+	// InputResume resumes scheduling; it replies at once, after replying
+	// to the pauses that had not taken effect yet with Resumed set: they
+	// never will. (vLLM leaves them to reply at the core's next idle
+	// moment, which under steady load never comes, and then resets the
+	// cache of an engine that runs.)
 	InputResume
 	// InputIsPaused asks whether the core is paused: the reply's Paused.
 	InputIsPaused
@@ -59,6 +62,9 @@ type Input struct {
 type Reply struct {
 	Call   uint64
 	Paused bool // the core is paused (every call answers it)
+	// Resumed answers an InputPause that a resume overtook: the pause
+	// never took effect (under PauseAbort its aborts did happen).
+	Resumed bool
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -252,6 +258,7 @@ func (c *EngineCore) handle(in Input) bool {
 	case InputResume:
 		c.sched.SetPauseState(Unpaused)
 		c.emit(Event{Kind: EventResume, Call: in.Call})
+		c.overtakePauses()
 		c.reply(in)
 	case InputIsPaused:
 		c.reply(in)

@@ -128,7 +128,7 @@ func (c *EngineCore) pause(in Input) {
 // completePauses replies to the pauses waiting for the core to go idle, as
 // vLLM's idle callbacks do, first resetting the prefix cache if one of them
 // asked: the running requests a PauseKeep froze are preempted, to compute
-// again after the resume. A resume that came meanwhile does not stop them.
+// again after the resume.
 func (c *EngineCore) completePauses() {
 	if len(c.pauses) == 0 {
 		return
@@ -152,10 +152,26 @@ func (c *EngineCore) completePauses() {
 	c.pauses = c.pauses[:0]
 }
 
+// overtakePauses replies to the pauses that have not taken effect, a
+// resume having come first: they never will, and their callers must not
+// wait for the core to go idle, which under steady load it need not.
+func (c *EngineCore) overtakePauses() {
+	for i, in := range c.pauses {
+		c.send(in, Reply{Call: in.Call, Resumed: true})
+		c.pauses[i] = Input{}
+	}
+	c.pauses = c.pauses[:0]
+}
+
 // reply answers a utility call: on the output queue, after every frame
 // put before it, or at once to in.Direct.
 func (c *EngineCore) reply(in Input) {
-	r := Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused}
+	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused})
+}
+
+// send puts r, the reply to in, on the output queue, or hands it to
+// in.Direct.
+func (c *EngineCore) send(in Input, r Reply) {
 	if in.Direct != nil {
 		in.Direct(r)
 		return

@@ -698,9 +698,10 @@ func TestPauseClearCacheResetsThePrefixCache(t *testing.T) {
 }
 
 // TestResumeWhileAWaitPauseDrains: a resume that comes while a wait pause
-// waits for a running request replies at once; the request the pause
-// held back runs at once, and the pause replies, not paused, when both
-// are done.
+// waits for a running request overtakes the pause: the pause replies at
+// once with Resumed set, before the resume's own reply, and never takes
+// effect (no pause-done event, no reset); the request the pause held back
+// runs at once beside the one still draining, both to their ends.
 func TestResumeWhileAWaitPauseDrains(t *testing.T) {
 	both(t, func(t *testing.T, async bool) {
 		l := drivePause(t, core.Config{AsyncScheduling: async, MaxNumSeqs: 4}, func(rt task.Runtime, c *core.EngineCore) {
@@ -716,24 +717,24 @@ func TestResumeWhileAWaitPauseDrains(t *testing.T) {
 		})
 		resumeAt, rr := l.reply(t, 2)
 		require.False(t, rr.Paused)
+		require.False(t, rr.Resumed, "only a pause is overtaken")
 		pauseAt, pr := l.reply(t, 1)
-		require.False(t, pr.Paused, "the pause took effect after the resume")
-		require.Greater(t, pauseAt, resumeAt, "the resume replies at once, the pause later")
+		require.True(t, pr.Resumed, "the resume overtook the pause")
+		require.False(t, pr.Paused)
+		require.Less(t, pauseAt, resumeAt, "the overtaken pause replies as the resume is taken, first")
 
 		aFin, dFin := l.final(t, "a"), l.final(t, "d")
-		require.Less(t, aFin.at, pauseAt)
-		require.Less(t, dFin.at, pauseAt)
+		require.Greater(t, aFin.at, pauseAt, "a still ran when the pause was overtaken")
 		dFrames := l.frames("d")
 		require.Greater(t, dFrames[0].at, resumeAt, "d waited for the resume")
 		require.Less(t, dFrames[0].at, aFin.at, "d ran while a still ran: the engine runs during the drain")
+		require.Greater(t, dFin.at, resumeAt)
 		require.Equal(t, toks(seq(1, 4), 40), l.tokens("a"))
 		require.Equal(t, toks(seq(10, 4), 10), l.tokens("d"))
 
-		pause, resume, done := l.event(t, core.EventPause, 1), l.event(t, core.EventResume, 2), l.event(t, core.EventPauseDone, 1)
+		pause, resume := l.event(t, core.EventPause, 1), l.event(t, core.EventResume, 2)
 		require.Less(t, pause, resume)
-		require.Less(t, resume, done)
-		require.Less(t, l.finalEvent(t, "a"), done)
-		require.Less(t, l.finalEvent(t, "d"), done)
+		require.Zero(t, l.count(core.EventPauseDone, -1, len(l.events)), "the overtaken pause never took effect")
 	})
 }
 
@@ -815,10 +816,11 @@ func TestIsPausedAnswersThePauseState(t *testing.T) {
 					require.Greater(t, at, prev, "call %d replies in order", call)
 					prev = at
 				}
-				// The wait pause is still draining a at the resume; the
-				// others took effect at once.
+				// The wait pause is still draining a at the resume, which
+				// overtakes it; the others took effect at once.
 				_, r := l.reply(t, 2)
 				require.Equal(t, mode != core.PauseWait, r.Paused)
+				require.Equal(t, mode == core.PauseWait, r.Resumed)
 			})
 		}
 	})

@@ -25,6 +25,9 @@ var (
 	// ErrInvalidConfig: New was given a configuration it cannot run; the
 	// error's sentence names the field.
 	ErrInvalidConfig = errors.New("engine: invalid configuration")
+	// ErrResumed: PauseGeneration's pause was overtaken by a
+	// ResumeGeneration before it took effect; the engine runs.
+	ErrResumed = errors.New("engine: resumed before the pause took effect")
 )
 
 // configError is a refused configuration: its sentence is the field's, and

@@ -51,8 +51,14 @@ const pauseSettle = 20 * time.Millisecond
 // engine is paused are accepted, and wait for the resume; so does WaitIdle.
 // A pause while paused pauses again (PauseAbort aborts what waits).
 //
+// A ResumeGeneration (another caller's) that the core takes before the
+// pause took effect overtakes it: PauseGeneration returns ErrResumed, and
+// the engine runs (vLLM's caller waits on until the engine next goes idle,
+// which under steady load it need not).
+//
 // When ctx is done first it returns ctx's error; the pause still takes
-// effect, as vLLM's does when its caller stops awaiting it. It fails with
+// effect, as vLLM's does when its caller stops awaiting it. A ctx done
+// before the call sends nothing. It fails with
 // ErrClosed or the engine-dead error when the engine is, and with an error
 // naming the mode when o.Mode is none of the three.
 func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
@@ -64,9 +70,12 @@ func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
 	if overtakes {
 		in.Direct = func(r core.Reply) { e.deliver([]core.Reply{r}) }
 	}
-	call, _, err := e.call(ctx, in)
+	call, r, err := e.call(ctx, in)
 	if err != nil {
 		return err
+	}
+	if r.Resumed {
+		return ErrResumed
 	}
 	if overtakes {
 		e.rt.Sleep(pauseSettle)
@@ -77,8 +86,9 @@ func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
 
 // ResumeGeneration resumes a paused engine, vLLM's resume_generation: the
 // requests the pause held back run. Resuming an engine that is not paused
-// does nothing. A PauseWait still waiting for its running requests is not
-// cancelled: it returns when they are done, with the engine running.
+// does nothing. A pause that has not taken effect yet (a PauseWait waiting
+// for its running requests) never will: its PauseGeneration returns
+// ErrResumed.
 func (e *AsyncLLM) ResumeGeneration(ctx context.Context) error {
 	_, _, err := e.call(ctx, core.Input{Kind: core.InputResume})
 	return err
@@ -97,6 +107,9 @@ func (e *AsyncLLM) IsPaused(ctx context.Context) (bool, error) {
 // aborts before it. It returns the call's number.
 func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply, error) {
 	if err := e.usable(); err != nil {
+		return 0, core.Reply{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return 0, core.Reply{}, err
 	}
 	in.Call = e.calls.Add(1)

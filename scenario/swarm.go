@@ -463,8 +463,9 @@ func runScript(x *Run, e *engine.AsyncLLM, script []op) error {
 // waits for ever. ErrEngineDead is the clear error it should be.
 func pauseFor(x *Run, e *engine.AsyncLLM, o op) error {
 	ctx := context.Background()
+	// Another client's resume may overtake the pause: ErrResumed says so.
 	err := e.PauseGeneration(ctx, o.gen)
-	if err != nil && !errors.Is(err, engine.ErrEngineDead) {
+	if err != nil && !errors.Is(err, engine.ErrEngineDead) && !errors.Is(err, engine.ErrResumed) {
 		err = fmt.Errorf("PauseGeneration(%s, keep cache %t): %w", o.gen.Mode, o.gen.KeepCache, err)
 	} else {
 		err = nil
