@@ -149,7 +149,7 @@ func TestPrefixChatFindsTheUpstreamBug(t *testing.T) {
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the
 // model samples from the wrong KV, and the checker sees tokens that are not
-// the model's (2.1% of 20,000 seeds; none without the failpoint, which
+// the model's (2.0% of 20,000 seeds; none without the failpoint, which
 // TestFixedEngineSurvivesEveryStrategy and make sim check).
 func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
 	seed, story := firstPlantedFailure(t, scenario.Swarm, "core/kv-keep-evicted-hash=return", 1000)
