@@ -36,7 +36,7 @@
 //     vLLM's input thread does, so that an abort during a step wins.
 //  3. Take Outputs from its output queue until the queue closes; an Outputs
 //     with Dead set means the core failed and will do nothing more; its
-//     Replies answer utility calls (InputPause, InputResume, InputIsPaused).
+//     Reply answers a utility call (InputPause, InputResume, InputIsPaused).
 //  4. Put an InputShutdown to stop it: the core aborts every request it holds,
 //     emitting an abort frame for each, and closes the output queue.
 //

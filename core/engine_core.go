@@ -75,9 +75,9 @@ type Outputs struct {
 	Frames []Frame
 	Step   int64
 	Dead   error
-	// Replies are answers to utility calls, after the frames: the frames
-	// of this batch and every batch before it came first.
-	Replies []Reply
+	// Reply, when set, answers a utility call, alone in its batch: every
+	// frame of the batches before it came first.
+	Reply *Reply
 }
 
 // EngineCore is the busy loop of vLLM's EngineCoreProc around a Scheduler,

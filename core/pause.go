@@ -177,5 +177,5 @@ func (c *EngineCore) send(in Input, r Reply) {
 		return
 	}
 	c.batches.Add(1)
-	c.out.Put(&Outputs{Replies: []Reply{r}, Step: c.step})
+	c.out.Put(&Outputs{Reply: &r, Step: c.step})
 }

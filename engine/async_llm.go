@@ -54,7 +54,8 @@ type AsyncLLM struct {
 	stopped        atomic.Bool // closed or dead
 
 	// Utility calls (pause.go): the last call number handed out, and, under
-	// progMu, the calls awaiting a reply (nil) or holding it.
+	// progMu, the calls awaiting a reply (nil) or holding it; made by the
+	// first call, since most engines never make one.
 	calls   atomic.Uint64
 	replies map[uint64]*core.Reply
 }
@@ -142,7 +143,6 @@ func New(cfg Config) (*AsyncLLM, error) {
 		progMu: rt.NewMutex("engine-progress"),
 	}
 	e.progCond = rt.NewCond(e.progMu)
-	e.replies = make(map[uint64]*core.Reply)
 	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, e.notify)
 	e.tasks.Go("engine-core", e.core.Run)
 	e.tasks.Go("output-handler", e.outputHandler)
@@ -508,8 +508,8 @@ func (e *AsyncLLM) outputHandler() {
 		} else {
 			e.process(outs)
 		}
-		if len(outs.Replies) > 0 {
-			e.deliver(outs.Replies) // after every frame before them
+		if outs.Reply != nil {
+			e.deliver(*outs.Reply) // after every frame before it
 		}
 		outs.Release() // nothing made from it points into it
 		e.batchesHandled.Add(1)

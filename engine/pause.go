@@ -68,7 +68,7 @@ func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
 	in := core.Input{Kind: core.InputPause, Mode: o.Mode, ClearCache: !o.KeepCache}
 	overtakes := e.cfg.Faults.Fires(failpoints.EnginePauseReplyOvertakes)
 	if overtakes {
-		in.Direct = func(r core.Reply) { e.deliver([]core.Reply{r}) }
+		in.Direct = e.deliver
 	}
 	call, r, err := e.call(ctx, in)
 	if err != nil {
@@ -114,6 +114,9 @@ func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply,
 	}
 	in.Call = e.calls.Add(1)
 	e.progMu.Lock()
+	if e.replies == nil {
+		e.replies = make(map[uint64]*core.Reply)
+	}
 	e.replies[in.Call] = nil
 	e.idleWaiters.Add(1)
 	e.progMu.Unlock()
@@ -155,14 +158,12 @@ func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply,
 	return in.Call, *r, nil
 }
 
-// deliver hands the core's replies to the calls awaiting them; a call whose
+// deliver hands the core's reply to the call awaiting it; a call whose
 // caller stopped waiting has none.
-func (e *AsyncLLM) deliver(rs []core.Reply) {
+func (e *AsyncLLM) deliver(r core.Reply) {
 	e.progMu.Lock()
-	for _, r := range rs {
-		if _, ok := e.replies[r.Call]; ok {
-			e.replies[r.Call] = &r
-		}
+	if _, ok := e.replies[r.Call]; ok {
+		e.replies[r.Call] = &r
 	}
 	e.progCond.Broadcast()
 	e.progMu.Unlock()
