@@ -146,9 +146,24 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("WaitIdle returns: the core holds %d request(s)", ev.Held))
 	case core.EventDead:
 		st.notable(at, who, fmt.Sprintf("the engine dies: %v", ev.Err))
+	case core.EventPause:
+		st.notable(at, who, fmt.Sprintf("takes pause %d (%s): %s", ev.Call, ev.Text, pauseDoes[ev.Text]))
+	case core.EventPauseDone:
+		st.notable(at, who, fmt.Sprintf("pause %d (%s) takes effect: no step until a resume", ev.Call, ev.Text))
+	case core.EventResume:
+		st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again", ev.Call))
+	case core.EventPaused:
+		st.notable(at, who, fmt.Sprintf("PauseGeneration (pause %d) returns", ev.Call))
 	default:
 		st.notable(at, who, ev.String())
 	}
+}
+
+// pauseDoes says what the core does as it takes a pause of each mode.
+var pauseDoes = map[string]string{
+	core.PauseAbort.String(): "it aborts every request it holds, and holds back the ones added later",
+	core.PauseWait.String():  "its running requests run to their ends, the waiting ones and later ones wait",
+	core.PauseKeep.String():  "every request freezes where it is",
 }
 
 func frameRoutine(who, verb, req string, ev core.Event) *routine {
