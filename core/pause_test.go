@@ -376,6 +376,19 @@ func (l *pauseLog) reply(t *testing.T, call uint64) (int, core.Reply) {
 	return at, got
 }
 
+// pausedThenResumed returns the indices of the batches carrying the
+// replies to pause call pause, which took effect (paused), and to resume
+// call resume, which came after it.
+func (l *pauseLog) pausedThenResumed(t *testing.T, pause, resume uint64) (pauseAt, resumeAt int) {
+	t.Helper()
+	pauseAt, pr := l.reply(t, pause)
+	require.True(t, pr.Paused, "pause %d took effect", pause)
+	resumeAt, rr := l.reply(t, resume)
+	require.False(t, rr.Paused)
+	require.Greater(t, resumeAt, pauseAt, "the pause replied before the resume")
+	return pauseAt, resumeAt
+}
+
 func (l *pauseLog) frames(id string) []seenFrame {
 	var fs []seenFrame
 	for i, o := range l.outs {
@@ -483,11 +496,7 @@ func TestPauseAbortEndsWhatTheCoreHolds(t *testing.T) {
 			rt.Sleep(50 * time.Millisecond)
 			c.Send(core.Input{Kind: core.InputShutdown})
 		})
-		pauseAt, pr := l.reply(t, 1)
-		require.True(t, pr.Paused)
-		resumeAt, rr := l.reply(t, 2)
-		require.False(t, rr.Paused)
-		require.Greater(t, resumeAt, pauseAt)
+		pauseAt, resumeAt := l.pausedThenResumed(t, 1, 2)
 
 		for _, id := range []string{"a", "b", "w"} {
 			fin := l.final(t, id)
@@ -538,11 +547,7 @@ func TestPauseWaitDrainsTheRunning(t *testing.T) {
 			rt.Sleep(50 * time.Millisecond)
 			c.Send(core.Input{Kind: core.InputShutdown})
 		})
-		pauseAt, pr := l.reply(t, 1)
-		require.True(t, pr.Paused)
-		resumeAt, rr := l.reply(t, 2)
-		require.False(t, rr.Paused)
-		require.Greater(t, resumeAt, pauseAt, "the pause replied without the resume")
+		pauseAt, resumeAt := l.pausedThenResumed(t, 1, 2)
 
 		pause, done, resume := l.event(t, core.EventPause, 1), l.event(t, core.EventPauseDone, 1), l.event(t, core.EventResume, 2)
 		require.Equal(t, "wait", l.events[pause].Text)
@@ -609,11 +614,7 @@ func TestPauseKeepFreezesAndResumes(t *testing.T) {
 					st = c.Stats()
 					c.Send(core.Input{Kind: core.InputShutdown})
 				})
-				pauseAt, pr := l.reply(t, 1)
-				require.True(t, pr.Paused)
-				resumeAt, rr := l.reply(t, 2)
-				require.False(t, rr.Paused)
-				require.Greater(t, resumeAt, pauseAt, "the pause replied without the resume")
+				pauseAt, resumeAt := l.pausedThenResumed(t, 1, 2)
 
 				pause, done, resume := l.event(t, core.EventPause, 1), l.event(t, core.EventPauseDone, 1), l.event(t, core.EventResume, 2)
 				require.Equal(t, "keep", l.events[pause].Text)
