@@ -49,7 +49,8 @@ const pauseSettle = 20 * time.Millisecond
 // under PauseAbort each request in flight has its final abort output,
 // under PauseWait each running request its last. Requests added while the
 // engine is paused are accepted, and wait for the resume; so does WaitIdle.
-// A pause while paused pauses again (PauseAbort aborts what waits).
+// A pause while paused pauses again (PauseAbort aborts what waits), and
+// never lets run what a PauseKeep before it froze.
 //
 // A ResumeGeneration (another caller's) that the core takes before the
 // pause took effect overtakes it: PauseGeneration returns ErrResumed, and
