@@ -27,6 +27,13 @@ import (
 //	                     of mode abort, wait or keep and with KeepCache
 //	                     drawn; IsPaused must say so; a weight update of a
 //	                     few steps; ResumeGeneration; IsPaused must not
+//	trainer-2            in a third of the runs, a second controller with
+//	                     a plan of its own, as vLLM's API servers or
+//	                     data-parallel ranks each pause the engine: pauses
+//	                     overlap, one's resume may overtake the other's
+//	                     pause (ErrResumed), and neither may thaw what the
+//	                     other's keep froze; IsPaused is checked by a
+//	                     trainer alone
 //
 // Every request a client adds must end with a finished output, or with
 // ErrEngineDead when a failpoint of the options kills the model; one that
@@ -43,8 +50,11 @@ import (
 // sleep) an output handler starved past the sleep (starve:output-handler)
 // lets PauseGeneration return before the outputs the core made ahead of
 // the pause — under abort, the final outputs of the requests it ended —
-// reach their collectors, which the latter catches in 98.9% of the first
-// 2,000 seeds; chaos's withholdings are too short for it (none).
+// reach their collectors, which the latter catches in 99.3% of the first
+// 2,000 seeds; chaos's withholdings are too short for it (none). With
+// core/pause-last-mode-wins armed (vLLM's: a pause sets its own mode's
+// state) a second trainer's wait lets the first's frozen requests step,
+// which PausedRunsNothing catches in 1.9% of them.
 var PauseResume = &Scenario{
 	Name:            "pause-resume",
 	Summary:         "an RL weight-update loop: clients stream while a trainer pauses generation (abort, wait, keep) and resumes it",
@@ -103,9 +113,9 @@ func pauseResume(x *Run) error {
 	for c := range scripts {
 		scripts[c] = drawPauseScript(x, c, system)
 	}
-	plan := make([]pauseStep, 2+r.Intn(3))
-	for i := range plan {
-		plan[i] = pauseStep{gap: r.Intn(12), opts: engine.PauseOptions{Mode: engine.PauseMode(r.Intn(3)), KeepCache: r.Intn(2) == 0}, update: 1 + r.Intn(5)}
+	plans := [][]pauseStep{drawPausePlan(x)}
+	if r.Intn(3) == 0 {
+		plans = append(plans, drawPausePlan(x))
 	}
 
 	e, err := x.NewEngine(cfg)
@@ -114,11 +124,17 @@ func pauseResume(x *Run) error {
 	}
 	p := &pauseRun{x: x, e: e}
 	g := task.NewGroup(x.RT, "clients")
-	errs := make([]error, clients+1)
+	errs := make([]error, clients+len(plans))
 	for c, script := range scripts {
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = p.client(script) })
 	}
-	g.Go("trainer", func() { errs[clients] = p.trainer(plan) })
+	for i, plan := range plans {
+		name := "trainer"
+		if i > 0 {
+			name += "-" + strconv.Itoa(i+1)
+		}
+		g.Go(name, func() { errs[clients+i] = p.trainer(plan, len(plans) == 1) })
+	}
 	g.Wait()
 	// ErrEngineDead is a clear error; but only a failpoint that kills the
 	// model may kill the engine.
@@ -126,6 +142,16 @@ func pauseResume(x *Run) error {
 		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
 	}
 	return errors.Join(errs...)
+}
+
+// drawPausePlan draws a trainer's weight updates.
+func drawPausePlan(x *Run) []pauseStep {
+	r := x.Rand
+	plan := make([]pauseStep, 2+r.Intn(3))
+	for i := range plan {
+		plan[i] = pauseStep{gap: r.Intn(12), opts: engine.PauseOptions{Mode: engine.PauseMode(r.Intn(3)), KeepCache: r.Intn(2) == 0}, update: 1 + r.Intn(5)}
+	}
+	return plan
 }
 
 // drawPauseScript draws client c's requests.
@@ -222,14 +248,15 @@ func (p *pauseRun) client(script []pauseRequest) error {
 
 // trainer pauses and resumes generation as its plan says. Every pause is
 // followed by its resume, whatever it found, so that no request waits for
-// ever.
-func (p *pauseRun) trainer(plan []pauseStep) error {
+// ever. A trainer alone checks IsPaused; beside another it takes the
+// other's resume overtaking its pause (ErrResumed) as the answer it is.
+func (p *pauseRun) trainer(plan []pauseStep, alone bool) error {
 	for i, s := range plan {
 		if p.x.Failed() {
 			return nil
 		}
 		p.x.RT.Sleep(time.Duration(s.gap) * FoundingStepTime)
-		dead, err := p.update(s)
+		dead, err := p.update(s, alone)
 		if err != nil {
 			return fmt.Errorf("pause %d (%s, keep cache %t): %w", i, s.opts.Mode, s.opts.KeepCache, err)
 		}
@@ -242,7 +269,7 @@ func (p *pauseRun) trainer(plan []pauseStep) error {
 
 // update is one weight update: pause, check, sleep, resume, check. It
 // reports whether the engine was found dead.
-func (p *pauseRun) update(s pauseStep) (dead bool, err error) {
+func (p *pauseRun) update(s pauseStep, alone bool) (dead bool, err error) {
 	x, e, ctx := p.x, p.e, context.Background()
 	abort := s.opts.Mode == engine.PauseAbort
 	if abort {
@@ -255,8 +282,14 @@ func (p *pauseRun) update(s pauseStep) (dead bool, err error) {
 	if errors.Is(perr, engine.ErrEngineDead) {
 		return true, nil
 	}
+	if !alone && errors.Is(perr, engine.ErrResumed) {
+		perr = nil // the other trainer resumed first
+	}
 	if perr != nil {
 		perr = fmt.Errorf("PauseGeneration: %w", perr)
+	} else if !alone {
+		// The other trainer may resume at any moment: IsPaused says
+		// nothing of this one's pause.
 	} else if paused, err := e.IsPaused(ctx); errors.Is(err, engine.ErrEngineDead) {
 		return true, nil
 	} else if err != nil || !paused {
@@ -268,7 +301,7 @@ func (p *pauseRun) update(s pauseStep) (dead bool, err error) {
 	} else if err != nil {
 		return false, errors.Join(perr, fmt.Errorf("ResumeGeneration: %w", err))
 	}
-	if perr != nil {
+	if perr != nil || !alone {
 		return false, perr
 	}
 	paused, err := e.IsPaused(ctx)

@@ -301,6 +301,9 @@ func TestTraceHashGolden(t *testing.T) {
 						// whose requests hit the cache.
 						seeds = append(seeds, 40, 4, 49)
 					}
+					if s == scenario.PauseResume {
+						seeds = append(seeds, 8) // two trainers, whose pauses overlap
+					}
 					for _, seed := range seeds {
 						res, err := run(t, s, legacy, seed, st, false)
 						verdict := "pass"
