@@ -87,16 +87,9 @@ func TestPauseResumePassesOnTheFixedEngine(t *testing.T) {
 // 99.3% of the first 2,000 seeds, as every run pauses two to four times);
 // chaos never withholds it that long, and finds nothing.
 func TestPauseResumeCatchesTheReplyOvertakingItsOutputs(t *testing.T) {
-	planted := func(seed uint64) scenario.Options {
-		return scenario.Options{Seed: seed, Failpoints: []string{"engine/pause-reply-overtakes=return"}}
-	}
-	counts, first := sweepFailures(t, scenario.PauseResume, "starve:output-handler", pauseSeeds(), planted)
-	assert.Positive(t, counts[props.PauseReturnsAfterItsOutputs], "no seed caught the planted order: %v", counts)
-	for property, n := range counts {
-		assert.Equal(t, props.PauseReturnsAfterItsOutputs, property, "%d failure(s) of another kind, first seed %d", n, first[property])
-	}
-
-	counts, first = sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), planted)
+	planted := withFailpoint("engine/pause-reply-overtakes=return")
+	assertCaughtOnlyAs(t, "starve:output-handler", planted, props.PauseReturnsAfterItsOutputs)
+	counts, first := sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), planted)
 	assert.Empty(t, counts, "chaos: failures by property, first seeds %v", first)
 }
 
@@ -107,12 +100,23 @@ func TestPauseResumeCatchesTheReplyOvertakingItsOutputs(t *testing.T) {
 // (in 1.9% of the first 2,000 seeds: only runs with two trainers overlap
 // their pauses). The engine keeps the stricter state, and fails none.
 func TestPauseResumeCatchesALaterPauseThawingAKeep(t *testing.T) {
-	planted := func(seed uint64) scenario.Options {
-		return scenario.Options{Seed: seed, Failpoints: []string{"core/pause-last-mode-wins=return"}}
+	assertCaughtOnlyAs(t, "chaos", withFailpoint("core/pause-last-mode-wins=return"), props.PausedRunsNothing)
+}
+
+// withFailpoint gives each seed of pause-resume the failpoint terms fp.
+func withFailpoint(fp string) func(uint64) scenario.Options {
+	return func(seed uint64) scenario.Options {
+		return scenario.Options{Seed: seed, Failpoints: []string{fp}}
 	}
-	counts, first := sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), planted)
-	assert.Positive(t, counts[props.PausedRunsNothing], "no seed caught the planted state: %v", counts)
-	for property, n := range counts {
-		assert.Equal(t, props.PausedRunsNothing, property, "%d failure(s) of another kind, first seed %d", n, first[property])
+}
+
+// assertCaughtOnlyAs sweeps pause-resume under strategy with opts and
+// asserts that some seeds fail, every one of them on property.
+func assertCaughtOnlyAs(t *testing.T, strategy string, opts func(uint64) scenario.Options, property string) {
+	t.Helper()
+	counts, first := sweepFailures(t, scenario.PauseResume, strategy, pauseSeeds(), opts)
+	assert.Positive(t, counts[property], "%s: no seed caught the planted bug: %v", strategy, counts)
+	for p, n := range counts {
+		assert.Equal(t, property, p, "%s: %d failure(s) of another kind, first seed %d", strategy, n, first[p])
 	}
 }
