@@ -195,7 +195,7 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
-		if !c.sched.HasWork() && c.nflight == 0 {
+		if c.idle() {
 			// Drain the eager aborts before sleeping: an abort whose
 			// input-queue copy was already handled would otherwise wait in
 			// the aborts queue for the next step and hit whatever request
@@ -219,8 +219,8 @@ func (c *EngineCore) Run() {
 				return
 			}
 		}
-		if !c.sched.HasWork() && c.nflight == 0 {
-			continue // paused, or nothing came: idle
+		if c.idle() {
+			continue // paused, or nothing came
 		}
 		if c.cfg.AsyncScheduling {
 			c.runStepAsync()
@@ -229,6 +229,10 @@ func (c *EngineCore) Run() {
 		}
 	}
 }
+
+// idle reports whether the core has nothing to step: no work the pause
+// state lets it schedule, and no step in flight.
+func (c *EngineCore) idle() bool { return !c.sched.HasWork() && c.nflight == 0 }
 
 // handle processes one input; it reports false on shutdown.
 func (c *EngineCore) handle(in Input) bool {
@@ -306,7 +310,8 @@ func (c *EngineCore) runStep() {
 // came meanwhile and schedules the next step while the model runs this
 // one; with two in flight, or nothing more to schedule, it waits for the
 // oldest and applies its output. The model runs steps one after the
-// other, each StepTime long.
+// other, each StepTime long. The core is not idle: it has work, or a step
+// in flight.
 func (c *EngineCore) runStepAsync() {
 	if c.sched.HasWork() {
 		so := c.schedule()
@@ -331,8 +336,6 @@ func (c *EngineCore) runStepAsync() {
 				return
 			}
 		}
-	} else if c.nflight == 0 {
-		return
 	}
 	b := c.flight[0]
 	c.flight[0], c.flight[1] = c.flight[1], inflight{}

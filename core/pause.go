@@ -2,7 +2,7 @@ package core
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/llmdst/llmdst/failpoints"
 )
@@ -34,16 +34,6 @@ func (m PauseMode) String() string {
 
 // Valid reports whether m is one of the three modes.
 func (m PauseMode) Valid() bool { return int(m) < len(pauseModeNames) }
-
-// ParsePauseMode parses a mode by its name, as vLLM spells it.
-func ParsePauseMode(s string) (PauseMode, error) {
-	for i, n := range pauseModeNames {
-		if s == n {
-			return PauseMode(i), nil
-		}
-	}
-	return 0, fmt.Errorf("core: unknown pause mode %q: want one of %s", s, strings.Join(pauseModeNames[:], ", "))
-}
 
 // PauseState is what a paused scheduler leaves alone, vLLM's PauseState.
 type PauseState uint8
@@ -133,22 +123,23 @@ func (c *EngineCore) completePauses() {
 	if len(c.pauses) == 0 {
 		return
 	}
-	for _, in := range c.pauses {
-		if in.ClearCache {
-			preempted, _ := c.sched.ResetPrefixCache(true) // idle: nothing is in flight
-			for i := len(preempted) - 1; i >= 0; i-- {     // as preempted: newest first
-				r := preempted[i]
-				c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
-			}
-			c.syncHeld()
-			break
+	if slices.ContainsFunc(c.pauses, func(in Input) bool { return in.ClearCache }) {
+		preempted, _ := c.sched.ResetPrefixCache(true) // idle: nothing is in flight
+		for _, r := range slices.Backward(preempted) { // as preempted: newest first
+			c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 		}
+		c.syncHeld()
 	}
-	for i, in := range c.pauses {
+	for _, in := range c.pauses {
 		c.emit(Event{Kind: EventPauseDone, Call: in.Call, Text: in.Mode.String()})
 		c.reply(in)
-		c.pauses[i] = Input{}
 	}
+	c.dropPauses()
+}
+
+// dropPauses forgets the pauses answered.
+func (c *EngineCore) dropPauses() {
+	clear(c.pauses) // let their reply hooks go
 	c.pauses = c.pauses[:0]
 }
 
@@ -156,11 +147,10 @@ func (c *EngineCore) completePauses() {
 // resume having come first: they never will, and their callers must not
 // wait for the core to go idle, which under steady load it need not.
 func (c *EngineCore) overtakePauses() {
-	for i, in := range c.pauses {
+	for _, in := range c.pauses {
 		c.send(in, Reply{Call: in.Call, Resumed: true})
-		c.pauses[i] = Input{}
 	}
-	c.pauses = c.pauses[:0]
+	c.dropPauses()
 }
 
 // reply answers a utility call: on the output queue, after every frame
