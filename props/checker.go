@@ -361,13 +361,12 @@ func (c *Checker) pause(ev *core.Event) {
 		if ev.Text == core.PauseAbort.String() {
 			// The core ends everything it holds next: an abort its
 			// callers asked for, as far as the properties go.
-			for k := range c.inCore {
-				p.aborted = append(p.aborted, k)
+			p.aborted = keysInOrder(c.inCore)
+			for _, k := range p.aborted {
 				if in := c.seq(k.inc, k.index); in != nil {
 					in.aborted = true
 				}
 			}
-			slices.SortFunc(p.aborted, func(a, b seqKey) int { return cmp.Or(cmp.Compare(a.inc, b.inc), cmp.Compare(a.index, b.index)) })
 		}
 	case core.EventPauseDone:
 		if p := c.pauses[ev.Call]; p != nil {
@@ -640,14 +639,20 @@ func (c *Checker) Locked() func(core.Event) {
 	}
 }
 
-// sortedKeys lists the incarnations of m in order, a sequence of a
-// parallel-sampling request as INCARNATION/SEQUENCE.
-func sortedKeys(m map[seqKey]bool) []string {
+// keysInOrder returns m's keys in order of incarnation, then sequence.
+func keysInOrder(m map[seqKey]bool) []seqKey {
 	keys := make([]seqKey, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b seqKey) int { return cmp.Or(cmp.Compare(a.inc, b.inc), cmp.Compare(a.index, b.index)) })
+	return keys
+}
+
+// sortedKeys lists the incarnations of m in order, a sequence of a
+// parallel-sampling request as INCARNATION/SEQUENCE.
+func sortedKeys(m map[seqKey]bool) []string {
+	keys := keysInOrder(m)
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = strconv.FormatUint(k.inc, 10)
