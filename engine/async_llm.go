@@ -160,13 +160,8 @@ func (e *AsyncLLM) emit(ev Event) {
 // closed, with ErrDuplicateRequestID when id is still live in the frontend,
 // and with ErrInvalidRequest when the request cannot run.
 func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
-	if e.stopped.Load() { // a dead engine says so first, whatever the request
-		e.mu.Lock()
-		err := e.unusableLocked()
-		e.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
+	if err := e.usable(); err != nil { // a dead engine says so first, whatever the request
+		return nil, err
 	}
 	tokens := e.tok.Encode(prompt)
 	if err := e.validate(id, tokens, p); err != nil {
@@ -407,10 +402,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		if e.stopped.Load() {
-			e.mu.Lock()
-			err = e.unusableLocked()
-			e.mu.Unlock()
+		if err = e.usable(); err != nil {
 			break
 		}
 		// Atomic reads only, with no scheduling point between them, so

@@ -129,34 +129,20 @@ func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply,
 		return 0, core.Reply{}, e.usableOr(ErrClosed)
 	}
 	e.progMu.Lock()
-	stop, _ := task.AfterContext(e.rt, ctx, func() {
-		e.progMu.Lock()
-		e.progCond.Broadcast()
-		e.progMu.Unlock()
+	err := task.WaitContext(e.rt, ctx, e.progMu, e.progCond, "engine.utility-call", func() bool {
+		return e.replies[in.Call] != nil || e.stopped.Load()
 	})
-	var r *core.Reply
-	var err error
-	for {
-		if r = e.replies[in.Call]; r != nil {
-			break
-		}
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if e.stopped.Load() {
-			err = e.usableOr(ErrClosed)
-			break
-		}
-		e.progCond.Wait("engine.utility-call")
-	}
+	r := e.replies[in.Call]
 	delete(e.replies, in.Call)
 	e.idleWaiters.Add(-1)
 	e.progMu.Unlock()
-	stop()
-	if err != nil {
+	switch {
+	case r != nil: // the reply wins over a ctx done at the same moment
+		return in.Call, *r, nil
+	case err != nil:
 		return in.Call, core.Reply{}, err
 	}
-	return in.Call, *r, nil
+	return in.Call, core.Reply{}, e.usableOr(ErrClosed)
 }
 
 // deliver hands the core's reply to the call awaiting it; a call whose
