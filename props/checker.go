@@ -84,6 +84,7 @@ func (v *Violation) Error() string {
 // request of its own.
 type incarnation struct {
 	id        string
+	internal  string // the id the core knows it by
 	n         uint64
 	index     int            // the sequence (engine.Params.N > 1), else 0
 	more      []*incarnation // sequences 1 to N−1, on sequence 0
@@ -92,12 +93,22 @@ type incarnation struct {
 	promptLen int
 	key       uint64
 	reuse     bool // the id was used before
-	aborted   bool // its caller aborted or cancelled it, or Close did
-	finished  bool
-	reason    core.FinishReason
-	final     []int // tokens at the finish
-	received  []int // tokens the caller received, by Delta concatenation or the latest Cumulative
-	sawFinish bool  // the caller took the finished output (of this sequence)
+	// prev and next are the incarnations of the same id before and after
+	// this one, 0 for none (on sequence 0).
+	prev, next uint64
+	// inCore counts the sequences of the incarnation the core holds, and
+	// inFlight the frames they produced that the output processor has not
+	// taken yet (on sequence 0).
+	inCore, inFlight int
+	// coreAborted: the core took an abort of the sequence (the frontend
+	// sends each abort on two queues, so the core takes it twice).
+	coreAborted bool
+	aborted     bool // its caller aborted or cancelled it, or Close did
+	finished    bool
+	reason      core.FinishReason
+	final       []int // tokens at the finish
+	received    []int // tokens the caller received, by Delta concatenation or the latest Cumulative
+	sawFinish   bool  // the caller took the finished output (of this sequence)
 	// sawRequestFinish: the caller took the finished output of a request
 	// of several sequences (on sequence 0).
 	sawRequestFinish bool
@@ -134,10 +145,10 @@ type textCursor struct{ tok, off int }
 // the real runtime wrap Observe in a lock.
 type Checker struct {
 	model  core.Model
-	incs   []*incarnation  // by incarnation number, which an engine hands out densely from 1
-	usedID map[string]bool // external ids seen
-	dead   bool            // the engine died: every live request ends with an error
-	cause  error           // why it died
+	incs   []*incarnation    // by incarnation number, which an engine hands out densely from 1
+	latest map[string]uint64 // external id → its latest incarnation
+	dead   bool              // the engine died: every live request ends with an error
+	cause  error             // why it died
 	// inCore are the incarnations (and sequences) the core holds, as its
 	// own events tell: admitted, and neither aborted nor finished in the
 	// core since.
@@ -155,6 +166,7 @@ type Checker struct {
 	pauses            map[uint64]*pauseCall
 	events            int
 	all               []*Violation
+	reached           SituationSet
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
@@ -174,7 +186,7 @@ func NewChecker(model core.Model) *Checker {
 	if model == nil {
 		model = core.ToyModel{}
 	}
-	c := &Checker{model: model, usedID: make(map[string]bool), incs: make([]*incarnation, 0, 16),
+	c := &Checker{model: model, latest: make(map[string]uint64), incs: make([]*incarnation, 0, 16),
 		inCore: make(map[seqKey]bool)}
 	c.window = c.windowBuf[:0]
 	return c
@@ -275,21 +287,36 @@ func (c *Checker) observe(ev *core.Event) {
 			in.aborted = true
 		}
 	case core.EventCoreAdd:
-		c.inCore[seqKey{ev.Incarnation, ev.Index}] = true
+		if k := (seqKey{ev.Incarnation, ev.Index}); !c.inCore[k] {
+			c.inCore[k] = true
+			if in := c.inc(ev.Incarnation); in != nil {
+				in.inCore++
+			}
+		}
+		if c.paused {
+			c.reach(AddWhilePaused)
+		}
+	case core.EventCoreReject:
+		c.reach(CoreRefusedAdd)
 	case core.EventCoreAbort:
-		delete(c.inCore, seqKey{ev.Incarnation, ev.Index})
+		c.coreAbortReached(ev)
+		c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
 		c.framesInFlight++
 		c.framesEmitted++
+		if in := c.inc(ev.Incarnation); in != nil {
+			in.inFlight++
+		}
 		if ev.Finished {
-			delete(c.inCore, seqKey{ev.Incarnation, ev.Index})
+			c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		}
 		c.checkModel(c.seq(ev.Incarnation, ev.Index), ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
-		c.framesInFlight--
+		c.reach(StaleFrameDropped)
+		c.frameTaken(ev)
 	case core.EventFrameDelivered:
-		c.framesInFlight--
+		c.frameTaken(ev)
 		if ev.Collector != ev.Incarnation {
 			c.fail(NoStaleDelivery, "frame %d of %s (incarnation %d, tokens %v at position %d) was delivered to incarnation %d of %q",
 				ev.Frame, ev.InternalID, ev.Incarnation, ev.Tokens, ev.Position, ev.Collector, ev.RequestID)
@@ -319,7 +346,14 @@ func (c *Checker) observe(ev *core.Event) {
 		c.requestOutput(ev)
 	case core.EventDead:
 		c.dead, c.cause = true, ev.Err
-		clear(c.inCore)
+		c.reach(EngineDied)
+		for k := range c.inCore {
+			c.leaveCore(k)
+		}
+	case core.EventPreempt:
+		c.reach(Preempted)
+	case core.EventPrefixHit:
+		c.reach(PrefixCacheHit)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventStep:
@@ -341,6 +375,90 @@ func (c *Checker) observe(ev *core.Event) {
 	}
 }
 
+// leaveCore forgets a sequence the core no longer holds.
+func (c *Checker) leaveCore(k seqKey) {
+	if !c.inCore[k] {
+		return
+	}
+	delete(c.inCore, k)
+	if in := c.inc(k.inc); in != nil {
+		in.inCore--
+	}
+}
+
+// coreAbortReached records what an abort the core took reached: the first
+// abort of a sequence that found it finished in the core, or an abort
+// meant for an ended incarnation while a newer one of the id was in the
+// core.
+func (c *Checker) coreAbortReached(ev *core.Event) {
+	target := c.seq(ev.Incarnation, ev.Index)
+	if ev.Incarnation == 0 { // the core held nothing by that internal id
+		target = c.byInternalID(ev.InternalID)
+	}
+	if target == nil {
+		return
+	}
+	if ev.Incarnation == 0 && !target.coreAborted {
+		c.reach(LateCoreAbort)
+	}
+	target.coreAborted = true
+	first := c.inc(target.n)
+	switch latest := c.latestOf(first); {
+	case ev.Incarnation != 0 && first.reuse && !target.aborted && !target.finished:
+		// An abort nobody asked for hit a reused id's live incarnation:
+		// it was meant for an earlier one (checkCoreAbort says so).
+		c.reach(AbortAfterReuse)
+	case latest != first && latest.inCore > 0:
+		c.reach(AbortAfterReuse)
+	}
+}
+
+// byInternalID returns the latest sequence with an internal id, or nil.
+// It looks through every incarnation, latest first: it serves an abort of
+// a request the core no longer held, a few a run.
+func (c *Checker) byInternalID(id string) *incarnation {
+	for _, in := range slices.Backward(c.incs) {
+		if in == nil {
+			continue
+		}
+		if in.internal == id {
+			return in
+		}
+		for _, s := range in.more {
+			if s.internal == id {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// latestOf returns the latest incarnation of in's request id.
+func (c *Checker) latestOf(in *incarnation) *incarnation {
+	for in.next != 0 {
+		in = c.inc(in.next)
+	}
+	return in
+}
+
+// frameTaken follows a frame the output processor delivered or dropped:
+// one of an incarnation that a newer one of its id replaced, taken while
+// that one is live, is the founding race's window.
+func (c *Checker) frameTaken(ev *core.Event) {
+	c.framesInFlight--
+	in := c.inc(ev.Incarnation)
+	if in == nil {
+		return
+	}
+	in.inFlight--
+	if in.next == 0 {
+		return
+	}
+	if in = c.latestOf(in); !in.aborted && !in.finished {
+		c.reach(StaleFrameAfterReuse)
+	}
+}
+
 // pauseCall is what the checker knows of one pause.
 type pauseCall struct {
 	aborted []seqKey // what the core held when it took an abort pause
@@ -355,6 +473,12 @@ func (c *Checker) pause(ev *core.Event) {
 	}
 	switch ev.Kind {
 	case core.EventPause:
+		if c.paused {
+			c.reach(PauseWhilePaused)
+		}
+		if len(c.inCore) > 0 {
+			c.reach(PauseWithRequests)
+		}
 		p := &pauseCall{emitted: -1}
 		c.pauses[ev.Call] = p
 		c.paused = true
@@ -376,6 +500,9 @@ func (c *Checker) pause(ev *core.Event) {
 			c.pauseDone = true
 		}
 	case core.EventResume:
+		if c.paused && !c.pauseDone {
+			c.reach(ResumeBeforePauseTookEffect)
+		}
 		c.paused, c.pauseDone = false, false
 	case core.EventPaused:
 		p := c.pauses[ev.Call]
@@ -403,8 +530,9 @@ func (c *Checker) pause(ev *core.Event) {
 // add records an incarnation the frontend accepted, or one sequence of it.
 func (c *Checker) add(ev *core.Event) {
 	p, _ := ev.Params.(engine.Params)
-	in := &incarnation{id: ev.RequestID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
-		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: c.usedID[ev.RequestID]}
+	prev := c.latest[ev.RequestID]
+	in := &incarnation{id: ev.RequestID, internal: ev.InternalID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
+		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: prev != 0}
 	for _, s := range p.Stop {
 		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
 		in.text.reach = max(in.text.reach, len(s)-1)
@@ -416,11 +544,23 @@ func (c *Checker) add(ev *core.Event) {
 		}
 		return
 	}
-	c.usedID[ev.RequestID] = true
+	c.latest[ev.RequestID] = ev.Incarnation
 	for uint64(len(c.incs)) <= ev.Incarnation {
 		c.incs = append(c.incs, nil)
 	}
 	c.incs[ev.Incarnation] = in
+	in.prev = prev
+	for p := c.inc(prev); p != nil; p = c.inc(p.prev) {
+		if p.next == 0 {
+			p.next = in.n
+		}
+		if p.inCore > 0 {
+			c.reach(ReuseBeforeCoreAbort)
+		}
+		if p.inFlight > 0 {
+			c.reach(ReuseWithFramesInFlight)
+		}
+	}
 }
 
 // checkModel verifies tokens against the model's tokens for a sequence's

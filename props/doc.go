@@ -18,6 +18,17 @@
 //     same), and call Finish once the engine is closed.
 //  3. Report Err (or Finish's error): a *Violation naming the property.
 //
+// The checker also records the situations a run reached (Situation,
+// Checker.Reached): the windows the properties are about — a frame of an
+// ended incarnation reaching the output processor while a newer
+// incarnation of its id is live, an abort meant for an ended incarnation
+// reaching the core while a newer one is there — and the engine's rare
+// paths. A passing run says nothing of a race whose window it never
+// opened: simrun counts the seeds that reached each situation, so that a
+// clean sweep shows where it went. Every failure of the legacy engine's
+// id routing is a run that reached one of its reuse windows; the fixed
+// engine reaches them as often and passes.
+//
 // Two choosers put a schedule in rapid's hands. RapidChooser draws as the
 // program asks, so rapid shrinks the schedule along with the workload.
 // RapidSchedule draws a whole schedule before the run, so a fail file

@@ -1,0 +1,176 @@
+package props
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
+
+// Situation is a circumstance a run can reach that the properties are
+// about: the window a race needs, a rare path of the engine. A run that
+// passes tells nothing of a race whose window it never opened, so the
+// checker records the situations each run reached and simrun counts the
+// seeds that reached each: a sweep of the fixed engine that finds nothing
+// shows that it went where the legacy engine fails (FoundationDB's code
+// probes, Antithesis's "sometimes" assertions). The checker sees them in
+// the engine's events, as it sees the properties: the engine is not
+// instrumented for them.
+type Situation uint8
+
+const (
+	// StaleFrameAfterReuse: a frame of an ended incarnation reached the
+	// output processor while a newer incarnation of its request id was
+	// live — the founding race's window. The fixed engine drops the frame;
+	// the legacy engine, routing by the caller's id, delivers it to the
+	// new incarnation (no-stale-delivery).
+	StaleFrameAfterReuse Situation = iota
+	// ReuseBeforeCoreAbort: a request id was added again while the core
+	// still held an earlier incarnation of it: the frontend had ended it,
+	// and the core had not yet taken the abort.
+	ReuseBeforeCoreAbort
+	// ReuseWithFramesInFlight: a request id was added again while frames
+	// an earlier incarnation of it produced were on their way to the
+	// output processor.
+	ReuseWithFramesInFlight
+	// AbortAfterReuse: the core took an abort meant for an ended
+	// incarnation while a newer incarnation of its id was in the core —
+	// the window of vLLM #23697. The fixed engine aborts the old internal
+	// id; the legacy engine, routing by the caller's id, aborts the new
+	// incarnation (reused-id-finishes-normally).
+	AbortAfterReuse
+	// StaleFrameDropped: the output processor dropped a frame whose
+	// request had ended (vLLM's "ignore output for already-aborted
+	// request").
+	StaleFrameDropped
+	// LateCoreAbort: the core took an abort of a request it no longer
+	// held: the abort raced the request's finish in the core.
+	LateCoreAbort
+	// CoreRefusedAdd: the core refused an ADD whose internal id it still
+	// held, which only routing by the caller's id can cause.
+	CoreRefusedAdd
+	// Preempted: the core preempted a request to free KV blocks.
+	Preempted
+	// PrefixCacheHit: the core admitted a request that found tokens in
+	// the prefix cache.
+	PrefixCacheHit
+	// PauseWithRequests: a pause reached the core while it held requests.
+	PauseWithRequests
+	// PauseWhilePaused: a pause reached the core while it was paused.
+	PauseWhilePaused
+	// ResumeBeforePauseTookEffect: a resume reached the core while a
+	// pause had not yet taken effect (a wait pause still draining).
+	ResumeBeforePauseTookEffect
+	// AddWhilePaused: the core admitted a request while it was paused.
+	AddWhilePaused
+	// EngineDied: the engine died and ended every request with an error.
+	EngineDied
+
+	situationCount
+)
+
+var situationNames = [situationCount]string{
+	"stale-frame-after-reuse", "reuse-before-the-core-aborted", "reuse-with-frames-in-flight", "abort-after-reuse", "stale-frame-dropped",
+	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
+	"resume-before-pause-took-effect", "add-while-paused", "engine-died",
+}
+
+var situationDocs = [situationCount]string{
+	"a frame of an ended incarnation reached the output processor while a newer incarnation of its id was live (the founding race's window)",
+	"an id was added again while the core still held an earlier incarnation of it",
+	"an id was added again while frames of an earlier incarnation of it were on their way to the output processor",
+	"the core took an abort meant for an ended incarnation while a newer one of its id was in the core (vLLM #23697's window)",
+	"the output processor dropped a frame whose request had ended",
+	"the core took an abort of a request it no longer held",
+	"the core refused an ADD whose internal id it still held",
+	"the core preempted a request to free KV blocks",
+	"the core admitted a request that found tokens in the prefix cache",
+	"a pause reached the core while it held requests",
+	"a pause reached the core while it was paused",
+	"a resume reached the core before a pause had taken effect",
+	"the core admitted a request while it was paused",
+	"the engine died and ended every request with an error",
+}
+
+// AllSituations lists every situation, in the order of their constants.
+var AllSituations = func() []Situation {
+	all := make([]Situation, situationCount)
+	for i := range all {
+		all[i] = Situation(i)
+	}
+	return all
+}()
+
+func (s Situation) String() string {
+	if s < situationCount {
+		return situationNames[s]
+	}
+	return fmt.Sprintf("situation(%d)", s)
+}
+
+// Doc says in a line what the situation is.
+func (s Situation) Doc() string {
+	if s < situationCount {
+		return situationDocs[s]
+	}
+	return ""
+}
+
+// ParseSituation returns the situation a name (Situation.String) names.
+func ParseSituation(name string) (Situation, error) {
+	for i, n := range situationNames {
+		if n == name {
+			return Situation(i), nil
+		}
+	}
+	return 0, fmt.Errorf("no situation %q; the situations are %s", name, strings.Join(situationNames[:], ", "))
+}
+
+// SituationSet is a set of situations.
+type SituationSet uint32
+
+// A set holds every situation.
+var _ [32 - situationCount]struct{}
+
+// SetOf returns the set of the situations given.
+func SetOf(ss ...Situation) SituationSet {
+	var set SituationSet
+	for _, s := range ss {
+		set = set.With(s)
+	}
+	return set
+}
+
+// With returns the set with s added.
+func (set SituationSet) With(s Situation) SituationSet { return set | 1<<s }
+
+// Has reports whether s is in the set.
+func (set SituationSet) Has(s Situation) bool { return set&(1<<s) != 0 }
+
+// Len is the number of situations in the set.
+func (set SituationSet) Len() int { return bits.OnesCount32(uint32(set)) }
+
+// List returns the set's situations in the order of their constants.
+func (set SituationSet) List() []Situation {
+	var out []Situation
+	for rest := uint32(set); rest != 0; rest &= rest - 1 {
+		out = append(out, Situation(bits.TrailingZeros32(rest)))
+	}
+	return out
+}
+
+// String lists the set's situations, comma-separated; "none" when empty.
+func (set SituationSet) String() string {
+	if set == 0 {
+		return "none"
+	}
+	names := make([]string, 0, set.Len())
+	for _, s := range set.List() {
+		names = append(names, s.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// Reached returns the situations the run reached so far.
+func (c *Checker) Reached() SituationSet { return c.reached }
+
+func (c *Checker) reach(s Situation) { c.reached |= 1 << s }
