@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
 )
 
 // FoundingStepTime is the model latency of the founding test's RunnerStub.
@@ -34,6 +35,7 @@ var AbortReuse = &Scenario{
 	Summary:         "the founding race: reuse an aborted request id at once (ported C++ test)",
 	DefaultStrategy: "starve:output-handler",
 	Run:             abortReuse,
+	Targets:         props.SetOf(props.StaleFrameAfterReuse),
 }
 
 // AbortReuseWaitIdle is the founding test with the report's first

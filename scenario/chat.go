@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -39,6 +40,7 @@ var PrefixChat = &Scenario{
 	Summary:         "a chat's next turn under prefix caching and priorities in a cache that fills (vLLM's open #43569)",
 	DefaultStrategy: "chaos",
 	Run:             prefixChat,
+	Targets:         props.SetOf(props.PrefixCacheHit, props.Preempted),
 }
 
 func init() { Register(PrefixChat) }

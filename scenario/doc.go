@@ -14,7 +14,9 @@
 //  2. Build the program with Program(Options{...}); run it with sim.Run,
 //     with the scenario's DefaultStrategy unless told otherwise.
 //  3. After the run, Outcome.Checker holds the checker of the last run, for
-//     reports; Outcome.Err joins what the run and the checker found.
+//     reports (Checker.Reached: the situations it reached, to set beside
+//     the scenario's Targets); Outcome.Err joins what the run and the
+//     checker found.
 //
 // Usage:
 //

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
 )
 
 // ParallelAbortReuse is the founding test with parallel sampling, as vLLM's
@@ -32,6 +33,7 @@ var ParallelAbortReuse = &Scenario{
 	Summary:         "the founding race with parallel sampling (N sequences a request, vLLM's n=3 in test_abort)",
 	DefaultStrategy: "starve:output-handler",
 	Run:             parallelAbortReuse,
+	Targets:         props.SetOf(props.StaleFrameAfterReuse),
 }
 
 func init() { Register(ParallelAbortReuse) }

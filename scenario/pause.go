@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -60,6 +61,8 @@ var PauseResume = &Scenario{
 	Summary:         "an RL weight-update loop: clients stream while a trainer pauses generation (abort, wait, keep) and resumes it",
 	DefaultStrategy: "chaos",
 	Run:             pauseResume,
+	Targets: props.SetOf(props.PauseWithRequests, props.PauseWhilePaused, props.ResumeBeforePauseTookEffect,
+		props.AddWhilePaused),
 }
 
 func init() { Register(PauseResume) }

@@ -27,6 +27,11 @@ type Scenario struct {
 	// Run drives the engine; it returns an error when a check of its own
 	// fails. The checker's properties are checked around it.
 	Run func(x *Run) error
+	// Targets are the situations the scenario exists to reach (the race
+	// windows its properties are about): simrun counts the seeds that
+	// reached each, and says so when a sweep reached one in none of its
+	// seeds, since its passing seeds then say nothing of that race.
+	Targets props.SituationSet
 }
 
 // Options configure a scenario's runs.

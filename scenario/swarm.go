@@ -12,6 +12,7 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -57,6 +58,7 @@ var Swarm = &Scenario{
 	Summary:         "a whole workload drawn from the seed: reuse, aborts, cancels, stops, preemption (swarm testing)",
 	DefaultStrategy: "chaos",
 	Run:             swarm,
+	Targets:         props.SetOf(props.StaleFrameAfterReuse, props.AbortAfterReuse),
 }
 
 func init() { Register(Swarm) }
