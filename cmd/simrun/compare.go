@@ -140,7 +140,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	// Under a budget, A runs for half of it and B over the seeds A ran,
 	// so that the two stay paired seed by seed.
 	a := tally()
-	a.budget = wf.budget / 2
+	a.budget, a.targets = wf.budget/2, spA.scenario.Targets
 	// Ctrl-C (or SIGTERM) stops the variant running, and the comparison
 	// there, as a hang does: the sweeps as far as they went are reported.
 	interrupted := stopOnSignal(a)
@@ -155,6 +155,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		return partial.interrupted(sideA, nil)
 	}
 	b := tally()
+	b.targets = spB.scenario.Targets
 	interrupted.watch(b)
 	stB := sweepInto(b, spB, stA.ran, det, bar)
 	sideB := hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}
@@ -602,6 +603,7 @@ func printCompare(w io.Writer, r *compareResult) {
 	fmt.Fprintf(w, "    B  %s\n", triage.Rate{K: int(r.B.Failures), N: int(r.Seeds)})
 	fmt.Fprintf(w, "    paired: both %d, only A %d, only B %d, neither %d\n", r.Paired.Both, r.Paired.OnlyA, r.Paired.OnlyB, r.Paired.Neither)
 	fmt.Fprintf(w, "    Fisher's exact test: %s\n", r.Verdict)
+	printTargetsReached(w, r)
 	if len(r.Modes) == 0 {
 		return
 	}
@@ -626,6 +628,28 @@ func printCompare(w io.Writer, r *compareResult) {
 		if n := len(s.side.Nondetermined); n > 0 {
 			fmt.Fprintf(w, "  determinism: %d seed(s) of %s gave different trace hashes: %v\n", n, s.name, s.side.Nondetermined)
 		}
+	}
+}
+
+// printTargetsReached writes, for each target situation of either
+// variant, the seeds of each that reached it: a B that fails less and
+// still reaches the race's window as often fixed the race, where one that
+// stopped reaching it only moved it.
+func printTargetsReached(w io.Writer, r *compareResult) {
+	var targets []string
+	for _, name := range append(slices.Clone(r.A.Targets), r.B.Targets...) {
+		if !slices.Contains(targets, name) {
+			targets = append(targets, name)
+		}
+	}
+	if len(targets) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  targets reached, in seeds:")
+	for _, name := range targets {
+		a, b := r.A.Reached[name], r.B.Reached[name]
+		seeds := float64(max(r.Seeds, 1))
+		fmt.Fprintf(w, "    %s: A %d (%s), B %d (%s)\n", name, a, triage.Percent(float64(a)/seeds), b, triage.Percent(float64(b)/seeds))
 	}
 }
 

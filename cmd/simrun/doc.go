@@ -4,14 +4,14 @@
 //
 // Usage:
 //
-//	simrun list [-failpoints]
+//	simrun list [-failpoints | -situations]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
-//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-json] [-junit F.xml]
+//	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
-//	simrun merge   shard-*.json
+//	simrun merge   [-min-reached N] shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
 //
 // -strategy takes random, pct:D[:K], chaos[:MAX], starve:PREFIX[:MAX] or
@@ -31,6 +31,16 @@
 // the seeds that ran, the first ones of -seeds; stress given -for starts no
 // round once the budget is spent. An interrupted compare reports each
 // variant's sweep as far as it went, and no comparison.
+//
+// Seeds that pass say nothing of a race whose window none of them opened.
+// The checker records the situations each run reached (props.Situation:
+// the windows the properties are about, such as a frame of an ended
+// incarnation reaching the output processor while the reused id's new
+// incarnation is live; list -situations lists them); run prints them, and
+// sweep, merge and compare count the seeds that reached each, with the
+// scenario's targets (Scenario.Targets, or -targets) first. A sweep warns
+// when no seed reached a target, and -min-reached N fails it (exit 1) when
+// one was reached in fewer than N seeds.
 //
 // -config KEY=VALUE (repeatable) sets the engine configuration under test
 // in every engine a run makes, over the scenario's own settings, swarm's

@@ -48,6 +48,8 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print the merged JSON object instead of text")
+	var minReached wholeNumber
+	fs.Var(&minReached, "min-reached", "fail (exit 1) unless every target situation of the sweep was reached in at least `N` seeds of the shards together")
 	files, err := parseFlags(fs, args, math.MaxInt)
 	if err != nil {
 		return helpOK(err)
@@ -92,7 +94,10 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	if m.Failures > 0 || len(m.Nondetermined) > 0 {
 		return errFailed
 	}
-	return nil
+	if minReached > 0 && len(m.Targets) == 0 {
+		return usagef("-min-reached %d: the shards name no target situations", minReached)
+	}
+	return checkReached(stderr, "merge", &m.sweepResult, uint64(minReached))
 }
 
 // readSweepJSON reads one shard's simrun sweep -json output.
@@ -129,12 +134,13 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	m := &mergeResult{Files: files}
 	m.Scenario, m.Strategy, m.Engine = first.Scenario, first.Strategy, first.Engine
 	m.StepsMax, m.Failpoints, m.Config = first.StepsMax, first.Failpoints, first.Config
+	m.Targets = first.Targets
 	shardOf := map[string]string{} // shard and its seeds → file; looked up, never ranged
 	var spans, requested []span
 	var spanFile, stops []string
 	for i, r := range shards {
 		if diff := sweepDiff(first, r); diff != "" {
-			return nil, usagef("cannot merge %s with %s: %s; shards must come from one sweep — the same scenario, strategy, engine, steps-max, failpoints and config",
+			return nil, usagef("cannot merge %s with %s: %s; shards must come from one sweep — the same scenario, strategy, engine, steps-max, failpoints, config and targets",
 				files[i], files[0], diff)
 		}
 		name := r.Shard
@@ -205,6 +211,12 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		m.Nondetermined = append(m.Nondetermined, r.Nondetermined...)
 		m.FailingSeeds = append(m.FailingSeeds, r.FailingSeeds...)
 		m.SeedsPerSecSum += r.SeedsPerSec
+		for name, n := range r.Reached {
+			if m.Reached == nil {
+				m.Reached = map[string]uint64{}
+			}
+			m.Reached[name] += n
+		}
 		seconds = max(seconds, r.Seconds)
 		if r.Truncated && len(r.FailingSeeds) > 0 {
 			truncatedAt = min(truncatedAt, r.FailingSeeds[len(r.FailingSeeds)-1])
@@ -296,6 +308,7 @@ func sweepDiff(a, b sweepResult) string {
 	differ("steps-max", stepsMaxString(a.StepsMax), stepsMaxString(b.StepsMax))
 	differ("failpoints", failpointsString(a.Failpoints), failpointsString(b.Failpoints))
 	differ("config", failpointsString(a.Config), failpointsString(b.Config))
+	differ("targets", failpointsString(a.Targets), failpointsString(b.Targets))
 	if len(diffs) == 0 {
 		return ""
 	}

@@ -51,6 +51,8 @@ func TestMergeOfThreeShardsEqualsOneSweep(t *testing.T) {
 	assert.Equal(t, whole.Error, m.Error)
 	assert.Equal(t, whole.Steps, m.Steps)
 	assert.Equal(t, whole.Determinism, m.Determinism)
+	assert.Equal(t, whole.Targets, m.Targets)
+	assert.Equal(t, whole.Reached, m.Reached, "the seeds that reached each situation add up")
 	require.Len(t, m.Modes, len(whole.Modes))
 	for i, w := range whole.Modes {
 		got := m.Modes[i]
@@ -116,7 +118,7 @@ func TestMergeBadInputIsExitTwo(t *testing.T) {
 		{[]string{"/no/such.json"}, "cannot read a shard"},
 		{[]string{truncated}, "is not the output of simrun sweep -json: unexpected EOF"},
 		{[]string{other}, "is not the output of simrun sweep -json: it has no scenario"},
-		{[]string{legacy[0], fixed[1]}, "it has engine fixed, not legacy; shards must come from one sweep — the same scenario, strategy, engine, steps-max, failpoints and config"},
+		{[]string{legacy[0], fixed[1]}, "it has engine fixed, not legacy; shards must come from one sweep — the same scenario, strategy, engine, steps-max, failpoints, config and targets"},
 		{[]string{legacy[0], legacy[1], legacy[0]}, "overlapping shards: " + legacy[0] + " and " + legacy[0] + " are both shard 1/3 of seeds 1-10"},
 	}
 	for _, c := range cases {

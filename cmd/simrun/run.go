@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 )
 
 func init() {
-	register(&command{name: "list", summary: "list the scenarios and their default strategies", run: cmdList})
+	register(&command{name: "list", summary: "list the scenarios, their default strategies and targets", run: cmdList})
 	register(&command{name: "run", summary: "run one seed of a scenario", run: cmdRun})
 	register(&command{name: "replay", summary: "replay a recorded schedule file exactly", run: cmdReplay})
 }
@@ -28,8 +29,24 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead, faults then planted bugs: names, what each does, the terms it takes")
+	situations := fs.Bool("situations", false, "list the situations a run can reach instead (sweep counts the seeds that reached each; -targets takes their names), and the scenarios that target each")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	if *situations {
+		for _, s := range props.AllSituations {
+			var by []string
+			for _, sc := range scenario.All() {
+				if sc.Targets.Has(s) {
+					by = append(by, sc.Name)
+				}
+			}
+			fmt.Fprintf(stdout, "%s\n    %s\n", s, s.Doc())
+			if len(by) > 0 {
+				fmt.Fprintf(stdout, "    the target of: %s\n", strings.Join(by, ", "))
+			}
+		}
+		return nil
 	}
 	if *fps {
 		show := func(p *failpoints.Point) {
@@ -48,6 +65,9 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, s := range scenario.All() {
 		fmt.Fprintf(stdout, "%-22s default strategy %-24s %s\n", s.Name, s.DefaultStrategy, s.Summary)
+		if s.Targets != 0 {
+			fmt.Fprintf(stdout, "%-22s targets: %s\n", "", s.Targets)
+		}
 	}
 	return nil
 }
@@ -101,6 +121,8 @@ type runJSON struct {
 	Schedule  string   `json:"schedule,omitempty"`
 	Replay    string   `json:"replay,omitempty"`
 	Replayed  *bool    `json:"same_hash_as_recorded,omitempty"`
+	// Reached are the situations the run reached (props.Situation).
+	Reached []string `json:"reached"`
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
@@ -233,7 +255,11 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 	}
 	if of.json {
 		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: o.failed(),
-			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile}
+			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile,
+			Reached: []string{}}
+		for _, s := range o.reached().List() {
+			j.Reached = append(j.Reached, s.String())
+		}
 		if rp != nil && rp.recorded {
 			j.Replayed = &rp.same
 		}
@@ -266,6 +292,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 			}
 		}
 		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "  reached: %s\n", o.reached())
 		if of.trace != "" {
 			fmt.Fprintf(stdout, "  trace: %s\n", of.trace)
 		}

@@ -270,6 +270,14 @@ type outcome struct {
 
 func (o *outcome) failed() bool { return o.err != nil }
 
+// reached returns the situations the run reached; none for a run that hung.
+func (o *outcome) reached() props.SituationSet {
+	if o.checker == nil {
+		return 0
+	}
+	return o.checker.Reached()
+}
+
 // options are the scenario options of one seed.
 func (s *spec) options(seed uint64) scenario.Options {
 	o := scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}

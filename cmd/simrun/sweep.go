@@ -17,6 +17,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
 )
@@ -30,35 +31,40 @@ const failingSeedsMax = 1000
 
 // sweepResult is what a sweep found, mergeable across shards.
 type sweepResult struct {
-	Scenario      string      `json:"scenario"`
-	Strategy      string      `json:"strategy"`
-	Engine        string      `json:"engine"`
-	StepsMax      int64       `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
-	Failpoints    []string    `json:"failpoints,omitempty"` // -failpoint, in order
-	Config        []string    `json:"config,omitempty"`     // -config, one per key, sorted by key
-	SeedRange     string      `json:"seed_range"`
-	Requested     string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
-	Stopped       string      `json:"stopped,omitempty"`              // why it stopped early
-	Seeds         uint64      `json:"seeds"`
-	Failures      uint64      `json:"failures"`
-	Rate          float64     `json:"rate"`
-	CI95          [2]float64  `json:"ci95"`
-	UpperBound    float64     `json:"upper_bound"` // the rule of three when nothing failed, as the text says; else ci95's upper end
-	FirstFailure  *uint64     `json:"first_failure"`
-	FailingSeeds  []uint64    `json:"failing_seeds"`
-	Truncated     bool        `json:"failing_seeds_truncated,omitempty"`
-	StepLimited   uint64      `json:"step_limited"`
-	SeedsPerSec   float64     `json:"seeds_per_sec"`
-	Seconds       float64     `json:"elapsed_seconds"`
-	Workers       int         `json:"workers"`
-	Steps         uint64      `json:"steps"`
-	Modes         []sweepMode `json:"modes"`
-	Determinism   uint64      `json:"determinism_checked"`
-	Nondetermined []uint64    `json:"nondeterministic_seeds,omitempty"`
-	Shard         string      `json:"shard,omitempty"`
-	FirstFailSecs *float64    `json:"first_failure_after_seconds,omitempty"`
-	Replay        string      `json:"replay,omitempty"`
-	Error         string      `json:"first_error,omitempty"`
+	Scenario     string      `json:"scenario"`
+	Strategy     string      `json:"strategy"`
+	Engine       string      `json:"engine"`
+	StepsMax     int64       `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
+	Failpoints   []string    `json:"failpoints,omitempty"` // -failpoint, in order
+	Config       []string    `json:"config,omitempty"`     // -config, one per key, sorted by key
+	SeedRange    string      `json:"seed_range"`
+	Requested    string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
+	Stopped      string      `json:"stopped,omitempty"`              // why it stopped early
+	Seeds        uint64      `json:"seeds"`
+	Failures     uint64      `json:"failures"`
+	Rate         float64     `json:"rate"`
+	CI95         [2]float64  `json:"ci95"`
+	UpperBound   float64     `json:"upper_bound"` // the rule of three when nothing failed, as the text says; else ci95's upper end
+	FirstFailure *uint64     `json:"first_failure"`
+	FailingSeeds []uint64    `json:"failing_seeds"`
+	Truncated    bool        `json:"failing_seeds_truncated,omitempty"`
+	StepLimited  uint64      `json:"step_limited"`
+	SeedsPerSec  float64     `json:"seeds_per_sec"`
+	Seconds      float64     `json:"elapsed_seconds"`
+	Workers      int         `json:"workers"`
+	Steps        uint64      `json:"steps"`
+	Modes        []sweepMode `json:"modes"`
+	// Targets are the situations the sweep was to reach (the scenario's,
+	// or -targets), and Reached the seeds that reached each situation:
+	// every target, and every other situation some seed reached.
+	Targets       []string          `json:"targets,omitempty"`
+	Reached       map[string]uint64 `json:"reached,omitempty"`
+	Determinism   uint64            `json:"determinism_checked"`
+	Nondetermined []uint64          `json:"nondeterministic_seeds,omitempty"`
+	Shard         string            `json:"shard,omitempty"`
+	FirstFailSecs *float64          `json:"first_failure_after_seconds,omitempty"`
+	Replay        string            `json:"replay,omitempty"`
+	Error         string            `json:"first_error,omitempty"`
 }
 
 type sweepMode struct {
@@ -84,6 +90,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
+	var rf reachFlags
+	rf.register(fs)
 	var stopAfter wholeNumber
 	fs.Var(&stopAfter, "stop-after", "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
 	if _, err := parseFlags(fs, args, 0); err != nil {
@@ -127,6 +135,10 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	targets, err := rf.targetSet(sp.scenario.Targets, sp.scenario.Name)
+	if err != nil {
+		return err
+	}
 	sp.seedTimeout = wf.seedTimeout
 	undo, err := outputDirs(append([][2]string{{"-out", *out}}, fileDir("-junit", *junit)...)...)
 	if err != nil {
@@ -134,7 +146,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	defer undo()
 	bar := wf.progress(stderr, seeds.n, "seeds")
-	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter)}
+	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter), targets: targets}
 	// Ctrl-C (or SIGTERM) stops taking seeds, as -for does, so that what
 	// the sweep found is reported rather than lost; a second one kills.
 	interrupted := stopOnSignal(st)
@@ -165,6 +177,9 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	if res.Failures > 0 || len(res.Nondetermined) > 0 {
 		return errFailed
+	}
+	if err := checkReached(stderr, "sweep", &res, uint64(rf.min)); err != nil {
+		return err
 	}
 	if interrupted.happened() && res.Stopped != "" {
 		return fmt.Errorf("interrupted after %d of %d seeds, before any failure", res.Seeds, seeds.n)
@@ -296,6 +311,8 @@ type sweepState struct {
 	firstErrs map[uint64]error
 	sigs      map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
 	warnings  map[string]*warnTally
+	reached   reachTally         // seeds that reached each situation
+	targets   props.SituationSet // the situations to reach
 
 	// A sweep may stop taking seeds early: after budget of wall time, or
 	// once stopAfter failures are seen (zero: never). The seeds that ran
@@ -425,6 +442,7 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if checked {
 		st.checked++
 	}
+	st.reached.add(o.reached())
 	for _, text := range o.res.Warnings {
 		if st.warnings == nil {
 			st.warnings = map[string]*warnTally{}
@@ -496,6 +514,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	if r.FailingSeeds == nil {
 		r.FailingSeeds = []uint64{}
 	}
+	r.Targets, r.Reached = st.reached.summary(st.targets)
 	if len(r.FailingSeeds) > failingSeedsMax {
 		r.FailingSeeds, r.Truncated = r.FailingSeeds[:failingSeedsMax], true
 	}
@@ -589,6 +608,7 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 			fmt.Fprintf(w, "    %s  %s\n      first seed %d: %s\n", mr, m.Signature, m.FirstSeed, m.Replay)
 		}
 	}
+	printReached(w, r)
 	if r.Determinism > 0 {
 		if len(r.Nondetermined) == 0 {
 			fmt.Fprintf(w, "  determinism: %d seeds run twice, every trace hash the same\n", r.Determinism)

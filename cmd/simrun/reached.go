@@ -1,0 +1,129 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/triage"
+)
+
+// A sweep counts the seeds that reached each situation (props.Situation):
+// the race windows its properties are about. Seeds that pass say nothing
+// of a race whose window none of them opened, so a sweep names the
+// scenario's targets, warns when one was reached by no seed, and with
+// -min-reached fails when one was reached by too few.
+
+// reachFlags are -targets and -min-reached.
+type reachFlags struct {
+	targets string
+	min     wholeNumber
+}
+
+func (f *reachFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.targets, "targets", "", "count these situations as the sweep's targets, comma-separated, in place of the scenario's (simrun list -situations lists them)")
+	fs.Var(&f.min, "min-reached", "fail (exit 1) unless every target situation was reached in at least `N` seeds: a sweep that never opened a race's window proves nothing of it (0: only warn when a target was reached by none)")
+}
+
+// targetSet returns the target situations: -targets, else the scenario's.
+func (f *reachFlags) targetSet(scenarioTargets props.SituationSet, scenarioName string) (props.SituationSet, error) {
+	set := scenarioTargets
+	if f.targets != "" {
+		set = 0
+		for _, name := range strings.Split(f.targets, ",") {
+			s, err := props.ParseSituation(strings.TrimSpace(name))
+			if err != nil {
+				return 0, usagef("-targets: %v", err)
+			}
+			set = set.With(s)
+		}
+	}
+	if f.min > 0 && set == 0 {
+		return 0, usagef("-min-reached %d: scenario %s names no target situations; name them with -targets", f.min, scenarioName)
+	}
+	return set, nil
+}
+
+// reachTally counts, for each situation, the seeds that reached it.
+type reachTally []uint64
+
+func (t *reachTally) add(set props.SituationSet) {
+	if set == 0 {
+		return
+	}
+	if *t == nil {
+		*t = make(reachTally, len(props.AllSituations))
+	}
+	for _, s := range set.List() {
+		(*t)[s]++
+	}
+}
+
+// summary returns the targets' names and, by name, the seeds that reached
+// each situation reached at all and each target, reached or not.
+func (t reachTally) summary(targets props.SituationSet) ([]string, map[string]uint64) {
+	var names []string
+	reached := map[string]uint64{}
+	for _, s := range targets.List() {
+		names = append(names, s.String())
+		reached[s.String()] = 0
+	}
+	for s, n := range t {
+		if n > 0 {
+			reached[props.Situation(s).String()] = n
+		}
+	}
+	return names, reached
+}
+
+// printReached writes the situations a sweep reached, its targets first,
+// and a warning for each target no seed reached.
+func printReached(w io.Writer, r *sweepResult) {
+	if len(r.Reached) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  situations reached, in seeds (* a target):\n")
+	row := func(mark, name string) {
+		n := r.Reached[name]
+		fmt.Fprintf(w, "    %s %-33s %8d  %s\n", mark, name, n, triage.Percent(float64(n)/float64(max(r.Seeds, 1))))
+	}
+	isTarget := map[string]bool{}
+	for _, name := range r.Targets {
+		isTarget[name] = true
+		row("*", name)
+	}
+	for _, s := range props.AllSituations {
+		if name := s.String(); !isTarget[name] && r.Reached[name] > 0 {
+			row(" ", name)
+		}
+	}
+	if r.Seeds == 0 {
+		return
+	}
+	for _, name := range r.Targets {
+		if r.Reached[name] == 0 {
+			fmt.Fprintf(w, "  warning: no seed reached %s, a target: these seeds say nothing of the race it opens\n", name)
+		}
+	}
+}
+
+// checkReached is -min-reached: it names each target reached in fewer than
+// min seeds on stderr, and returns errFailed if there is one.
+func checkReached(stderr io.Writer, cmd string, r *sweepResult, min uint64) error {
+	if min == 0 {
+		return nil
+	}
+	short := false
+	for _, name := range r.Targets {
+		if n := r.Reached[name]; n < min {
+			fmt.Fprintf(stderr, "simrun %s: target %s was reached in %d of %d seeds, fewer than -min-reached %d\n", cmd, name, n, r.Seeds, min)
+			short = true
+		}
+	}
+	if short {
+		return errFailed
+	}
+	return nil
+}
