@@ -10,6 +10,7 @@ OUT=${OUT:-out}
 LEGACY_SEEDS=${LEGACY_SEEDS:-1-10000}
 FIXED_SEEDS=${FIXED_SEEDS:-1-100000}
 SWARM_SEEDS=${SWARM_SEEDS:-1-20000}
+MIN_REACHED=${MIN_REACHED:-1000} # seeds that must reach each target of steps 3 and 4
 mkdir -p "$OUT"
 
 step() { printf '\n== %s\n\n' "$*"; }
@@ -34,10 +35,10 @@ fi
 step "2. Replay seed $first from its schedule file: the same failure, the same trace hash, told as a story"
 expect 1 "$SIMRUN" replay -story "$OUT/abort-reuse-legacy-seed$first.schedule"
 
-step "3. The fixed engine (one internal id per incarnation) runs the same test over seeds $FIXED_SEEDS"
-expect 0 "$SIMRUN" sweep -scenario abort-reuse -seeds "$FIXED_SEEDS" -out "$OUT" -quiet
+step "3. The fixed engine (one internal id per incarnation) runs the same test over seeds $FIXED_SEEDS, and must reach the race's window on $MIN_REACHED of them"
+expect 0 "$SIMRUN" sweep -scenario abort-reuse -seeds "$FIXED_SEEDS" -min-reached "$MIN_REACHED" -out "$OUT" -quiet
 
-step "4. The fixed engine under swarm: workloads drawn from the seed, seeds $SWARM_SEEDS"
-expect 0 "$SIMRUN" sweep -scenario swarm -seeds "$SWARM_SEEDS" -out "$OUT" -quiet
+step "4. The fixed engine under swarm: workloads drawn from the seed, seeds $SWARM_SEEDS, each reuse window reached on $MIN_REACHED of them"
+expect 0 "$SIMRUN" sweep -scenario swarm -seeds "$SWARM_SEEDS" -min-reached "$MIN_REACHED" -out "$OUT" -quiet
 
-printf '\nsim-story: the race is found and replayed on the legacy engine, and absent from the fixed one.\n'
+printf '\nsim-story: the race is found and replayed on the legacy engine, and absent from the fixed one through thousands of openings of its window.\n'
