@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,4 +97,29 @@ func TestEveryScenarioReachesItsTargets(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, set&reuseWindows, "seed %d reached %s", seed, set)
 	}
+}
+
+// TestTheStoryTellsWhereTheWindowOpened: the fixed engine's story of a seed
+// that reached the founding race's window says so once, after the id came
+// back, where the legacy engine's story tells the stale delivery; a run
+// that waited for the core tells no window.
+func TestTheStoryTellsWhereTheWindowOpened(t *testing.T) {
+	story := func(s *scenario.Scenario, seed uint64) string {
+		res, err := run(t, s, false, seed, defaultStrategy(t, s), true)
+		require.NoError(t, err)
+		var b strings.Builder
+		require.NoError(t, scenario.WriteStory(&b, res.Trace))
+		return b.String()
+	}
+	window := "reaches " + props.StaleFrameAfterReuse.String() + ": "
+	told := story(scenario.AbortReuse, 1)
+	require.Equal(t, 1, strings.Count(told, window), told)
+	reuse := strings.Index(told, "adds abort-a#4")
+	require.Positive(t, reuse, told)
+	assert.Greater(t, strings.Index(told, window), reuse, "the window opens after the id came back:\n%s", told)
+	assert.Contains(t, told, props.StaleFrameAfterReuse.Doc())
+	assert.NotContains(t, told, "reaches "+props.StaleFrameDropped.String(), "a drop has its own line")
+
+	waited := story(scenario.AbortReuseWaitIdle, 1)
+	assert.NotContains(t, waited, "reaches ", waited)
 }

@@ -9,19 +9,23 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 )
 
 // WriteStory writes a simulated run as the story of what happened. The
 // notable events — requests added, aborted and finished, the core's
 // aborts, the strategy starting to withhold a task, a frame delivered to an
-// incarnation other than the one that produced it (STALE) — get a line
-// each; the routine activity between two of them (frames emitted,
-// delivered and dropped, outputs taken, time passing, repeated windows of
-// starvation) is summed up in one line per task.
+// incarnation other than the one that produced it (STALE), the first time
+// the run reaches each race window (props.Situation: the founding race's
+// window opening, say) — get a line each; the routine activity between two
+// of them (frames emitted, delivered and dropped, outputs taken, time
+// passing, repeated windows of starvation) is summed up in one line per
+// task. The situations are a checker's of its own over the trace's engine
+// events: of one engine, as a checker's are.
 func WriteStory(w io.Writer, tr *sim.Trace) error {
 	bw := bufio.NewWriter(w)
-	st := &story{w: bw, tasks: tr.Tasks}
+	st := &story{w: bw, tasks: tr.Tasks, seen: props.NewChecker(core.ToyModel{})}
 	for _, e := range tr.Events {
 		st.event(e)
 	}
@@ -40,6 +44,8 @@ type story struct {
 	// multi are the incarnations that asked for several sequences, whose
 	// requests the story names ID#INCARNATION/SEQUENCE.
 	multi map[uint64]bool
+	// seen follows the engine's events for the situations they reach.
+	seen *props.Checker
 }
 
 // name names a request's incarnation, and its sequence when it has several.
@@ -93,6 +99,22 @@ func (st *story) event(e sim.Event) {
 }
 
 func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
+	st.tell(at, who, ev)
+	before := st.seen.Reached()
+	st.seen.ObserveEvent(&ev)
+	for _, s := range ((st.seen.Reached() &^ before) &^ toldAlready).List() {
+		st.notable(at, who, fmt.Sprintf("reaches %s: %s", s, s.Doc()))
+	}
+}
+
+// toldAlready are the situations a story's own lines tell (a drop, a
+// preemption, a prefix hit, the engine's death) or that nearly every run
+// reaches: a line for them would say nothing new.
+var toldAlready = props.SetOf(props.StaleFrameDropped, props.LateCoreAbort, props.Preempted, props.PrefixCacheHit,
+	props.EngineDied, props.PauseWithRequests, props.AddWhilePaused)
+
+// tell tells an engine event, as a line of its own or in a summary.
+func (st *story) tell(at time.Duration, who string, ev core.Event) {
 	if p, ok := ev.Params.(engine.Params); ok && ev.Kind == core.EventAdd && p.N > 1 {
 		if st.multi == nil {
 			st.multi = map[uint64]bool{}

@@ -49,7 +49,10 @@
             +2ms  strategy        guided: preempt task 2 "output-handler" at "frontend.lock" to run task 0 "main"
             +2ms  main            takes the final output of survivor#2: 5 token(s), length
             +2ms  main            adds abort-a#4 (internal id abort-a)
+            +2ms  main            reaches reuse-before-the-core-aborted: an id was added again while the core still held an earlier incarnation of it
+            +2ms  main            reaches reuse-with-frames-in-flight: an id was added again while frames of an earlier incarnation of it were on their way to the output processor
             +2ms  output-handler  delivers frame 27 of abort-a#1 (token [442] at 9) into the collector of abort-a#4 — STALE: a previous incarnation's token
+            +2ms  output-handler  reaches stale-frame-after-reuse: a frame of an ended incarnation reached the output processor while a newer incarnation of its id was live (the founding race's window)
             +2ms  …               output-handler drops (no frontend state for abort-b) frames of abort-b#3 ×1 (tokens 9…9)
                                   main takes outputs of abort-a#4 ×1
             +2ms  main            aborts abort-a#4: its frontend state is removed and its collector gets the final "abort" output
