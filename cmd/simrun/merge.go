@@ -217,6 +217,14 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 			}
 			m.Reached[name] += n
 		}
+		for name, first := range r.ReachedFirst {
+			if m.ReachedFirst == nil {
+				m.ReachedFirst = map[string]uint64{}
+			}
+			if have, ok := m.ReachedFirst[name]; !ok || first < have {
+				m.ReachedFirst[name] = first
+			}
+		}
 		seconds = max(seconds, r.Seconds)
 		if r.Truncated && len(r.FailingSeeds) > 0 {
 			truncatedAt = min(truncatedAt, r.FailingSeeds[len(r.FailingSeeds)-1])

@@ -53,6 +53,7 @@ func TestMergeOfThreeShardsEqualsOneSweep(t *testing.T) {
 	assert.Equal(t, whole.Determinism, m.Determinism)
 	assert.Equal(t, whole.Targets, m.Targets)
 	assert.Equal(t, whole.Reached, m.Reached, "the seeds that reached each situation add up")
+	assert.Equal(t, whole.ReachedFirst, m.ReachedFirst, "the first seed to reach each is the lowest of the shards'")
 	require.Len(t, m.Modes, len(whole.Modes))
 	for i, w := range whole.Modes {
 		got := m.Modes[i]

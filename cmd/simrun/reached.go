@@ -46,36 +46,42 @@ func (f *reachFlags) targetSet(scenarioTargets props.SituationSet, scenarioName 
 	return set, nil
 }
 
-// reachTally counts, for each situation, the seeds that reached it.
-type reachTally []uint64
+// reachTally counts, for each situation, the seeds that reached it, and
+// keeps the lowest.
+type reachTally struct {
+	count, first []uint64
+}
 
-func (t *reachTally) add(set props.SituationSet) {
+func (t *reachTally) add(seed uint64, set props.SituationSet) {
 	if set == 0 {
 		return
 	}
-	if *t == nil {
-		*t = make(reachTally, len(props.AllSituations))
+	if t.count == nil {
+		t.count, t.first = make([]uint64, len(props.AllSituations)), make([]uint64, len(props.AllSituations))
 	}
 	for _, s := range set.List() {
-		(*t)[s]++
+		if t.count[s] == 0 || seed < t.first[s] {
+			t.first[s] = seed
+		}
+		t.count[s]++
 	}
 }
 
-// summary returns the targets' names and, by name, the seeds that reached
-// each situation reached at all and each target, reached or not.
-func (t reachTally) summary(targets props.SituationSet) ([]string, map[string]uint64) {
-	var names []string
-	reached := map[string]uint64{}
+// summarize fills in r's targets and, by name, the seeds that reached each
+// situation reached at all and each target, reached or not, and the first
+// seed of each reached.
+func (t *reachTally) summarize(r *sweepResult, targets props.SituationSet) {
+	r.Targets, r.Reached, r.ReachedFirst = nil, map[string]uint64{}, map[string]uint64{}
 	for _, s := range targets.List() {
-		names = append(names, s.String())
-		reached[s.String()] = 0
+		r.Targets = append(r.Targets, s.String())
+		r.Reached[s.String()] = 0
 	}
-	for s, n := range t {
+	for s, n := range t.count {
 		if n > 0 {
-			reached[props.Situation(s).String()] = n
+			name := props.Situation(s).String()
+			r.Reached[name], r.ReachedFirst[name] = n, t.first[s]
 		}
 	}
-	return names, reached
 }
 
 // printReached writes the situations a sweep reached, its targets first,
@@ -87,7 +93,11 @@ func printReached(w io.Writer, r *sweepResult) {
 	fmt.Fprintf(w, "  situations reached, in seeds (* a target):\n")
 	row := func(mark, name string) {
 		n := r.Reached[name]
-		fmt.Fprintf(w, "    %s %-33s %8d  %s\n", mark, name, n, triage.Percent(float64(n)/float64(max(r.Seeds, 1))))
+		fmt.Fprintf(w, "    %s %-33s %8d  %-6s", mark, name, n, triage.Percent(float64(n)/float64(max(r.Seeds, 1))))
+		if first, ok := r.ReachedFirst[name]; ok && n > 0 {
+			fmt.Fprintf(w, " first seed %d", first)
+		}
+		fmt.Fprintln(w)
 	}
 	isTarget := map[string]bool{}
 	for _, name := range r.Targets {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ func TestSweepCountsTheSeedsThatReachedEachSituation(t *testing.T) {
 	assert.Equal(t, []string{target}, legacy.Targets)
 	require.Positive(t, legacy.Failures)
 	assert.Equal(t, legacy.Failures, legacy.Reached[target], "every legacy failure is a seed that reached the window, and no other")
+	assert.Equal(t, *legacy.FirstFailure, legacy.ReachedFirst[target])
 
 	code, fixed := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-300")
 	require.Equal(t, 0, code)
@@ -39,7 +41,20 @@ func TestSweepCountsTheSeedsThatReachedEachSituation(t *testing.T) {
 	assert.Contains(t, out, "situations reached, in seeds (* a target):")
 	line := lineWith(t, out, "* "+target)
 	assert.Contains(t, line, " "+itoa(fixed.Reached[target])+" ")
+	assert.Contains(t, line, "first seed "+itoa(fixed.ReachedFirst[target]))
 	assert.NotContains(t, out, "warning")
+
+	// The first seed to reach each situation reached it, and no seed
+	// before it did.
+	for name, first := range fixed.ReachedFirst {
+		for seed := uint64(1); seed <= first; seed++ {
+			code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", itoa(seed), "-json")
+			require.Equal(t, 0, code)
+			var j runJSON
+			require.NoError(t, json.Unmarshal([]byte(out), &j))
+			assert.Equal(t, seed == first, slices.Contains(j.Reached, name), "%s: seed %d of first seed %d", name, seed, first)
+		}
+	}
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

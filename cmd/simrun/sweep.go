@@ -59,6 +59,7 @@ type sweepResult struct {
 	// every target, and every other situation some seed reached.
 	Targets       []string          `json:"targets,omitempty"`
 	Reached       map[string]uint64 `json:"reached,omitempty"`
+	ReachedFirst  map[string]uint64 `json:"reached_first_seed,omitempty"` // the lowest seed that reached each situation reached
 	Determinism   uint64            `json:"determinism_checked"`
 	Nondetermined []uint64          `json:"nondeterministic_seeds,omitempty"`
 	Shard         string            `json:"shard,omitempty"`
@@ -442,7 +443,7 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if checked {
 		st.checked++
 	}
-	st.reached.add(o.reached())
+	st.reached.add(seed, o.reached())
 	for _, text := range o.res.Warnings {
 		if st.warnings == nil {
 			st.warnings = map[string]*warnTally{}
@@ -514,7 +515,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	if r.FailingSeeds == nil {
 		r.FailingSeeds = []uint64{}
 	}
-	r.Targets, r.Reached = st.reached.summary(st.targets)
+	st.reached.summarize(&r, st.targets)
 	if len(r.FailingSeeds) > failingSeedsMax {
 		r.FailingSeeds, r.Truncated = r.FailingSeeds[:failingSeedsMax], true
 	}
