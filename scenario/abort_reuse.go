@@ -29,7 +29,8 @@ const FoundingStepTime = 200 * time.Microsecond
 // abort-a land in the new collector: Drain returns 4 or more.
 //
 // Its default strategy, starve:output-handler, is the one that finds the
-// race most often; the figures for every strategy are in the README.
+// race most often; the figures for every strategy are in docs/TRIAGE.md
+// (step 2): only it and chaos open the race's window.
 var AbortReuse = &Scenario{
 	Name:            "abort-reuse",
 	Summary:         "the founding race: reuse an aborted request id at once (ported C++ test)",
