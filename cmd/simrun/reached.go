@@ -119,20 +119,36 @@ func printReached(w io.Writer, r *sweepResult) {
 	}
 }
 
+// shortTarget is a target fewer seeds reached than -min-reached asked.
+type shortTarget struct {
+	name       string
+	n, of, min uint64
+}
+
+func (s shortTarget) String() string {
+	return fmt.Sprintf("target %s was reached in %d of %d seeds, fewer than -min-reached %d", s.name, s.n, s.of, s.min)
+}
+
+// shortOfReach returns the targets reached in fewer than min seeds; none
+// when min is 0.
+func shortOfReach(r *sweepResult, min uint64) []shortTarget {
+	var short []shortTarget
+	for _, name := range r.Targets {
+		if n := r.Reached[name]; n < min {
+			short = append(short, shortTarget{name: name, n: n, of: r.Seeds, min: min})
+		}
+	}
+	return short
+}
+
 // checkReached is -min-reached: it names each target reached in fewer than
 // min seeds on stderr, and returns errFailed if there is one.
 func checkReached(stderr io.Writer, cmd string, r *sweepResult, min uint64) error {
-	if min == 0 {
-		return nil
+	short := shortOfReach(r, min)
+	for _, s := range short {
+		fmt.Fprintf(stderr, "simrun %s: %s\n", cmd, s)
 	}
-	short := false
-	for _, name := range r.Targets {
-		if n := r.Reached[name]; n < min {
-			fmt.Fprintf(stderr, "simrun %s: target %s was reached in %d of %d seeds, fewer than -min-reached %d\n", cmd, name, n, r.Seeds, min)
-			short = true
-		}
-	}
-	if short {
+	if len(short) > 0 {
 		return errFailed
 	}
 	return nil

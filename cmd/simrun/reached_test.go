@@ -176,3 +176,26 @@ func TestListNamesEverySituationAndEachScenariosTargets(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "targets: stale-frame-after-reuse\n")
 }
+
+// TestSweepJUnitFailsATargetTooFewSeedsReached: CI reads the JUnit report,
+// so a sweep that failed -min-reached has a failing case there too.
+func TestSweepJUnitFailsATargetTooFewSeedsReached(t *testing.T) {
+	target := props.StaleFrameAfterReuse.String()
+	junit := filepath.Join(t.TempDir(), "sweep.xml")
+	code, r := sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-40", "-min-reached", "41", "-junit", junit)
+	require.Equal(t, 1, code)
+	require.Zero(t, r.Failures)
+	doc := readJUnit(t, junit)
+	require.Len(t, doc.Suites, 1)
+	cases := doc.Suites[0].Cases
+	require.Len(t, cases, 2, "the summary and the target")
+	assert.Nil(t, cases[0].Failure, "no seed failed")
+	assert.Equal(t, "target "+target, cases[1].Name)
+	require.NotNil(t, cases[1].Failure)
+	assert.Equal(t, "target "+target+" was reached in "+itoa(r.Reached[target])+" of 40 seeds, fewer than -min-reached 41", cases[1].Failure.Message)
+	assert.Equal(t, 1, doc.Suites[0].Failures)
+
+	code, _ = sweepJSON(t, "-scenario", "abort-reuse", "-seeds", "1-40", "-min-reached", "1", "-junit", junit)
+	require.Equal(t, 0, code)
+	assert.Len(t, readJUnit(t, junit).Suites[0].Cases, 1)
+}

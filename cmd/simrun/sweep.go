@@ -165,7 +165,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	printHangs(stderr, "sweep", res.Modes)
 	if *junit != "" {
-		if err := writeSweepJUnit(*junit, sp, &res, sw); err != nil {
+		if err := writeSweepJUnit(*junit, sp, &res, sw, uint64(rf.min)); err != nil {
 			return err
 		}
 	}
@@ -619,7 +619,7 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	}
 }
 
-func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) error {
+func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState, minReached uint64) error {
 	var cases []triage.JUnitCase
 	for _, seed := range r.FailingSeeds {
 		name := fmt.Sprintf("seed %d", seed)
@@ -648,6 +648,12 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState) erro
 			Failure: fmt.Sprintf("%d more seeds failed, from seed %d to seed %d: this report lists the first %d failing seeds, a case each",
 				left, rest[0], rest[len(rest)-1], len(r.FailingSeeds)),
 			Output: "sweep a narrower -seeds range to list them"})
+	}
+	// A target too few seeds reached fails the sweep (-min-reached): a
+	// case says so, so that the report does not pass it over either.
+	for _, short := range shortOfReach(r, minReached) {
+		cases = append(cases, triage.JUnitCase{Name: "target " + short.name, Classname: "simrun." + r.Scenario, Failure: short.String(),
+			Output: "a sweep whose seeds did not reach its target says nothing of the race there: sweep more seeds, or with a strategy that reaches it"})
 	}
 	cases = append([]triage.JUnitCase{summary}, cases...)
 	return writeFile(file, func(w io.Writer) error {
