@@ -10,12 +10,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 )
 
 func init() {
-	register(&command{name: "shrink", summary: "minimise a failing run to the fewest preemptions and waits that still fail", run: cmdShrink})
+	register(&command{name: "shrink", summary: "minimise a failing run to the fewest preemptions and waits that still fail (-reach: that still reach a situation)", run: cmdShrink})
 }
 
 // shrinkDeadlineDefault bounds a shrink's wall time when -deadline is not
@@ -29,6 +30,7 @@ type shrinkJSON struct {
 	Engine     string            `json:"engine"`
 	Config     []string          `json:"config,omitempty"` // -config, sorted by key
 	Failed     bool              `json:"failed"`
+	Reaches    string            `json:"reaches,omitempty"` // -reach: the situation every candidate had to reach
 	Signature  string            `json:"signature,omitempty"`
 	Error      string            `json:"error,omitempty"`
 	Before     *sim.Interleaving `json:"before,omitempty"`
@@ -51,7 +53,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "       simrun shrink [flags] FILE.schedule")
 		fmt.Fprintln(stderr, "Minimises a failing run, by delta debugging over its recorded decisions, to the fewest")
 		fmt.Fprintln(stderr, "preemptions (then waits) that still fail with the same failure signature, and writes")
-		fmt.Fprintln(stderr, "the shrunk schedule, which simrun replay reproduces exactly.")
+		fmt.Fprintln(stderr, "the shrunk schedule, which simrun replay reproduces exactly. With -reach SITUATION it shrinks")
+		fmt.Fprintln(stderr, "a run that reached the situation, passing or failing, to the fewest that still reach it")
+		fmt.Fprintln(stderr, "and still pass, or fail the same way: the simplest opening of a race's window.")
 		fs.PrintDefaults()
 	}
 	var sf specFlags
@@ -66,6 +70,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	tries := fs.Int("tries", sim.DefaultShrinkRunsMax, "runs the shrink may make")
 	deadline := fs.Duration("deadline", shrinkDeadlineDefault, "wall time the shrink may take; it stops with the simplest failure found so far")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	reach := fs.String("reach", "", "shrink to the simplest run that still reaches `SITUATION` (simrun list -situations), and still passes or fails as the run did, rather than the simplest that fails")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	rest, err := parseFlags(fs, args, 1)
@@ -77,6 +82,12 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 	if *deadline <= 0 {
 		return usagef("-deadline must be a positive duration, as in 30s, got %v", *deadline)
+	}
+	var target props.Situation
+	if *reach != "" {
+		if target, err = props.ParseSituation(*reach); err != nil {
+			return usagef("-reach: %v", err)
+		}
 	}
 
 	dirs := append([][2]string{{"-out", *out}}, fileDir("-trace", *trace)...)
@@ -125,16 +136,28 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 
 	head := fmt.Sprintf("%s seed %d, strategy %s, %s", sp.scenario.Name, *seed, o.strategy, sp.engineWords())
-	if !o.failed() {
+	var hang *sim.HangError
+	nothing := ""
+	switch {
+	case errors.As(o.err, &hang):
+	case *reach == "" && !o.failed():
+		nothing = "no failure to shrink"
+	case *reach != "" && !o.reached().Has(target):
+		nothing = "it did not reach " + target.String() + ", nothing to shrink"
+	}
+	if nothing != "" {
 		if *jsonOut {
-			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings()})
+			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(),
+				Failed: o.failed(), Signature: signatureOf(o), Reaches: *reach})
 		}
-		fmt.Fprintf(stdout, "%s: ok after %d steps — no failure to shrink\n", head, o.res.Steps)
+		fmt.Fprintf(stdout, "%s: %s after %d steps — %s\n", head, passOrFail(o), o.res.Steps, nothing)
+		if o.failed() {
+			return errFailed
+		}
 		return nil
 	}
 
-	var hang *sim.HangError
-	if errors.As(o.err, &hang) {
+	if hang != nil {
 		// A run that does not end leaves no schedule to shrink.
 		if err := sp.writeStacks(*out, hang); err != nil {
 			return err
@@ -151,7 +174,12 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		return errFailed
 	}
 
-	want := signature(o.err)
+	// What every candidate must keep: the failure, by its signature (or
+	// the pass), and under -reach the situation.
+	want := signatureOf(o)
+	keeps := func(r *outcome) bool {
+		return signatureOf(*r) == want && (*reach == "" || r.reached().Has(target))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *deadline)
 	defer cancel()
 	// A candidate schedule that hangs is a failure of its own, and each
@@ -163,21 +191,28 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			cancel()
 			return r.res, false
 		}
-		return r.res, r.failed() && signature(r.err) == want
+		return r.res, keeps(&r)
 	}
 	opts := sim.ShrinkOptions{RunsMax: *tries, StepsMax: sp.stepsMax}
 	if o.res.StepLimited() {
 		opts.StepsMax = o.res.Steps // the failure is the limit: keep it where it was
 	}
+	goal := "FAIL, " + want // what the shrunk run is, for the text
+	if want == "" {
+		goal = "ok"
+	}
+	if *reach != "" {
+		goal = "reaches " + *reach + ", " + goal
+	}
 	if !*quiet {
-		fmt.Fprintf(stderr, "shrink %s: %s\n", head, want)
+		fmt.Fprintf(stderr, "shrink %s: %s\n", head, goal)
 		opts.Progress = func(s sim.ShrinkStats) {
 			fmt.Fprintf(stderr, "  run %d: %v\n", s.Runs, s.After)
 		}
 	}
 	shrunk, stats, err := sim.Shrink(ctx, o.res.Schedule, test, opts)
 	if errors.Is(err, sim.ErrShrinkNoFailure) {
-		return fmt.Errorf("%s fails, but not again when its own schedule is followed: the run is not deterministic (%v)", head, err)
+		return fmt.Errorf("%s: %s, but not again when its own schedule is followed: the run is not deterministic (%v)", head, goal, err)
 	}
 	if err != nil {
 		return err
@@ -194,8 +229,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	// trace whom it withholds and preempts.
 	so := sp.run(*seed, sim.Options{Strategy: sim.Replay(shrunk)})
 	so.strategy = o.strategy
-	if !so.failed() || signature(so.err) != want {
-		panic(fmt.Sprintf("simrun: the shrunk schedule of %s does not replay to the same failure (%v): a broken invariant of sim.Shrink", head, so.err))
+	if !keeps(&so) {
+		panic(fmt.Sprintf("simrun: the shrunk schedule of %s does not replay to the same end (%s; %v): a broken invariant of sim.Shrink", head, goal, so.err))
 	}
 	if *story || *trace != "" || *html != "" {
 		told := sp.run(*seed, sim.Options{Strategy: sim.Guided(shrunk), Trace: true})
@@ -204,12 +239,17 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 		so.res.Trace = told.res.Trace
 	}
-	file := sp.scheduleFile(*out, *seed, ".shrunk")
+	suffix := ".shrunk"
 	extra := []sim.Meta{
 		{Key: "shrunk-from", Value: from},
 		{Key: "preemptions", Value: strconv.Itoa(stats.After.Preemptions)},
 		{Key: "waits", Value: strconv.Itoa(stats.After.Waits)},
 	}
+	if *reach != "" {
+		suffix = ".reach-" + *reach
+		extra = append(extra, sim.Meta{Key: "reaches", Value: *reach})
+	}
+	file := sp.scheduleFile(*out, *seed, suffix)
 	if err := writeSchedule(file, sp, &so, extra...); err != nil {
 		return err
 	}
@@ -225,30 +265,35 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *jsonOut {
-		j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
-			Signature: want, Error: so.err.Error(), Before: &stats.Before, After: &stats.After, Runs: stats.Runs,
+		j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: so.failed(),
+			Signature: want, Reaches: *reach, Before: &stats.Before, After: &stats.After, Runs: stats.Runs,
 			Exhausted: stats.Exhausted, Cancelled: stats.Cancelled, Schedule: file, Replay: replayCommand(file),
 			TraceHash: fmt.Sprintf("%016x", so.res.TraceHash), ShrunkFrom: from}
+		if so.failed() {
+			j.Error = so.err.Error()
+		}
 		if candidateHang != nil {
 			j.Hang = firstLine(candidateHang.Error())
 		}
 		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}
-		return errFailed
+		return failedErr(&so)
 	}
-	fmt.Fprintf(stdout, "shrink %s: FAIL, %s\n", head, want)
+	fmt.Fprintf(stdout, "shrink %s: %s\n", head, goal)
 	fmt.Fprintf(stdout, "  before: %6d decisions, %3d preemptions, %3d waits\n", stats.Before.Decisions, stats.Before.Preemptions, stats.Before.Waits)
 	fmt.Fprintf(stdout, "  after:  %6d decisions, %3d preemptions, %3d waits  (%d runs)\n", stats.After.Decisions, stats.After.Preemptions, stats.After.Waits, stats.Runs)
 	switch {
 	case stats.Exhausted:
-		fmt.Fprintf(stdout, "  stopped at -tries %d: the simplest failure found so far; more tries may shrink it further\n", *tries)
+		fmt.Fprintf(stdout, "  stopped at -tries %d: the simplest run found so far; more tries may shrink it further\n", *tries)
 	case candidateHang != nil:
-		fmt.Fprintf(stdout, "  stopped: a candidate schedule hung, the simplest failure found so far is below\n    %s\n", indent(candidateHang.Error(), "    "))
+		fmt.Fprintf(stdout, "  stopped: a candidate schedule hung, the simplest run found so far is below\n    %s\n", indent(candidateHang.Error(), "    "))
 	case stats.Cancelled:
-		fmt.Fprintf(stdout, "  stopped at -deadline %v: the simplest failure found so far; more time may shrink it further\n", *deadline)
+		fmt.Fprintf(stdout, "  stopped at -deadline %v: the simplest run found so far; more time may shrink it further\n", *deadline)
 	}
-	fmt.Fprintf(stdout, "  %s\n", indent(so.err.Error(), "  "))
+	if so.failed() {
+		fmt.Fprintf(stdout, "  %s\n", indent(so.err.Error(), "  "))
+	}
 	fmt.Fprintf(stdout, "  shrunk schedule: %s\n", file)
 	fmt.Fprintf(stdout, "  replay: %s\n", replayCommand(file))
 	if *trace != "" {
@@ -263,7 +308,31 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	return errFailed
+	return failedErr(&so)
+}
+
+// signatureOf is a run's failure signature; "" when it passed.
+func signatureOf(o outcome) string {
+	if !o.failed() {
+		return ""
+	}
+	return signature(o.err)
+}
+
+// passOrFail says how a run ended, in a word.
+func passOrFail(o outcome) string {
+	if o.failed() {
+		return "FAIL"
+	}
+	return "ok"
+}
+
+// failedErr is errFailed for a run that failed, nil for one that passed.
+func failedErr(o *outcome) error {
+	if o.failed() {
+		return errFailed
+	}
+	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {

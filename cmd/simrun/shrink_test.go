@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 )
 
@@ -116,4 +117,49 @@ func TestShrinkBadInput(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
 		assert.Contains(t, errOut, c.want, "%v", c.args)
 	}
+}
+
+// TestShrinkToReachASituation: -reach shrinks a passing run of the fixed
+// engine to the simplest interleaving that still opens the founding race's
+// window and still passes; the file replays it, and the story shows the
+// window opening. A failing run shrinks to one that still fails the same
+// way and still reaches it.
+func TestShrinkToReachASituation(t *testing.T) {
+	target := props.StaleFrameAfterReuse.String()
+	dir := t.TempDir()
+	code, out, errOut := simrun(t, "shrink", "-scenario", "abort-reuse", "-seed", "1", "-reach", target, "-out", dir, "-json", "-quiet")
+	require.Equal(t, 0, code, "a shrunk run that passes exits 0: %s", errOut)
+	var j shrinkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.False(t, j.Failed)
+	assert.Empty(t, j.Signature)
+	assert.Equal(t, target, j.Reaches)
+	assert.Less(t, j.After.Preemptions, j.Before.Preemptions)
+	file := filepath.Join(dir, "abort-reuse-fixed-seed1.reach-"+target+".schedule")
+	assert.Equal(t, file, j.Schedule)
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `meta "reaches" "`+target+`"`)
+
+	code, out, _ = simrun(t, "replay", "-story", file)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "trace hash "+j.TraceHash+" (the same as recorded)")
+	assert.Contains(t, lineWith(t, out, "  reached: "), target)
+	assert.Contains(t, out, "reaches "+target+": ")
+
+	code, out, _ = simrun(t, "shrink", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-reach", target, "-out", dir, "-quiet")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "legacy engine: reaches "+target+", FAIL, no-cross-incarnation-delivery")
+	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
+}
+
+func TestShrinkToReachWhatTheRunDidNotReach(t *testing.T) {
+	code, out, _ := simrun(t, "shrink", "-scenario", "abort-reuse-wait-idle", "-seed", "1", "-reach", props.StaleFrameAfterReuse.String(), "-out", t.TempDir(), "-quiet")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, ": ok after ")
+	assert.Contains(t, out, "it did not reach stale-frame-after-reuse, nothing to shrink")
+
+	code, _, errOut := simrun(t, "shrink", "-scenario", "abort-reuse", "-seed", "1", "-reach", "stale", "-out", t.TempDir())
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `-reach: no situation "stale"`)
 }
