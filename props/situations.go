@@ -2,7 +2,9 @@ package props
 
 import (
 	"fmt"
+	"iter"
 	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -149,14 +151,19 @@ func (set SituationSet) Has(s Situation) bool { return set&(1<<s) != 0 }
 // Len is the number of situations in the set.
 func (set SituationSet) Len() int { return bits.OnesCount32(uint32(set)) }
 
-// List returns the set's situations in the order of their constants.
-func (set SituationSet) List() []Situation {
-	var out []Situation
-	for rest := uint32(set); rest != 0; rest &= rest - 1 {
-		out = append(out, Situation(bits.TrailingZeros32(rest)))
+// All yields the set's situations in the order of their constants.
+func (set SituationSet) All() iter.Seq[Situation] {
+	return func(yield func(Situation) bool) {
+		for rest := uint32(set); rest != 0; rest &= rest - 1 {
+			if !yield(Situation(bits.TrailingZeros32(rest))) {
+				return
+			}
+		}
 	}
-	return out
 }
+
+// List returns the set's situations in the order of their constants.
+func (set SituationSet) List() []Situation { return slices.Collect(set.All()) }
 
 // String lists the set's situations, comma-separated; "none" when empty.
 func (set SituationSet) String() string {
@@ -164,7 +171,7 @@ func (set SituationSet) String() string {
 		return "none"
 	}
 	names := make([]string, 0, set.Len())
-	for _, s := range set.List() {
+	for s := range set.All() {
 		names = append(names, s.String())
 	}
 	return strings.Join(names, ", ")
@@ -173,4 +180,4 @@ func (set SituationSet) String() string {
 // Reached returns the situations the run reached so far.
 func (c *Checker) Reached() SituationSet { return c.reached }
 
-func (c *Checker) reach(s Situation) { c.reached |= 1 << s }
+func (c *Checker) reach(s Situation) { c.reached = c.reached.With(s) }

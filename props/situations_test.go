@@ -168,6 +168,12 @@ func TestSituationNames(t *testing.T) {
 	assert.Equal(t, "stale-frame-after-reuse, prefix-cache-hit", set.String())
 	assert.Equal(t, 2, set.Len())
 	assert.Equal(t, "none", props.SituationSet(0).String())
+	var first []props.Situation
+	for s := range set.All() {
+		first = append(first, s)
+		break
+	}
+	assert.Equal(t, []props.Situation{props.StaleFrameAfterReuse}, first, "All stops when asked")
 	assert.Equal(t, len(props.AllSituations), props.SetOf(props.AllSituations...).Len())
 }
 

@@ -102,7 +102,7 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	st.tell(at, who, ev)
 	before := st.seen.Reached()
 	st.seen.ObserveEvent(&ev)
-	for _, s := range ((st.seen.Reached() &^ before) &^ toldAlready).List() {
+	for s := range ((st.seen.Reached() &^ before) &^ toldAlready).All() {
 		st.notable(at, who, fmt.Sprintf("reaches %s: %s", s, s.Doc()))
 	}
 }

@@ -59,7 +59,7 @@ func (t *reachTally) add(seed uint64, set props.SituationSet) {
 	if t.count == nil {
 		t.count, t.first = make([]uint64, len(props.AllSituations)), make([]uint64, len(props.AllSituations))
 	}
-	for _, s := range set.List() {
+	for s := range set.All() {
 		if t.count[s] == 0 || seed < t.first[s] {
 			t.first[s] = seed
 		}
