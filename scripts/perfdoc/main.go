@@ -111,6 +111,37 @@ type sweepSummary struct {
 	Seconds       float64  `json:"elapsed_seconds"`
 	Workers       int      `json:"workers"`
 	FirstFailSecs *float64 `json:"first_failure_after_seconds"`
+	// Reached counts the seeds that reached each situation.
+	Reached map[string]uint64 `json:"reached"`
+}
+
+// founding is the situation the founding race needs: a legacy run fails
+// exactly when it reaches it.
+const founding = "stale-frame-after-reuse"
+
+// writeWindows counts the two sides in openings of the founding race's
+// window, which is what a run is for. A legacy run fails exactly when it
+// opens the window (it routes the stale frame to the new incarnation), so
+// the real processes' failures count their openings.
+func writeWindows(p func(string, ...any), stress *stressSummary, sweep *sweepSummary) {
+	opened, ok := sweep.Reached[founding]
+	if !ok || len(stress.Variants) == 0 || sweep.Seconds <= 0 || stress.Variants[0].ExecsPerSec <= 0 {
+		return
+	}
+	v := stress.Variants[0]
+	simRate := float64(opened) / sweep.Seconds
+	share, bound := float64(v.Failed)/float64(max(v.Runs, 1)), ""
+	if v.Failed == 0 {
+		share, bound = v.UpperBound, "at most "
+	}
+	realRate := share * v.ExecsPerSec
+	p("Counted in openings of the founding race's window (`%s`) rather than in executions: the", founding)
+	p("sweep opened it on %d of its %d seeds, %.0f a second. A legacy run fails exactly when it opens", opened, sweep.Seeds, simRate)
+	p("the window (it routes the old incarnation's frame to the new one; `scenario.TestTheFixedEnginePassesWhereTheLegacyEngineFails`")
+	p("holds it seed by seed), so the real processes, with %d failures in %d executions, opened it %s%.2f%%", v.Failed, v.Runs, bound, 100*share)
+	p("of the time, %s%.2f a second: the simulator opened it %s%.0f times as often. The target above counts", bound, realRate, strings.Replace(bound, "at most", "at least", 1), simRate/realRate)
+	p("executions; this is what an execution of each is worth.")
+	p("")
 }
 
 func readJSON(file string, v any) error {
@@ -341,6 +372,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	}
 	p("| `simrun sweep -legacy`, %d workers | %d | %d (%.1f%%) | %.0f | %s |", sweep.Workers, sweep.Seeds, sweep.Failures, 100*sweep.Rate, sweep.SeedsPerSec, ff)
 	p("")
+	writeWindows(p, stress, sweep)
 
 	p("## Engine throughput on goroutines")
 	p("")

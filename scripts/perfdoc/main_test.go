@@ -59,3 +59,37 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		assert.Contains(t, doc, "| fixed engine | 11000 | 21000 |", "procs %d", tc.procs)
 	}
 }
+
+// TestWindowsCountWhatEachExecutionIsWorth: the real processes' failures
+// count their openings of the founding window (a bound by the rule of
+// three when there are none), set against the sweep's count of seeds that
+// reached it.
+func TestWindowsCountWhatEachExecutionIsWorth(t *testing.T) {
+	stress := func(failed int, upper float64) *stressSummary {
+		s := &stressSummary{Parallel: 40, Rounds: 5}
+		s.Variants = append(s.Variants, struct {
+			Runs                int      `json:"runs"`
+			Failed              int      `json:"failures"`
+			UpperBound          float64  `json:"upper_bound"`
+			FirstFailureSeconds *float64 `json:"first_failure_seconds"`
+			ExecsPerSec         float64  `json:"execs_per_sec"`
+		}{Runs: 200, Failed: failed, UpperBound: upper, ExecsPerSec: 100})
+		return s
+	}
+	sweep := &sweepSummary{Seeds: 1000, Seconds: 0.5, SeedsPerSec: 2000, Workers: 2, Reached: map[string]uint64{founding: 800}}
+	doc := func(s *stressSummary, sw *sweepSummary) string {
+		var out strings.Builder
+		write(&out, map[string]*result{}, map[string]string{}, s, sw, 2, "off")
+		return out.String()
+	}
+
+	none := doc(stress(0, 0.015), sweep)
+	assert.Contains(t, none, "sweep opened it on 800 of its 1000 seeds, 1600 a second")
+	assert.Contains(t, none, "opened it at most 1.50%\nof the time, at most 1.50 a second: the simulator opened it at least 1067 times as often")
+
+	some := doc(stress(4, 0.05), sweep)
+	assert.Contains(t, some, "with 4 failures in 200 executions, opened it 2.00%\nof the time, 2.00 a second: the simulator opened it 800 times as often")
+
+	assert.NotContains(t, doc(stress(0, 0.015), &sweepSummary{Seeds: 1000, Seconds: 0.5}), "openings of the founding race's window",
+		"a sweep without the count says nothing of it")
+}
