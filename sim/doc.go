@@ -28,7 +28,9 @@
 //     step-limit hits and replay divergences come back in Result.Err as
 //     *DeadlockError, *PanicError, *StepLimitError and
 //     *ScheduleMismatchError.
-//  4. Print the replay command or keep Result.Schedule when a run fails.
+//  4. Print the replay command or keep Result.Schedule when a run fails;
+//     count Result.Reached (task.Reach's names) over the seeds that pass,
+//     to know that they reached the race's window.
 //  5. In a test, set Options.HangAfter: a task that loops without a
 //     scheduling point, or blocks on a channel of its own, keeps the baton
 //     where no step limit sees it, and the process then panics with a

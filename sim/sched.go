@@ -64,6 +64,7 @@ type sched struct {
 	// after the run ended (see drain); nil until then.
 	draining *drainState
 	mainErr  error
+	reached  []string // task.Reach's names, each once, in the order first reached
 }
 
 var (
@@ -1029,5 +1030,14 @@ func (s *sched) pollContexts() {
 		w.done = true
 		s.watches = slices.Delete(s.watches, i, i+1)
 		s.spawnBy("context", w.f, -1)
+	}
+}
+
+// Reach records a situation the running task reached (task.Reach). The
+// names of a run are few: a scan finds one already recorded.
+func (s *sched) Reach(name string) {
+	s.checkLiveCaller()
+	if !slices.Contains(s.reached, name) {
+		s.reached = append(s.reached, name)
 	}
 }

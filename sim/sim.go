@@ -103,6 +103,9 @@ type Result struct {
 	// is not a failure for them, but it did not test what was meant.
 	// A sweep should show each distinct one once.
 	Warnings []string
+	// Reached names the situations the program said it reached
+	// (task.Reach), each once, in the order first reached.
+	Reached []string
 }
 
 // StepLimited reports whether the run ended because it reached the step
@@ -180,7 +183,7 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	res := Result{
 		Err: err, Steps: s.steps, Switches: s.switches, Elapsed: s.now, TraceHash: hash,
 		Schedule: &s.schedule, Trace: s.trace, Seed: opts.Seed, Strategy: opts.strategy().String(), Tasks: len(s.tasks),
-		Warnings: warnings,
+		Warnings: warnings, Reached: s.reached,
 	}
 	var pe *PanicError
 	if errors.As(s.err, &pe) && !pe.Goexit {

@@ -31,6 +31,9 @@
 //     worlds.
 //  4. Call a Runtime only from the tasks it started; a foreign goroutine must
 //     not call into a simulated Runtime.
+//  5. Mark with Reach the situations a race needs ("refresh.raced-close"):
+//     under the simulator a run lists the ones it reached, so that passing
+//     seeds can show they opened the window; on Real it does nothing.
 //
 // Usage:
 //
