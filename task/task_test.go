@@ -237,6 +237,18 @@ func BenchmarkRealYield(b *testing.B) {
 	}
 }
 
+// BenchmarkRealReach is what a probe costs in production: one comparison
+// of the runtime's type, the runtime read from a variable the compiler
+// cannot see through.
+func BenchmarkRealReach(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		task.Reach(opaqueRuntime, "bench")
+	}
+}
+
+// opaqueRuntime is the real runtime where the compiler cannot prove it so.
+var opaqueRuntime = task.Real()
+
 // TestAfterContextStopOnceTheContextIsDone: context.AfterFunc starts f as
 // soon as ctx is done (or at once, for a ctx done already), so a stop after
 // that prevents nothing: it reports false and f still runs. The simulator
