@@ -73,6 +73,10 @@ func TestReachSaysWhichSeedsOpenedTheWindow(t *testing.T) {
 }
 
 func TestReachOnTheRealRuntimeDoesNothing(t *testing.T) {
-	assert.NotPanics(t, func() { task.Reach(task.Real(), "anything") })
-	require.NoError(t, tellers(true)(task.Real()))
+	rt := task.Real()
+	g := task.NewGroup(rt, "probes")
+	for range 4 {
+		g.Go("probe", func() { task.Reach(rt, "anything") })
+	}
+	assert.NotPanics(t, g.Wait)
 }
