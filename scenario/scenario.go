@@ -76,12 +76,16 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	rt := x.RT
 	tracing, hashing := sim.Tracing(rt), sim.Hashing(rt)
 	cfg.Observer = func(ev engine.Event) {
+		before := checker.Reached()
 		checker.ObserveEvent(&ev) // a method call, so that ev stays on the stack
 		switch {
 		case tracing:
 			sim.Note(rt, annotate(ev))
 		case hashing:
 			sim.NoteHash(rt, ev.Kind.String(), fingerprint(ev))
+		}
+		if now := checker.Reached(); now != before {
+			reach(rt, now&^before)
 		}
 	}
 	e, err := engine.New(cfg)
@@ -90,6 +94,16 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	}
 	x.engines = append(x.engines, e)
 	return e, nil
+}
+
+// reach passes the situations the checker found reached on to the run
+// (task.Reach), after the event that reached them: the trace, the timeline
+// and the story show where each first was, and sim.Result.Reached lists
+// them.
+func reach(rt task.Runtime, set props.SituationSet) {
+	for s := range set.All() {
+		task.Reach(rt, s.String())
+	}
 }
 
 // engineConfig is the configuration NewEngine starts an engine of cfg

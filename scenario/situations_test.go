@@ -123,3 +123,23 @@ func TestTheStoryTellsWhereTheWindowOpened(t *testing.T) {
 	waited := story(scenario.AbortReuseWaitIdle, 1)
 	assert.NotContains(t, waited, "reaches ", waited)
 }
+
+// TestTheRunListsWhatTheCheckerReached: a scenario passes each situation
+// its checker reaches on to the run (task.Reach), so sim.Result.Reached
+// holds the same set, in the order first reached, and the run is the same
+// run (its hash does not depend on it: the golden hashes hold).
+func TestTheRunListsWhatTheCheckerReached(t *testing.T) {
+	for seed := uint64(1); seed <= 100; seed++ {
+		prog, out := scenario.Swarm.Program(scenario.Options{Seed: seed})
+		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.Swarm)}, prog)
+		require.NoError(t, out.Err(res.Err), "seed %d", seed)
+		var set props.SituationSet
+		for _, name := range res.Reached {
+			s, err := props.ParseSituation(name)
+			require.NoError(t, err)
+			require.False(t, set.Has(s), "seed %d: %s listed twice", seed, name)
+			set = set.With(s)
+		}
+		assert.Equal(t, out.Checker.Reached(), set, "seed %d", seed)
+	}
+}

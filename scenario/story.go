@@ -21,11 +21,11 @@ import (
 // window opening, say) — get a line each; the routine activity between two
 // of them (frames emitted, delivered and dropped, outputs taken, time
 // passing, repeated windows of starvation) is summed up in one line per
-// task. The situations are a checker's of its own over the trace's engine
-// events: of one engine, as a checker's are.
+// task. The situations are the run's EvReach events (task.Reach; a
+// scenario's checker reports its own through it).
 func WriteStory(w io.Writer, tr *sim.Trace) error {
 	bw := bufio.NewWriter(w)
-	st := &story{w: bw, tasks: tr.Tasks, seen: props.NewChecker(core.ToyModel{})}
+	st := &story{w: bw, tasks: tr.Tasks}
 	for _, e := range tr.Events {
 		st.event(e)
 	}
@@ -44,8 +44,6 @@ type story struct {
 	// multi are the incarnations that asked for several sequences, whose
 	// requests the story names ID#INCARNATION/SEQUENCE.
 	multi map[uint64]bool
-	// seen follows the engine's events for the situations they reach.
-	seen *props.Checker
 }
 
 // name names a request's incarnation, and its sequence when it has several.
@@ -85,6 +83,8 @@ func (st *story) event(e sim.Event) {
 		st.victim = victim
 		name, _, _ := strings.Cut(e.Text, ": withhold task ")
 		st.notable(e.At, "strategy", fmt.Sprintf("withholds %s for %v (%s)", victim, window, name))
+	case sim.EvReach:
+		st.reached(e.At, who, e.Text)
 	case sim.EvWait:
 		st.waited += time.Duration(e.Arg)
 		st.to = e.At + time.Duration(e.Arg)
@@ -98,11 +98,14 @@ func (st *story) event(e sim.Event) {
 	}
 }
 
-func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
-	st.tell(at, who, ev)
-	before := st.seen.Reached()
-	st.seen.ObserveEvent(&ev)
-	for s := range ((st.seen.Reached() &^ before) &^ toldAlready).All() {
+// reached tells the first time the run reached a situation, unless the
+// story's own lines tell it already.
+func (st *story) reached(at time.Duration, who, name string) {
+	s, err := props.ParseSituation(name)
+	switch {
+	case err != nil: // a program's own (task.Reach)
+		st.notable(at, who, "reaches "+name)
+	case !toldAlready.Has(s):
 		st.notable(at, who, fmt.Sprintf("reaches %s: %s", s, s.Doc()))
 	}
 }
@@ -113,8 +116,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 var toldAlready = props.SetOf(props.StaleFrameDropped, props.LateCoreAbort, props.Preempted, props.PrefixCacheHit,
 	props.EngineDied, props.PauseWithRequests, props.AddWhilePaused)
 
-// tell tells an engine event, as a line of its own or in a summary.
-func (st *story) tell(at time.Duration, who string, ev core.Event) {
+// engineEvent tells an engine event, as a line of its own or in a summary.
+func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	if p, ok := ev.Params.(engine.Params); ok && ev.Kind == core.EventAdd && p.N > 1 {
 		if st.multi == nil {
 			st.multi = map[uint64]bool{}

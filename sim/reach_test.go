@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,4 +80,37 @@ func TestReachOnTheRealRuntimeDoesNothing(t *testing.T) {
 		g.Go("probe", func() { task.Reach(rt, "anything") })
 	}
 	assert.NotPanics(t, g.Wait)
+}
+
+// TestReachIsInTheTraceAndOutOfTheHash: a traced run records each name
+// once, attributed to the task that reached it, in every trace format;
+// the trace hash is the same traced and untraced, with probes and without.
+func TestReachIsInTheTraceAndOutOfTheHash(t *testing.T) {
+	var seed uint64
+	for sim.Run(sim.Options{Seed: seed, Strategy: sim.Random()}, tellers(true)).Err == nil {
+		seed++
+	}
+	res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Random(), Trace: true}, tellers(true))
+	bare := sim.Run(sim.Options{Seed: seed, Strategy: sim.Random()}, tellers(false))
+	assert.Equal(t, bare.TraceHash, res.TraceHash)
+	require.Equal(t, []string{"teller.wrote", "teller.raced"}, res.Reached)
+	var reached []string
+	for _, e := range res.Trace.Events {
+		if e.Kind == sim.EvReach {
+			reached = append(reached, e.Text)
+			assert.Contains(t, []string{"deposit", "withdraw"}, res.Trace.Tasks[e.Task])
+			assert.Equal(t, "reaches "+e.Text, res.Trace.Describe(e))
+		}
+	}
+	assert.Equal(t, res.Reached, reached, "once each, in order")
+
+	var text, jsonl, perfetto strings.Builder
+	require.NoError(t, res.Trace.WriteText(&text))
+	require.NoError(t, res.Trace.WriteJSONL(&jsonl))
+	require.NoError(t, res.Trace.WritePerfetto(&perfetto))
+	assert.Contains(t, text.String(), "reaches teller.raced")
+	assert.Contains(t, jsonl.String(), `"kind":"reach"`)
+	assert.Contains(t, jsonl.String(), `"detail":"teller.raced"`)
+	assert.Contains(t, perfetto.String(), `"name":"reaches teller.raced"`)
+	assert.Contains(t, perfetto.String(), `"cat":"reach"`)
 }

@@ -65,6 +65,9 @@ type sched struct {
 	draining *drainState
 	mainErr  error
 	reached  []string // task.Reach's names, each once, in the order first reached
+	// reachedBuf holds a run's first few names, which a scenario's
+	// checker reaches in most seeds: no allocation for them.
+	reachedBuf [4]string
 }
 
 var (
@@ -1033,11 +1036,24 @@ func (s *sched) pollContexts() {
 	}
 }
 
-// Reach records a situation the running task reached (task.Reach). The
-// names of a run are few: a scan finds one already recorded.
+// Reach records a situation the running task reached (task.Reach), and
+// the first time, when the run keeps a trace, an EvReach event, which the
+// hash leaves out as it leaves out the strategy's notes. The names of a
+// run are few: a scan finds one already recorded.
 func (s *sched) Reach(name string) {
 	s.checkLiveCaller()
-	if !slices.Contains(s.reached, name) {
-		s.reached = append(s.reached, name)
+	if slices.Contains(s.reached, name) {
+		return
+	}
+	if s.reached == nil {
+		s.reached = s.reachedBuf[:0]
+	}
+	s.reached = append(s.reached, name)
+	if s.trace != nil {
+		by := -1
+		if s.cur != nil {
+			by = s.cur.id
+		}
+		s.event(Event{Kind: EvReach, Task: by, Text: name})
 	}
 }

@@ -35,9 +35,12 @@ const (
 	EvNote
 	// EvStrategy: the strategy explained a decision (Text).
 	EvStrategy
+	// EvReach: task Task first reached situation Text (task.Reach). Like a
+	// strategy note it stays out of the trace hash.
+	EvReach
 )
 
-var eventKindNames = [...]string{"", "spawn", "switch", "block", "wake", "wait", "advance", "exit", "note", "strategy"}
+var eventKindNames = [...]string{"", "spawn", "switch", "block", "wake", "wait", "advance", "exit", "note", "strategy", "reach"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {
@@ -54,7 +57,7 @@ type Event struct {
 	Kind  EventKind
 	Arg   int    // the other task, or a duration in nanoseconds for EvWait
 	Point string // scheduling point, or the spawned task's name
-	Text  string // EvStrategy
+	Text  string // EvStrategy; EvReach: the situation
 	Note  Annotation
 }
 
@@ -156,6 +159,8 @@ func (tr *Trace) Describe(e Event) string {
 		return e.Note.Kind() + " " + e.Note.String()
 	case EvStrategy:
 		return e.Text
+	case EvReach:
+		return "reaches " + e.Text
 	}
 	return e.Kind.String()
 }
@@ -195,7 +200,7 @@ func (tr *Trace) WriteJSONL(w io.Writer) error {
 		case EvNote:
 			je.Note = e.Note.Kind()
 			je.Detail = e.Note.String()
-		case EvStrategy:
+		case EvStrategy, EvReach:
 			je.Detail = e.Text
 		}
 		if err := enc.Encode(je); err != nil {
@@ -228,7 +233,7 @@ const PerfettoStepMicros = 10
 
 // WritePerfetto writes the trace as Chrome trace-event JSON for
 // ui.perfetto.dev: a track per task, a slice for each stretch a task runs,
-// instants for annotations and strategy notes, and flow arrows between
+// instants for annotations, situations reached and strategy notes, and flow arrows between
 // annotations that implement FlowAnnotation.
 func (tr *Trace) WritePerfetto(w io.Writer) error {
 	var out []perfettoEvent
@@ -279,6 +284,9 @@ func (tr *Trace) WritePerfetto(w io.Writer) error {
 				out = append(out, perfettoEvent{Name: "frame", Ph: ph, Ts: ts(e.Step) + 1, Pid: pid, Tid: e.Task + 1, Cat: "flow",
 					ID: strconv.FormatUint(id, 16), BP: "e"})
 			}
+		case EvReach:
+			out = append(out, perfettoEvent{Name: tr.Describe(e), Ph: "i", S: "t", Ts: ts(e.Step) + 1, Pid: pid, Tid: e.Task + 1, Cat: "reach",
+				Args: map[string]any{"virtual_time": "+" + e.At.String()}})
 		case EvStrategy, EvWait:
 			tid := 0
 			if e.Task >= 0 {

@@ -184,6 +184,7 @@ func (p *page) legend() {
 		{`<circle class="event flow-end" cx="15" cy="10" r="3.5"/>`, "frame delivered or dropped"},
 		{`<circle class="event routine" cx="15" cy="10" r="3.5"/>`, "routine event (core step, output taken)"},
 		{`<rect class="event notable" x="10" y="5" width="9" height="9" transform="rotate(45 14.5 9.5)"/>`, "notable event (add, abort, finish...)"},
+		{`<circle class="reach" cx="15" cy="10" r="3.5"/>`, "a situation first reached (a race's window opens)"},
 	}
 	p.printf("<div class=\"legend\" id=\"legend\">\n")
 	for _, it := range items {
@@ -238,7 +239,7 @@ func (p *page) axis(height float64) {
 			continue // drawn on its lane
 		}
 		x := p.x(n.step) + p.stepW/2
-		p.printf("<circle class=\"strategy\" cx=\"%.1f\" cy=\"%d\" r=\"3\"><title>decision %d, %s: %s</title></circle>\n", x, axisHeight-4, n.step, esc(fmtAt(n.at)), esc(n.text))
+		p.printf("<circle class=\"%s\" cx=\"%.1f\" cy=\"%d\" r=\"3\"><title>decision %d, %s: %s</title></circle>\n", n.class(), x, axisHeight-4, n.step, esc(fmtAt(n.at)), esc(n.text))
 	}
 	// Decisions below the lanes.
 	every := int64(1)
@@ -284,7 +285,7 @@ func (p *page) lane(t int, width float64) {
 			continue
 		}
 		x := p.x(n.step) + p.stepW/2
-		p.printf("<circle class=\"strategy\" cx=\"%.1f\" cy=\"%.0f\" r=\"3\"><title>decision %d, %s: %s</title></circle>\n", x, y+5, n.step, esc(fmtAt(n.at)), esc(n.text))
+		p.printf("<circle class=\"%s\" cx=\"%.1f\" cy=\"%.0f\" r=\"3\"><title>decision %d, %s: %s</title></circle>\n", n.class(), x, y+5, n.step, esc(fmtAt(n.at)), esc(n.text))
 	}
 	lastLabel := 0.0
 	for _, m := range l.marks {
@@ -440,6 +441,7 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 .hatch-bg{fill:#fff3e0}.hatch-line{stroke:#f6b26b;stroke-width:2}
 .wait{fill:#8e24aa}
 .strategy{fill:#f57c00}
+.reach{fill:#2e7d32;stroke:#fff;stroke-width:1}
 .event{stroke:#fff;stroke-width:.6}
 .flow-start{fill:#1565c0}.flow-end{fill:#43a047}.routine{fill:#9e9e9e}.notable{fill:#ff8f00;stroke:#6d4c00}
 .event-label{font-size:10px;fill:#6d4c00}

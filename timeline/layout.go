@@ -78,12 +78,14 @@ type wait struct {
 	by   time.Duration
 }
 
-// strategyNote is a strategy event other than a starvation window.
+// strategyNote is a strategy event other than a starvation window, or a
+// situation a task reached (reach).
 type strategyNote struct {
-	step int64
-	task int // the task it names, -1 for none
-	at   time.Duration
-	text string
+	step  int64
+	task  int // the task it names, -1 for none
+	at    time.Duration
+	text  string
+	reach bool // a situation (task.Reach), drawn apart from the strategy's
 }
 
 // mark is the application events of one task at one decision.
@@ -224,6 +226,10 @@ func plan(tr *sim.Trace, opts Options) *layout {
 			}
 		case sim.EvStrategy:
 			b.strategy(e)
+		case sim.EvReach:
+			if l.in(e.Step) {
+				l.notes = append(l.notes, strategyNote{step: e.Step, task: e.Task, at: e.At, text: "reaches " + e.Text, reach: true})
+			}
 		case sim.EvNote:
 			b.resume(e, i)
 			b.note(e)
@@ -576,4 +582,12 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// class is the CSS class a note's marker is drawn with.
+func (n strategyNote) class() string {
+	if n.reach {
+		return "reach"
+	}
+	return "strategy"
 }

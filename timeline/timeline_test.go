@@ -348,3 +348,33 @@ func TestLaneIDsAreUnique(t *testing.T) {
 		seen[id] = l.Attr("data-task-id")
 	}
 }
+
+// TestTheWindowIsMarkedWhereItOpened: the fixed engine's run of seed 1
+// reaches the founding window, and the page marks each situation on the
+// lane of the task that first reached it, named in the tooltip.
+func TestTheWindowIsMarkedWhereItOpened(t *testing.T) {
+	sc, err := scenario.Lookup("abort-reuse")
+	require.NoError(t, err)
+	st, err := sim.ParseStrategy(sc.DefaultStrategy)
+	require.NoError(t, err)
+	prog, out := sc.Program(scenario.Options{Seed: 1})
+	res := sim.Run(sim.Options{Seed: 1, Strategy: st, Trace: true}, prog)
+	require.NoError(t, out.Err(res.Err))
+	svg := svgtest.Parse(t, write(t, res.Trace, timeline.Options{Highlight: scenario.IsStaleDelivery}))
+	reached := func(laneID string) []string {
+		lane := svg.Find(func(e *svgtest.Element) bool { return e.Attr("id") == laneID })
+		require.NotNil(t, lane, laneID)
+		var titles []string
+		for _, c := range lane.All(svgtest.Classed("reach")) {
+			titles = append(titles, c.Title())
+		}
+		return titles
+	}
+	handler := reached("lane-output-handler")
+	require.Len(t, handler, 2, "stale-frame-dropped, then the window: %v", handler)
+	assert.Contains(t, handler[0], "reaches stale-frame-dropped")
+	assert.Contains(t, handler[1], "reaches stale-frame-after-reuse")
+	main := reached("lane-main")
+	require.Len(t, main, 1, "%v", main)
+	assert.Contains(t, main[0], "reaches reuse-with-frames-in-flight")
+}
