@@ -4,7 +4,9 @@
 // with virtual time written above it, the strategy's starvation windows
 // shaded on their victims' lanes, application events as markers and flow
 // arrows from the annotation that starts each flow to the ones that end
-// it. The paths a caller marks — a stale frame — are drawn in red.
+// it. The paths a caller marks — a stale frame — are drawn in red; each
+// situation the run first reached (task.Reach: a race's window opening) is
+// a green marker on the lane of the task that reached it.
 //
 // The page needs nothing from the network: the drawing is inline SVG,
 // styled by inline CSS, with a few lines of inline script to summarise it,
