@@ -220,7 +220,7 @@ func runSwarmReached(t *rapid.T, legacy bool, strategy sim.Strategy) (props.Situ
 // rapid's draws under random, 5% under chaos, 17% under a starved output
 // handler; of 300 runs, none would happen once in 10^10).
 func TestReusedIDsNeverSeeAnotherIncarnationsTokens(t *testing.T) {
-	windows := props.SetOf(props.StaleFrameAfterReuse, props.AbortAfterReuse)
+	windows := props.ReuseWindows
 	runs, reached := 0, 0
 	for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("output-handler")} {
 		t.Run(st.String(), rapid.MakeCheck(func(t *rapid.T) {

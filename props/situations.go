@@ -127,6 +127,10 @@ func ParseSituation(name string) (Situation, error) {
 	return 0, fmt.Errorf("no situation %q; the situations are %s", name, strings.Join(situationNames[:], ", "))
 }
 
+// ReuseWindows are the windows the legacy engine's routing by the
+// caller's id fails in: every failure of its id reuse reaches one of them.
+var ReuseWindows = SetOf(StaleFrameAfterReuse, AbortAfterReuse, CoreRefusedAdd)
+
 // SituationSet is a set of situations.
 type SituationSet uint32
 

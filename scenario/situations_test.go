@@ -29,9 +29,6 @@ func situationSeeds() uint64 {
 	return 600
 }
 
-// reuseWindows are the windows the legacy engine's reuse bugs need.
-var reuseWindows = props.SetOf(props.StaleFrameAfterReuse, props.AbortAfterReuse, props.CoreRefusedAdd)
-
 // TestTheFixedEnginePassesWhereTheLegacyEngineFails: on abort-reuse the
 // legacy engine fails on exactly the seeds that reached the founding
 // race's window, and the fixed engine reaches that window on the same
@@ -68,7 +65,7 @@ func TestEveryLegacyFailureOpenedAReuseWindow(t *testing.T) {
 				continue
 			}
 			failed++
-			assert.NotZero(t, set&reuseWindows, "%s seed %d failed (%v) but reached only %s", s.Name, seed, err, set)
+			assert.NotZero(t, set&props.ReuseWindows, "%s seed %d failed (%v) but reached only %s", s.Name, seed, err, set)
 		}
 		assert.NotZero(t, failed, "the legacy engine passed %d seeds of %s", situationSeeds(), s.Name)
 	}
@@ -95,7 +92,7 @@ func TestEveryScenarioReachesItsTargets(t *testing.T) {
 	for seed := uint64(1); seed <= 100; seed++ {
 		set, err := reachedBy(t, scenario.AbortReuseWaitIdle, true, seed)
 		require.NoError(t, err)
-		assert.Zero(t, set&reuseWindows, "seed %d reached %s", seed, set)
+		assert.Zero(t, set&props.ReuseWindows, "seed %d reached %s", seed, set)
 	}
 }
 

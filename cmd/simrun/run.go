@@ -309,10 +309,7 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 			}
 		}
 	}
-	if o.failed() {
-		return errFailed
-	}
-	return nil
+	return failedErr(o)
 }
 
 // reportHang reports a run that did not end: there is no schedule, trace or

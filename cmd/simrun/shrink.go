@@ -147,14 +147,14 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	}
 	if nothing != "" {
 		if *jsonOut {
-			return writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(),
-				Failed: o.failed(), Signature: signatureOf(o), Reaches: *reach})
+			if err := writeJSON(stdout, shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(),
+				Failed: o.failed(), Signature: signatureOf(o), Reaches: *reach}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(stdout, "%s: %s after %d steps — %s\n", head, passOrFail(o), o.res.Steps, nothing)
 		}
-		fmt.Fprintf(stdout, "%s: %s after %d steps — %s\n", head, passOrFail(o), o.res.Steps, nothing)
-		if o.failed() {
-			return errFailed
-		}
-		return nil
+		return failedErr(&o)
 	}
 
 	if hang != nil {

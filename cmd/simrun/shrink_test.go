@@ -159,6 +159,13 @@ func TestShrinkToReachWhatTheRunDidNotReach(t *testing.T) {
 	assert.Contains(t, out, ": ok after ")
 	assert.Contains(t, out, "it did not reach stale-frame-after-reuse, nothing to shrink")
 
+	// A failing run that did not reach the situation is still a failure,
+	// in text and in JSON alike.
+	for _, format := range [][]string{nil, {"-json"}} {
+		code, out, _ = simrun(t, append([]string{"shrink", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-reach", "preempted", "-out", t.TempDir(), "-quiet"}, format...)...)
+		assert.Equal(t, 1, code, out)
+	}
+
 	code, _, errOut := simrun(t, "shrink", "-scenario", "abort-reuse", "-seed", "1", "-reach", "stale", "-out", t.TempDir())
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `-reach: no situation "stale"`)

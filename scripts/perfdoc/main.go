@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmdst/llmdst/props"
 )
 
 // history is what each optimisation bought, as measured when it was made,
@@ -117,7 +119,7 @@ type sweepSummary struct {
 
 // founding is the situation the founding race needs: a legacy run fails
 // exactly when it reaches it.
-const founding = "stale-frame-after-reuse"
+var founding = props.StaleFrameAfterReuse.String()
 
 // writeWindows counts the two sides in openings of the founding race's
 // window, which is what a run is for. A legacy run fails exactly when it
