@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,8 +42,10 @@ type Options struct {
 	// then 0. CheckDeterminism turns it back on.
 	NoHash bool
 	// CheckDeterminism runs the program twice and fails with a
-	// *NondeterminismError when the trace hashes differ. It needs the
-	// default chooser, and main must build all its state afresh.
+	// *NondeterminismError when the two runs differ: in their trace
+	// hashes, or, on the same hash, in the situations they reached
+	// (task.Reach) or in whether they failed. It needs the default
+	// chooser, and main must build all its state afresh.
 	CheckDeterminism bool
 	// Debug checks at every call into the runtime that the caller is the
 	// running task, panicking with a *ForeignGoroutineError otherwise. It
@@ -128,12 +131,7 @@ func Run(opts Options, main func(rt task.Runtime) error) Result {
 	res := runOnce(&opts, main)
 	if opts.CheckDeterminism && opts.Chooser == nil {
 		again := runOnce(&opts, main)
-		if again.TraceHash != res.TraceHash {
-			step := int64(-1) // without a record, where they part is not known
-			if !opts.NoRecord {
-				step = firstDivergence(res.Schedule, again.Schedule)
-			}
-			err := &NondeterminismError{Seed: opts.Seed, Hashes: [2]uint64{res.TraceHash, again.TraceHash}, Step: step}
+		if err := differ(&opts, &res, &again); err != nil {
 			res.Err = errors.Join(err, res.Err)
 		}
 	}
@@ -295,22 +293,78 @@ func (e *ScheduleMismatchError) Error() string {
 	return fmt.Sprintf("sim: replay diverged at step %d: %s (was the code changed since the schedule was recorded?)", e.Step, e.Reason)
 }
 
-// NondeterminismError says that the same seed gave two different runs.
+// differ compares two runs of one seed (CheckDeterminism): their trace
+// hashes, and on the same hash what the hash leaves out — the situations
+// each reached (task.Reach) and whether each failed. The same schedule
+// that reaches another situation, or fails where it passed, is a program
+// whose state outlives a run or comes from outside it.
+func differ(opts *Options, a, b *Result) *NondeterminismError {
+	e := &NondeterminismError{Seed: opts.Seed, Hashes: [2]uint64{a.TraceHash, b.TraceHash}}
+	switch {
+	case a.TraceHash != b.TraceHash:
+		e.Step = -1 // without a record, where they part is not known
+		if !opts.NoRecord {
+			e.Step = firstDivergence(a.Schedule, b.Schedule)
+		}
+	case !slices.Equal(a.Reached, b.Reached):
+		e.Reached = [2][]string{a.Reached, b.Reached}
+	case (a.Err == nil) != (b.Err == nil):
+		e.Errs = [2]error{a.Err, b.Err}
+	default:
+		return nil
+	}
+	return e
+}
+
+// NondeterminismError says that the same seed gave two different runs:
+// different trace hashes, or on the same hash different situations reached
+// or one run failing where the other passed.
 type NondeterminismError struct {
 	Seed   uint64
 	Hashes [2]uint64
 	// Step is the first decision that differed, 0 if the decisions agree,
-	// -1 if they were not recorded (Options.NoRecord).
+	// -1 if they were not recorded (Options.NoRecord). It is 0 when the
+	// hashes are the same.
 	Step int64
+	// Reached are the situations each run reached, set when the hashes
+	// are the same and these differ.
+	Reached [2][]string
+	// Errs are the runs' errors, set when the hashes and the situations
+	// are the same and one run failed where the other did not.
+	Errs [2]error
 }
 
 func (e *NondeterminismError) Error() string {
+	if e.Hashes[0] == e.Hashes[1] {
+		var what string
+		switch {
+		case e.Reached[0] != nil || e.Reached[1] != nil:
+			what = fmt.Sprintf("the situations reached differ: %s, then %s", reachedList(e.Reached[0]), reachedList(e.Reached[1]))
+		case e.Errs[0] != nil:
+			what = fmt.Sprintf("the first run failed and the second passed; the first failed with: %v", e.Errs[0])
+		default:
+			what = fmt.Sprintf("the first run passed and the second failed with: %v", e.Errs[1])
+		}
+		return fmt.Sprintf("sim: seed %d is not deterministic: the same schedule and trace hash %016x, but %s (state kept from an earlier run, a global, map iteration, wall time?)",
+			e.Seed, e.Hashes[0], what)
+	}
 	where := fmt.Sprintf("first different decision at step %d", e.Step)
-	if e.Step < 0 {
+	switch {
+	case e.Step < 0:
 		where = "the decisions were not recorded (run it again without NoRecord to find the first that differs)"
+	case e.Step == 0:
+		where = "the same decisions, different events between them"
 	}
 	return fmt.Sprintf("sim: seed %d is not deterministic: trace hashes %016x and %016x, %s (map iteration, wall time, a goroutine the simulator does not manage?)",
 		e.Seed, e.Hashes[0], e.Hashes[1], where)
+}
+
+// reachedList writes situations as a list, "none" for none.
+func reachedList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(names, " ") + "]"
 }
 
 // ForeignGoroutineError is the panic of Options.Debug when a goroutine the

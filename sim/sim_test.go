@@ -239,6 +239,58 @@ func TestDeterminismSelfCheck(t *testing.T) {
 	assert.Contains(t, nd.Error(), "seed 7 is not deterministic")
 }
 
+// TestDeterminismSelfCheckComparesWhatTheHashLeavesOut: the situations a
+// run reached are not hashed, and a failure need not change the schedule.
+// A program that reaches a situation, or fails, on state kept from an
+// earlier run makes the same decisions with the same hash each time: the
+// check compares the situations and the outcome as well.
+func TestDeterminismSelfCheckComparesWhatTheHashLeavesOut(t *testing.T) {
+	calls := 0
+	reaches := func(rt task.Runtime) error {
+		calls++
+		rt.Yield("a")
+		if calls%2 == 1 {
+			task.Reach(rt, "first-call")
+		}
+		return nil
+	}
+	res := sim.Run(sim.Options{Seed: 7, CheckDeterminism: true}, reaches)
+	var nd *sim.NondeterminismError
+	require.ErrorAs(t, res.Err, &nd)
+	assert.Equal(t, nd.Hashes[0], nd.Hashes[1], "the schedule and events are the same")
+	assert.Equal(t, [2][]string{{"first-call"}, nil}, nd.Reached)
+	assert.Contains(t, nd.Error(), "seed 7 is not deterministic: the same schedule and trace hash")
+	assert.Contains(t, nd.Error(), "the situations reached differ: [first-call], then none")
+
+	calls = 0
+	fails := func(rt task.Runtime) error {
+		calls++
+		rt.Yield("a")
+		if calls%2 == 0 {
+			return errors.New("only every other run")
+		}
+		return nil
+	}
+	res = sim.Run(sim.Options{Seed: 7, CheckDeterminism: true, NoRecord: true}, fails)
+	require.ErrorAs(t, res.Err, &nd)
+	assert.Equal(t, nd.Hashes[0], nd.Hashes[1])
+	assert.NoError(t, nd.Errs[0])
+	assert.EqualError(t, nd.Errs[1], "only every other run")
+	assert.Contains(t, nd.Error(), "the first run passed and the second failed with: only every other run")
+
+	// A program that reaches the same situations and fails the same way
+	// every run is deterministic, its failure its own.
+	same := func(rt task.Runtime) error {
+		rt.Yield("a")
+		task.Reach(rt, "always")
+		return errors.New("always fails")
+	}
+	res = sim.Run(sim.Options{Seed: 7, CheckDeterminism: true}, same)
+	assert.False(t, errors.As(res.Err, &nd), "%v", res.Err)
+	assert.EqualError(t, res.Err, "always fails")
+	assert.Equal(t, []string{"always"}, res.Reached)
+}
+
 // TestDeterminismSelfCheckWithAChooserOfTheCallersWarns: Run cannot draw a
 // caller's chooser twice, so it cannot check; it says so rather than pass
 // silently.

@@ -12,11 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/task"
 )
 
 // wobbleRuns makes the wobble scenario differ from one run to the next, as
 // a program reading wall time or ranging over a map would.
 var wobbleRuns atomic.Uint64
+
+// reachRuns makes the test-wobble-reach scenario reach a situation on
+// every other run, on the same schedule: what the trace hash leaves out.
+var reachRuns atomic.Uint64
 
 func init() {
 	scenario.Register(&scenario.Scenario{Name: "test-wobble", Summary: "a scenario no seed of which runs the same twice", DefaultStrategy: "random",
@@ -26,6 +31,29 @@ func init() {
 			}
 			return nil
 		}})
+	scenario.Register(&scenario.Scenario{Name: "test-wobble-reach", Summary: "a scenario that reaches a situation on every other run", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			x.RT.Yield("steady")
+			if reachRuns.Add(1)%2 == 0 {
+				task.Reach(x.RT, "every-other-run")
+			}
+			return nil
+		}})
+}
+
+// TestASweepCatchesSituationsReachedNondeterministically: the same
+// schedule, the same trace hash, and a situation reached in one run of a
+// seed and not in the other: the sweep's determinism check names the
+// seeds, and run -check-determinism says what differed.
+func TestASweepCatchesSituationsReachedNondeterministically(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, "sweep", "-scenario", "test-wobble-reach", "-seeds", "1-4", "-check-determinism", "100%", "-out", dir, "-quiet")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "determinism: 4 seeds run twice, 4 ran differently: [1 2 3 4]")
+
+	code, out, _ = simrun(t, "run", "-scenario", "test-wobble-reach", "-seed", "1", "-check-determinism", "-out", dir)
+	require.Equal(t, 1, code, out)
+	assert.Regexp(t, `seed 1 is not deterministic: the same schedule and trace hash [0-9a-f]{16}, but the situations reached differ: (\[every-other-run\], then none|none, then \[every-other-run\])`, out)
 }
 
 // TestNondeterministicSeedsAreReproducedByRunningThemTwice: a schedule replays
@@ -35,7 +63,7 @@ func TestNondeterministicSeedsAreReproducedByRunningThemTwice(t *testing.T) {
 	dir := t.TempDir()
 	code, out, _ := simrun(t, "sweep", "-scenario", "test-wobble", "-seeds", "1-6", "-check-determinism", "100%", "-out", dir, "-quiet")
 	require.Equal(t, 1, code, out)
-	assert.Contains(t, out, "gave different trace hashes")
+	assert.Contains(t, out, "ran differently")
 	m := regexp.MustCompile(`nondeterministic\n\s+first seed \d+: (simrun run .*)`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	assert.True(t, strings.HasSuffix(m[1], " -check-determinism"), m[1])

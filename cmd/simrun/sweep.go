@@ -612,9 +612,9 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	printReached(w, r)
 	if r.Determinism > 0 {
 		if len(r.Nondetermined) == 0 {
-			fmt.Fprintf(w, "  determinism: %d seeds run twice, every trace hash the same\n", r.Determinism)
+			fmt.Fprintf(w, "  determinism: %d seeds run twice, the same trace hash, situations and outcome both times\n", r.Determinism)
 		} else {
-			fmt.Fprintf(w, "  determinism: %d seeds run twice, %d gave different trace hashes: %v\n", r.Determinism, len(r.Nondetermined), r.Nondetermined)
+			fmt.Fprintf(w, "  determinism: %d seeds run twice, %d ran differently: %v\n", r.Determinism, len(r.Nondetermined), r.Nondetermined)
 		}
 	}
 }
