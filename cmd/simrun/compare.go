@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
 )
@@ -91,8 +92,10 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	bFlags := fs.String("b", "", "variant B's flags, e.g. '-strategy chaos'; empty: the common flags alone")
 	var wf sweepFlags
 	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text")
-	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode, and one per target a variant reached in too few seeds (-min-reached)")
 	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed: A's in its subdirectory a, B's in b")
+	var rf reachFlags
+	rf.register(fs)
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -123,6 +126,14 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("variant %s: %w", v.name, err)
 		}
 	}
+	targetsA, err := variantTargets(&rf, "A", spA)
+	if err != nil {
+		return err
+	}
+	targetsB, err := variantTargets(&rf, "B", spB)
+	if err != nil {
+		return err
+	}
 	det, err := wf.check()
 	if err != nil {
 		return err
@@ -140,7 +151,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	// Under a budget, A runs for half of it and B over the seeds A ran,
 	// so that the two stay paired seed by seed.
 	a := tally()
-	a.budget, a.targets = wf.budget/2, spA.scenario.Targets
+	a.budget, a.targets = wf.budget/2, targetsA
 	// Ctrl-C (or SIGTERM) stops the variant running, and the comparison
 	// there, as a hang does: the sweeps as far as they went are reported.
 	interrupted := stopOnSignal(a)
@@ -155,7 +166,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		return partial.interrupted(sideA, nil)
 	}
 	b := tally()
-	b.targets = spB.scenario.Targets
+	b.targets = targetsB
 	interrupted.watch(b)
 	stB := sweepInto(b, spB, stA.ran, det, bar)
 	sideB := hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}
@@ -200,7 +211,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	res.Modes = compareModes(stA, stB, &res)
 
 	if *junit != "" {
-		if err := writeCompareJUnit(*junit, &res); err != nil {
+		if err := writeCompareJUnit(*junit, &res, uint64(rf.min)); err != nil {
 			return err
 		}
 	}
@@ -211,10 +222,35 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	} else {
 		printCompare(stdout, &res)
 	}
-	if res.A.Failures > 0 || res.B.Failures > 0 {
+	// -min-reached holds each variant to it, whether or not a seed
+	// failed: a B that passes because it no longer reaches the race's
+	// window has not fixed the race.
+	failed := res.A.Failures > 0 || res.B.Failures > 0
+	for _, s := range []struct {
+		name string
+		side *compareSide
+	}{{"A", &res.A}, {"B", &res.B}} {
+		if err := checkReached(stderr, "compare, "+s.name, &s.side.sweepResult, uint64(rf.min)); err != nil {
+			failed = true
+		}
+	}
+	if failed {
 		return errFailed
 	}
 	return nil
+}
+
+// variantTargets returns the target situations of a variant's sweep:
+// -targets, the same for both variants, else those of the variant's
+// scenario, which may differ from the other's (-a '-scenario X'). A
+// scenario with none under -min-reached is a usage error of the variant;
+// an error of -targets is the same for both, and names none.
+func variantTargets(rf *reachFlags, name string, sp *spec) (props.SituationSet, error) {
+	set, err := rf.targetSet(sp.scenario.Targets, sp.scenario.Name)
+	if err != nil && rf.targets == "" {
+		return 0, usagef("variant %s: %v", name, err)
+	}
+	return set, err
 }
 
 // variantSpec reads a variant's flags on top of the common ones.
@@ -626,7 +662,7 @@ func printCompare(w io.Writer, r *compareResult) {
 		side *compareSide
 	}{{"A", &r.A}, {"B", &r.B}} {
 		if n := len(s.side.Nondetermined); n > 0 {
-			fmt.Fprintf(w, "  determinism: %d seed(s) of %s gave different trace hashes: %v\n", n, s.name, s.side.Nondetermined)
+			fmt.Fprintf(w, "  determinism: %d seed(s) of %s ran differently: %v\n", n, s.name, s.side.Nondetermined)
 		}
 	}
 }
@@ -653,13 +689,18 @@ func printTargetsReached(w io.Writer, r *compareResult) {
 	}
 }
 
-func writeCompareJUnit(file string, r *compareResult) error {
+// writeCompareJUnit writes compare's JUnit report: a case per variant,
+// each followed by a failing case per target of the variant reached in
+// fewer than minReached seeds (-min-reached), and a failing case per
+// failure mode.
+func writeCompareJUnit(file string, r *compareResult, minReached uint64) error {
 	var cases []triage.JUnitCase
 	for _, s := range []struct {
 		name string
 		side *compareSide
 	}{{"A", &r.A}, {"B", &r.B}} {
 		cases = append(cases, variantCase(s.name, s.side, r.Seeds, "", ""))
+		cases = append(cases, reachCases(&s.side.sweepResult, minReached, s.name+": ", "simrun.compare."+s.side.Scenario)...)
 	}
 	for _, m := range r.Modes {
 		c := triage.JUnitCase{Name: "mode " + m.Signature, Classname: "simrun.compare." + r.A.Scenario, Failure: m.Verdict,

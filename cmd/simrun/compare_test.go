@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 )
@@ -145,6 +146,8 @@ func TestCompareBadFlagsAreExitTwo(t *testing.T) {
 		{[]string{"-scenario", "abort-reuse", "-seeds", "5-1"}, "is empty: its end 1 is below its start 5"},
 		{[]string{"-scenario", "abort-reuse", "-j", "0"}, "-j must be ≥ 1"},
 		{[]string{"-scenario", "abort-reuse", "-j", "100000"}, "-j must be at most 1024 (each run takes a core; more workers than cores add nothing), got 100000"},
+		{[]string{"-scenario", "abort-reuse", "-targets", "stale-frame", "-min-reached", "1"}, `simrun compare: -targets: no situation "stale-frame"; the situations are `},
+		{[]string{"-scenario", "abort-reuse", "-min-reached", "-1"}, "-min-reached"},
 	}
 	for _, c := range cases {
 		code, _, errOut := simrun(t, append([]string{"compare"}, c.args...)...)
@@ -241,4 +244,121 @@ func TestCompareAppliesEveryVariantFlag(t *testing.T) {
 		require.NoError(t, err, f.Name)
 		assert.NotEqual(t, fmt.Sprintf("%+v", *base), fmt.Sprintf("%+v", *sp), "-a -%s changes nothing", f.Name)
 	})
+}
+
+// TestCompareMinReachedHoldsEachVariant: -min-reached holds both variants
+// to it, each named, whether or not a seed failed: the legacy engine's
+// failures fail the comparison as before, and a target too few seeds
+// reached fails it too.
+func TestCompareMinReachedHoldsEachVariant(t *testing.T) {
+	target := props.StaleFrameAfterReuse.String()
+	args := []string{"compare", "-scenario", "abort-reuse", "-seeds", "1-100", "-a", "-legacy", "-b", "", "-j", "2"}
+	code, out, errOut := simrun(t, append(args, "-out", t.TempDir(), "-min-reached", "1")...)
+	assert.Equal(t, 1, code, "the legacy failures: %s", errOut)
+	assert.Contains(t, out, "targets reached, in seeds:")
+	assert.NotContains(t, errOut, "fewer than -min-reached")
+
+	code, out, errOut = simrun(t, append(args, "-out", t.TempDir(), "-min-reached", "101", "-json")...)
+	assert.Equal(t, 1, code)
+	var r compareResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "the report is printed: %s", errOut)
+	require.Positive(t, r.A.Reached[target])
+	for _, side := range []struct {
+		name string
+		r    *sweepResult
+	}{{"A", &r.A.sweepResult}, {"B", &r.B.sweepResult}} {
+		assert.Equal(t, []string{target}, side.r.Targets, side.name)
+		assert.Contains(t, errOut, "simrun compare, "+side.name+": target "+target+" was reached in "+itoa(side.r.Reached[target])+
+			" of 100 seeds, fewer than -min-reached 101\n")
+	}
+}
+
+// TestCompareTargetsReplaceEachVariantsOwn: -targets counts its situations
+// as the targets of both variants, whatever their scenarios name; the
+// race's window, which abort-reuse-wait-idle closes, fails -min-reached
+// for the variant that runs it, and that one alone, though no seed
+// failed.
+func TestCompareTargetsReplaceEachVariantsOwn(t *testing.T) {
+	target := props.StaleFrameAfterReuse.String()
+	r := compareJSON(t, 0, "-scenario", "abort-reuse-wait-idle", "-seeds", "1-50", "-a", "", "-b", "")
+	assert.Empty(t, r.A.Targets, "the scenario names no targets")
+	assert.Empty(t, r.B.Targets)
+
+	r = compareJSON(t, 0, "-scenario", "abort-reuse-wait-idle", "-seeds", "1-50", "-a", "", "-b", "", "-targets", target)
+	for _, side := range []*compareSide{&r.A, &r.B} {
+		assert.Equal(t, []string{target}, side.Targets)
+		n, counted := side.Reached[target]
+		assert.True(t, counted, "a target is counted, reached or not")
+		assert.Zero(t, n, "abort-reuse-wait-idle never reaches it")
+	}
+
+	code, out, errOut := simrun(t, "compare", "-scenario", "abort-reuse-wait-idle", "-seeds", "1-50", "-a", "", "-b", "", "-j", "2",
+		"-out", t.TempDir(), "-targets", target, "-min-reached", "1")
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, target+": A 0 (0%), B 0 (0%)")
+	assert.Contains(t, errOut, "simrun compare, A: target "+target+" was reached in 0 of 50 seeds, fewer than -min-reached 1\n")
+	assert.Contains(t, errOut, "simrun compare, B: target "+target+" was reached in 0 of 50 seeds, fewer than -min-reached 1\n")
+
+	// A variant of another scenario: A reaches the window, B never does.
+	code, _, errOut = simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-50", "-a", "", "-b", "-scenario abort-reuse-wait-idle", "-j", "2",
+		"-out", t.TempDir(), "-targets", target, "-min-reached", "1")
+	assert.Equal(t, 1, code, errOut)
+	assert.NotContains(t, errOut, "simrun compare, A: target")
+	assert.Contains(t, errOut, "simrun compare, B: target "+target+" was reached in 0 of 50 seeds, fewer than -min-reached 1\n")
+}
+
+// TestCompareMinReachedWithoutTargetsIsAUsageError: -min-reached of a
+// variant whose scenario names no targets, and no -targets, is refused
+// before anything runs, naming the variant.
+func TestCompareMinReachedWithoutTargetsIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-scenario", "abort-reuse", "-b", "-scenario abort-reuse-wait-idle", "-min-reached", "5"},
+			"simrun compare: variant B: -min-reached 5: scenario abort-reuse-wait-idle names no target situations; name them with -targets\n"},
+		{[]string{"-scenario", "abort-reuse-wait-idle", "-a", "-legacy", "-b", "-scenario abort-reuse", "-min-reached", "1"},
+			"simrun compare: variant A: -min-reached 1: scenario abort-reuse-wait-idle names no target situations; name them with -targets\n"},
+	} {
+		dir := filepath.Join(t.TempDir(), "out")
+		junit := filepath.Join(t.TempDir(), "compare.xml")
+		code, out, errOut := simrun(t, append([]string{"compare", "-seeds", "1-100", "-out", dir, "-junit", junit}, tc.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
+		assert.Equal(t, tc.want, errOut, "%v", tc.args)
+		assert.Empty(t, out)
+		assert.NoDirExists(t, dir, "nothing ran")
+		assert.NoFileExists(t, junit)
+	}
+	// With -targets the scenario's are not needed.
+	code, _, errOut := simrun(t, "compare", "-scenario", "abort-reuse", "-seeds", "1-20", "-b", "-scenario abort-reuse-wait-idle", "-j", "2",
+		"-out", t.TempDir(), "-targets", "stale-frame-dropped", "-min-reached", "1")
+	assert.Equal(t, 0, code, errOut)
+}
+
+// TestCompareJUnitFailsATargetTooFewSeedsReached: CI reads the JUnit
+// report, so a variant that failed -min-reached has a failing case there,
+// after its own, named as sweep names its.
+func TestCompareJUnitFailsATargetTooFewSeedsReached(t *testing.T) {
+	target := props.StaleFrameAfterReuse.String()
+	junit := filepath.Join(t.TempDir(), "compare.xml")
+	r := compareJSON(t, 1, "-scenario", "abort-reuse", "-seeds", "1-40", "-a", "", "-b", "-strategy chaos", "-min-reached", "41", "-junit", junit)
+	require.Zero(t, r.A.Failures+r.B.Failures, "only -min-reached fails")
+	doc := readJUnit(t, junit)
+	require.Len(t, doc.Suites, 1)
+	cases := doc.Suites[0].Cases
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.Name)
+	}
+	require.Equal(t, []string{"A: (no flags)", "A: target " + target, "B: -strategy chaos", "B: target " + target}, names)
+	for i, side := range []*compareSide{&r.A, &r.B} {
+		c := cases[2*i+1]
+		require.NotNil(t, c.Failure, c.Name)
+		assert.Equal(t, "target "+target+" was reached in "+itoa(side.Reached[target])+" of 40 seeds, fewer than -min-reached 41", c.Failure.Message)
+		assert.Nil(t, cases[2*i].Failure, "no seed of %s failed", names[2*i])
+	}
+	assert.Equal(t, 2, doc.Suites[0].Failures)
+
+	compareJSON(t, 0, "-scenario", "abort-reuse", "-seeds", "1-40", "-a", "", "-b", "-strategy chaos", "-min-reached", "1", "-junit", junit)
+	assert.Len(t, readJUnit(t, junit).Suites[0].Cases, 2, "no target case")
 }

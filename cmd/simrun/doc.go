@@ -9,7 +9,7 @@
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
-//	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b ''
+//	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
 //	simrun merge   [-min-reached N] shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
@@ -40,9 +40,13 @@
 // sweep, merge and compare count the seeds that reached each, with the
 // scenario's targets (Scenario.Targets, or -targets) first. A sweep warns
 // when no seed reached a target, and -min-reached N fails it (exit 1) when
-// one was reached in fewer than N seeds. shrink -reach SITUATION shrinks a
-// run to the simplest that still reaches the situation and still passes,
-// or fails the same way: the simplest opening of a race's window.
+// one was reached in fewer than N seeds. compare's -targets replaces both
+// variants' targets, and its -min-reached fails it when either variant
+// reached one in fewer than N seeds, whether or not a seed failed, naming
+// the variant: a B that passes because it no longer opens the race's
+// window has not fixed the race. shrink -reach SITUATION shrinks a run to
+// the simplest that still reaches the situation and still passes, or fails
+// the same way: the simplest opening of a race's window.
 //
 // -config KEY=VALUE (repeatable) sets the engine configuration under test
 // in every engine a run makes, over the scenario's own settings, swarm's

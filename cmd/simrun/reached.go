@@ -141,8 +141,22 @@ func shortOfReach(r *sweepResult, min uint64) []shortTarget {
 	return short
 }
 
+// reachCases are the failing JUnit cases of -min-reached: one for each
+// target of r reached in fewer than min seeds, named prefix+"target NAME",
+// so that a report does not pass a sweep over that proved nothing of a
+// race.
+func reachCases(r *sweepResult, min uint64, prefix, classname string) []triage.JUnitCase {
+	var cases []triage.JUnitCase
+	for _, short := range shortOfReach(r, min) {
+		cases = append(cases, triage.JUnitCase{Name: prefix + "target " + short.name, Classname: classname, Failure: short.String(),
+			Output: "a sweep whose seeds did not reach its target says nothing of the race there: sweep more seeds, or with a strategy that reaches it"})
+	}
+	return cases
+}
+
 // checkReached is -min-reached: it names each target reached in fewer than
-// min seeds on stderr, and returns errFailed if there is one.
+// min seeds on stderr, after "simrun CMD: ", and returns errFailed if there
+// is one.
 func checkReached(stderr io.Writer, cmd string, r *sweepResult, min uint64) error {
 	short := shortOfReach(r, min)
 	for _, s := range short {

@@ -651,10 +651,7 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState, minR
 	}
 	// A target too few seeds reached fails the sweep (-min-reached): a
 	// case says so, so that the report does not pass it over either.
-	for _, short := range shortOfReach(r, minReached) {
-		cases = append(cases, triage.JUnitCase{Name: "target " + short.name, Classname: "simrun." + r.Scenario, Failure: short.String(),
-			Output: "a sweep whose seeds did not reach its target says nothing of the race there: sweep more seeds, or with a strategy that reaches it"})
-	}
+	cases = append(cases, reachCases(r, minReached, "", "simrun."+r.Scenario)...)
 	cases = append([]triage.JUnitCase{summary}, cases...)
 	return writeFile(file, func(w io.Writer) error {
 		return triage.WriteJUnit(w, "simrun sweep "+r.Scenario, cases)
