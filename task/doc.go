@@ -33,7 +33,9 @@
 //     not call into a simulated Runtime.
 //  5. Mark with Reach the situations a race needs ("refresh.raced-close"):
 //     under the simulator a run lists the ones it reached, so that passing
-//     seeds can show they opened the window; on Real it does nothing.
+//     seeds can show they opened the window; on Real it does nothing, but
+//     in a process started with LLMDST_REACHED=FILE (ReachedEnv, which
+//     simrun stress sets for every copy), where it logs each name once.
 //
 // Usage:
 //
