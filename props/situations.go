@@ -6,6 +6,10 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/task"
 )
 
 // Situation is a circumstance a run can reach that the properties are
@@ -181,7 +185,44 @@ func (set SituationSet) String() string {
 	return strings.Join(names, ", ")
 }
 
+// Reach hands each situation of the set on to task.Reach on rt, in the
+// order of their constants: under the simulator the run lists them (and a
+// traced run records where), on the real runtime a process started with
+// task.ReachedEnv logs them.
+func (set SituationSet) Reach(rt task.Runtime) {
+	for s := range set.All() {
+		task.Reach(rt, s.String())
+	}
+}
+
 // Reached returns the situations the run reached so far.
 func (c *Checker) Reached() SituationSet { return c.reached }
+
+// Observer returns an engine observer (engine.Config.Observer) that feeds
+// c every event and hands each situation c newly reaches on to
+// task.Reach(rt, …), after the event that reached it. On the real runtime
+// the engine's goroutines call it at once: it takes their events one at a
+// time, in the order they come, which is the order of the engine's own
+// hand-offs (each event is published before the hand-off it announces,
+// and the frontend's under its lock). Read c (Finish, Err, Reached) once
+// the engine is closed.
+//
+// The properties are written for the simulator's one task at a time; on
+// the real runtime WaitIdleMeansIdle may not hold (the core may take a
+// request another goroutine added between WaitIdle's test and its event), so a test on
+// goroutines that calls WaitIdle should read the situations, not the
+// violations.
+func (c *Checker) Observer(rt task.Runtime) func(core.Event) {
+	var mu sync.Mutex
+	return func(ev core.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		before := c.reached
+		c.ObserveEvent(&ev)
+		if c.reached != before {
+			(c.reached &^ before).Reach(rt)
+		}
+	}
+}
 
 func (c *Checker) reach(s Situation) { c.reached = c.reached.With(s) }

@@ -85,7 +85,9 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 			sim.NoteHash(rt, ev.Kind.String(), fingerprint(ev))
 		}
 		if now := checker.Reached(); now != before {
-			reach(rt, now&^before)
+			// After the note: the trace, the timeline and the story
+			// show each situation after the event that reached it.
+			(now &^ before).Reach(rt)
 		}
 	}
 	e, err := engine.New(cfg)
@@ -94,16 +96,6 @@ func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	}
 	x.engines = append(x.engines, e)
 	return e, nil
-}
-
-// reach passes the situations the checker found reached on to the run
-// (task.Reach), after the event that reached them: the trace, the timeline
-// and the story show where each first was, and sim.Result.Reached lists
-// them.
-func reach(rt task.Runtime, set props.SituationSet) {
-	for s := range set.All() {
-		task.Reach(rt, s.String())
-	}
 }
 
 // engineConfig is the configuration NewEngine starts an engine of cfg
