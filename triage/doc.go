@@ -30,6 +30,12 @@
 //     once. Report the conditions (WriteTable prints them) with the rates.
 //  5. Decide the exit status of your own program from the report; Stress
 //     only measures.
+//  6. To learn whether the copies went where a failure would be, call
+//     task.Reach in the program at a race's window, and name it in
+//     StressConfig.Targets: every copy gets LLMDST_REACHED naming a file of
+//     its own, and the report counts, per variant, the copies that reached
+//     each situation, how many of them failed and the first. A target no
+//     copy reached is a race the run says nothing of.
 //
 // Usage:
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -53,8 +54,10 @@ func seconds(d time.Duration) string {
 // WriteTable writes the report for people: one row per variant with its
 // failures in every round and in total (with the 95% Wilson interval);
 // then each variant's failure modes with their rates, first occurrence and
-// a command line reproducing it; with two variants, the comparison of
-// every mode and of the totals; and last the conditions of the run.
+// a command line reproducing it, and, when it has targets or a copy
+// reached a situation (task.Reach), the copies that reached each; with two
+// variants, the comparison of every mode and of the totals; and last the
+// conditions of the run.
 func (r *StressReport) WriteTable(w io.Writer) error {
 	p := &printer{w: w}
 	tw := tabwriter.NewWriter(p, 0, 8, 2, ' ', 0)
@@ -90,14 +93,15 @@ func (r *StressReport) WriteTable(w io.Writer) error {
 		speed := fmt.Sprintf("%.1f runs/s", v.ExecsPerSec())
 		if v.Total.K == 0 {
 			p.printf("  no failures: %s; %s\n", v.Total, speed)
-			continue
+		} else {
+			p.printf("  %d failure mode(s); first failure after %s of its rounds; %s\n", len(v.Modes), seconds(v.FirstFailure), speed)
 		}
-		p.printf("  %d failure mode(s); first failure after %s of its rounds; %s\n", len(v.Modes), seconds(v.FirstFailure), speed)
 		for _, m := range v.Modes {
 			p.printf("  %s  first at %s\n", m.Rate(v.Total.N), firstAt(m.First, r.Config.Parallel))
 			p.printf("    %s\n", m.Signature)
 			p.printf("    reproduce: %s\n", m.Example)
 		}
+		r.writeReached(p, v)
 	}
 
 	if len(r.Variants) == 2 {
@@ -229,6 +233,17 @@ type VariantSummary struct {
 	FirstFailureSeconds *float64      `json:"first_failure_seconds"`
 	ExecsPerSec         float64       `json:"execs_per_sec"`
 	Modes               []ModeSummary `json:"modes"`
+	// Targets are StressConfig.Targets, absent when none.
+	Targets []string `json:"targets,omitempty"`
+	// Reached is, by name, the copies that reached each situation reached
+	// at all (task.Reach) and each target, reached or not; absent when
+	// there are no targets and no copy reached anything.
+	Reached map[string]int `json:"reached,omitempty"`
+	// ReachedFirst is the first copy that reached each situation in
+	// Reached that a copy reached; ReachedFailed, for the same situations,
+	// how many of the copies that reached it failed.
+	ReachedFirst  map[string]CopyRef `json:"reached_first,omitempty"`
+	ReachedFailed map[string]int     `json:"reached_failed,omitempty"`
 }
 
 // ModeSummary is one failure mode in a Summary.
@@ -256,6 +271,13 @@ type ComparisonSummary struct {
 	Verdict   string  `json:"verdict"`
 }
 
+// copyRef names the copy of index i (CopyResult.Index) among runs of
+// parallel copies a round.
+func copyRef(i, parallel int) CopyRef {
+	return CopyRef{Round: i/parallel + 1, Copy: i%parallel + 1}
+}
+
+// ci95 is r's 95% Wilson interval as a pair.
 func ci95(r Rate) [2]float64 {
 	lo, hi := r.CI95()
 	return [2]float64{lo, hi}
@@ -287,9 +309,19 @@ func (r *StressReport) Summary() Summary {
 			rate := m.Rate(v.Total.N)
 			vs.Modes = append(vs.Modes, ModeSummary{
 				Signature: m.Signature, Count: m.Count, Rate: rate.P(), CI95: ci95(rate),
-				First:     CopyRef{Round: m.First/c.Parallel + 1, Copy: m.First%c.Parallel + 1},
+				First:     copyRef(m.First, c.Parallel),
 				Reproduce: m.Example,
 			})
+		}
+		vs.Targets = slices.Clone(c.Targets)
+		for _, sit := range v.Reached {
+			if vs.Reached == nil {
+				vs.Reached, vs.ReachedFirst, vs.ReachedFailed = map[string]int{}, map[string]CopyRef{}, map[string]int{}
+			}
+			vs.Reached[sit.Name] = sit.Copies
+			if sit.Copies > 0 {
+				vs.ReachedFirst[sit.Name], vs.ReachedFailed[sit.Name] = copyRef(sit.First, c.Parallel), sit.Failed
+			}
 		}
 		s.Variants = append(s.Variants, vs)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmdst/llmdst/task"
 )
 
 // Limits of a stress run.
@@ -40,6 +42,10 @@ const (
 	EnvRound   = "LLMDST_STRESS_ROUND"   // 1-based round, within the copy's variant
 	EnvCopy    = "LLMDST_STRESS_COPY"    // 1-based copy, within its round
 	EnvVariant = "LLMDST_STRESS_VARIANT" // "A" or "B"
+	// EnvReached names the file to which a copy logs the situations it
+	// reaches (task.Reach on the real runtime): one of its own, under a
+	// directory Stress makes and removes. Reproduce lines leave it out.
+	EnvReached = task.ReachedEnv
 )
 
 // tmpVars are the variables PrivateTmp points at a copy's own directory:
@@ -70,9 +76,16 @@ type StressConfig struct {
 	// /tmp are not helped.
 	PrivateTmp bool
 	// Env is extra KEY=VALUE entries for every copy, on top of this
-	// process's environment. It must not set the LLMDST_STRESS_ variables,
-	// nor the temporary-directory ones when PrivateTmp is set.
+	// process's environment. It must not set the LLMDST_STRESS_ variables
+	// or LLMDST_REACHED, nor the temporary-directory ones when PrivateTmp
+	// is set.
 	Env []string
+	// Targets are situations (task.Reach names) to report for each
+	// variant even when no copy reached them, first and in this order:
+	// copies that pass say nothing of a race whose window none of them
+	// opened. Each must be non-empty, hold no line break (the log of a
+	// copy turns one into a space) and be named once.
+	Targets []string
 	// Load is how many goroutines spin, burning CPU, beside the copies for
 	// the whole run, 0 to LoadMax; 0 means none. Spinning goroutines need
 	// no helper binary, but at most GOMAXPROCS of them burn at once.
@@ -121,11 +134,21 @@ func (cfg StressConfig) validate() (StressConfig, error) {
 		if !ok || k == "" {
 			return cfg, fmt.Errorf("stress: Env entry %q is not KEY=VALUE", kv)
 		}
-		if k == EnvRound || k == EnvCopy || k == EnvVariant {
+		if k == EnvRound || k == EnvCopy || k == EnvVariant || k == EnvReached {
 			return cfg, fmt.Errorf("stress: Env sets %s, which the runner sets for every copy; remove it", k)
 		}
 		if cfg.PrivateTmp && slices.Contains(tmpVars, k) {
 			return cfg, fmt.Errorf("stress: Env sets %s, which PrivateTmp sets for every copy; drop one of them", k)
+		}
+	}
+	for i, name := range cfg.Targets {
+		switch {
+		case name == "":
+			return cfg, fmt.Errorf("stress: target %d of Targets is empty: want the name a program passes to task.Reach", i+1)
+		case strings.ContainsAny(name, "\n\r"):
+			return cfg, fmt.Errorf("stress: target %q holds a line break, which a copy's log of situations turns into a space: name it as it reads back", name)
+		case slices.Contains(cfg.Targets[:i], name):
+			return cfg, fmt.Errorf("stress: Targets names %q twice; name each target once", name)
 		}
 	}
 	if cfg.Dir != "" {
@@ -159,6 +182,9 @@ type CopyResult struct {
 	Signature string
 	// Reproduce is a shell command line that runs this copy again alone.
 	Reproduce string
+	// Reached are the situations the copy reached (task.Reach), each
+	// once, in the order first reached; nil for none.
+	Reached []string
 }
 
 // Index numbers a copy among its variant's runs from 0, round by round.
@@ -182,6 +208,12 @@ type VariantReport struct {
 	// FirstFailure is the wall time of its rounds until the end of its
 	// first failed copy; meaningful when Total.K > 0.
 	FirstFailure time.Duration
+	// Reached counts, for each situation, the copies that reached it
+	// (task.Reach): the targets first, in the order of
+	// StressConfig.Targets, reached or not; then every other situation a
+	// copy reached, most copies first, then by name. Nil when there are
+	// no targets and no copy reached anything.
+	Reached []Situation
 }
 
 // Label is the variant's command as a shell would take it.
@@ -255,6 +287,14 @@ func Stress(ctx context.Context, cfg StressConfig, progress func(done, total int
 		total = -1 // how many rounds fit in the budget is not known
 	}
 
+	// One directory for the copies' logs of situations reached, each read
+	// and removed when its copy ends.
+	reached, err := os.MkdirTemp("", "llmdst-reached-")
+	if err != nil {
+		return nil, fmt.Errorf("stress: cannot make the directory for the copies' logs of situations reached (%s): %w", EnvReached, err)
+	}
+	defer os.RemoveAll(reached) // also when progress panics
+
 	parent := ""
 	if cfg.PrivateTmp {
 		if parent, err = os.MkdirTemp("", "llmdst-stress-"); err != nil {
@@ -267,9 +307,10 @@ func Stress(ctx context.Context, cfg StressConfig, progress func(done, total int
 		defer os.RemoveAll(parent)
 	}
 
-	st := stressState{cfg: cfg, parent: parent, progress: progress, total: total}
+	st := stressState{cfg: cfg, parent: parent, reached: reached, progress: progress, total: total}
 	reports := make([]VariantReport, len(variants))
 	modes := make([]Modes, len(variants))
+	situations := make([]situationTally, len(variants))
 	for i, v := range variants {
 		reports[i] = VariantReport{Name: v.name, Cmd: v.cmd}
 	}
@@ -288,7 +329,7 @@ rounds:
 				runErr = err
 				break rounds
 			}
-			reports[i].addRound(&modes[i], results, busy, cfg.Parallel)
+			reports[i].addRound(&modes[i], &situations[i], results, busy, cfg.Parallel)
 			copies = append(copies, results...)
 		}
 	}
@@ -299,6 +340,12 @@ rounds:
 			runErr = fmt.Errorf("stress: cannot remove the private temporary directories: %w", err)
 		}
 	}
+	if err := os.RemoveAll(reached); err != nil && runErr == nil {
+		runErr = fmt.Errorf("stress: cannot remove %s, the directory of the copies' logs of situations reached: %w", reached, err)
+	}
+	for i := range reports {
+		reports[i].Reached = situations[i].list(cfg.Targets)
+	}
 	r := &StressReport{Config: cfg, Variants: reports, Copies: copies, GOMAXPROCS: runtime.GOMAXPROCS(0), Elapsed: time.Since(start), BudgetSpent: spent}
 	if len(reports) == 2 {
 		r.Comparisons = CompareModes(reports[0].Tally(), reports[1].Tally())
@@ -308,11 +355,12 @@ rounds:
 }
 
 // addRound adds one completed round of the variant, whose failures are
-// collected in ms.
-func (v *VariantReport) addRound(ms *Modes, results []CopyResult, busy time.Duration, parallel int) {
+// collected in ms and situations reached in sits.
+func (v *VariantReport) addRound(ms *Modes, sits *situationTally, results []CopyResult, busy time.Duration, parallel int) {
 	k := 0
 	firstEnd := time.Duration(-1)
 	for _, c := range results {
+		sits.add(c, c.Index(parallel))
 		if !c.Failed {
 			continue
 		}
@@ -335,6 +383,7 @@ func (v *VariantReport) addRound(ms *Modes, results []CopyResult, busy time.Dura
 type stressState struct {
 	cfg      StressConfig
 	parent   string // the private temporary directories' parent, or ""
+	reached  string // the directory of the copies' logs of situations reached
 	progress func(done, total int)
 	done     int
 	total    int
@@ -402,7 +451,11 @@ func (st *stressState) runCopy(ctx context.Context, v variant, round, copyN int)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, v.cmd[0], v.cmd[1:]...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = append(append(os.Environ(), cfg.Env...), copyVars...)
+	// The log of situations reached comes last, over any this process
+	// inherited, and stays out of the reproduce line: a copy run again
+	// alone need not log.
+	reachedLog := filepath.Join(st.reached, fmt.Sprintf("%s-r%d-c%d", v.name, round, copyN))
+	cmd.Env = append(append(append(os.Environ(), cfg.Env...), copyVars...), EnvReached+"="+reachedLog)
 	if tmp != "" {
 		for _, k := range tmpVars {
 			cmd.Env = append(cmd.Env, k+"="+tmp)
@@ -431,6 +484,10 @@ func (st *stressState) runCopy(ctx context.Context, v variant, round, copyN int)
 	if res.Failed && ctx.Err() != nil {
 		return res, true, nil
 	}
+	if res.Reached, err = task.ReadReached(reachedLog); err != nil {
+		return res, false, fmt.Errorf("stress: cannot read %s, the log of the situations variant %s round %d copy %d reached (%s): %w; did the command remove or replace it?", reachedLog, v.name, round, copyN, EnvReached, err)
+	}
+	_ = os.Remove(reachedLog) // read: the directory need not keep every copy's; Stress removes what is left
 	if res.Failed {
 		res.Output = out.Bytes()
 		res.Signature = Failure{Output: res.Output, ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, Timeout: cfg.Timeout}.Signature()

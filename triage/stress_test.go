@@ -145,6 +145,7 @@ func TestStressSeparatesTwoFailureModes(t *testing.T) {
 		assert.Contains(t, table.String(), want)
 	}
 	assert.NotContains(t, table.String(), "A vs B")
+	assert.NotContains(t, table.String(), "situations", "no targets and nothing reached: nothing said of situations")
 
 	raw, err := json.Marshal(rep.Summary())
 	require.NoError(t, err)
@@ -324,6 +325,10 @@ func TestStressValidatesItsConfig(t *testing.T) {
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"FOO"}}, `stress: Env entry "FOO" is not KEY=VALUE`},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"LLMDST_STRESS_ROUND=2"}}, "stress: Env sets LLMDST_STRESS_ROUND, which the runner sets for every copy; remove it"},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, PrivateTmp: true, Env: []string{"TMPDIR=/x"}}, "stress: Env sets TMPDIR, which PrivateTmp sets for every copy; drop one of them"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Env: []string{"LLMDST_REACHED=/x"}}, "stress: Env sets LLMDST_REACHED, which the runner sets for every copy; remove it"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Targets: []string{"a", ""}}, "stress: target 2 of Targets is empty: want the name a program passes to task.Reach"},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Targets: []string{"a\nb"}}, `stress: target "a\nb" holds a line break, which a copy's log of situations turns into a space: name it as it reads back`},
+		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Targets: []string{"a", "b", "a"}}, `stress: Targets names "a" twice; name each target once`},
 		{StressConfig{Parallel: 1, Rounds: 1, Cmd: cmd, Dir: "/does/not/exist"}, `stress: Dir "/does/not/exist" is not a directory: want an existing working directory or ""`},
 	} {
 		rep, err := Stress(t.Context(), tc.cfg, nil)
@@ -394,4 +399,164 @@ func TestTailBufferKeepsWholeLinesOfTheTail(t *testing.T) {
 
 func TestShellJoin(t *testing.T) {
 	assert.Equal(t, `./t -run 'Test(A|B)$' 'it'\''s' ''`, ShellJoin([]string{"./t", "-run", "Test(A|B)$", "it's", ""}))
+}
+
+// reachScript is a shell fixture of known situations: copy i (from 0, as
+// CopyResult.Index with 4 copies a round) reaches "window" (logged twice,
+// read once) when i is 1, 4 or 7, "beta" when 2 or 3, "alpha" when 5 or
+// 7 and "rare" when 6, and fails when i is 2, 4 or 6. It records its
+// LLMDST_REACHED under $0, as ROUND-COPY.
+const reachScript = `i=$(( (LLMDST_STRESS_ROUND - 1) * 4 + LLMDST_STRESS_COPY - 1 ))
+echo "$LLMDST_REACHED" > "$0/$LLMDST_STRESS_ROUND-$LLMDST_STRESS_COPY"
+r() { echo "$1" >> "$LLMDST_REACHED"; }
+case $i in 1|4|7) r window; r window;; esac
+case $i in 2|3) r beta;; esac
+case $i in 5|7) r alpha;; esac
+case $i in 6) r rare;; esac
+case $i in 2|4|6) echo "error: copy $i broke"; exit 1;; esac
+exit 0`
+
+func TestStressCountsTheCopiesThatReachedEachSituation(t *testing.T) {
+	rec := t.TempDir()
+	outer := filepath.Join(t.TempDir(), "outer")
+	t.Setenv(EnvReached, outer) // this process's, which no copy must inherit
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 4, Rounds: 2, Cmd: []string{"sh", "-c", reachScript, rec}, Targets: []string{"never", "window"},
+	}, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Copies, 8)
+	byIndex := map[int][]string{}
+	for _, c := range rep.Copies {
+		byIndex[c.Index(4)] = c.Reached
+		assert.NotContains(t, c.Reproduce, EnvReached+"=", "a copy run again alone need not log")
+	}
+	assert.Equal(t, map[int][]string{
+		0: nil, 1: {"window"}, 2: {"beta"}, 3: {"beta"},
+		4: {"window"}, 5: {"alpha"}, 6: {"rare"}, 7: {"window", "alpha"},
+	}, byIndex, "each copy's situations, each once, in the order reached")
+
+	v := rep.Variants[0]
+	assert.Equal(t, Rate{K: 3, N: 8}, v.Total)
+	assert.Equal(t, []Situation{
+		{Name: "never", Target: true, First: -1},
+		{Name: "window", Target: true, Copies: 3, Failed: 1, First: 1},
+		{Name: "alpha", Copies: 2, Failed: 0, First: 5},
+		{Name: "beta", Copies: 2, Failed: 1, First: 2},
+		{Name: "rare", Copies: 1, Failed: 1, First: 6},
+	}, v.Reached, "targets first, in their order; then most copies first, then by name")
+
+	// Every copy logged to a file of its own, in one directory, gone at
+	// the end.
+	logs := records(t, rec)
+	require.Len(t, logs, 8)
+	dir := ""
+	for name, kv := range logs {
+		var path string
+		for k := range kv {
+			path = k // the record's one line, with no "="
+		}
+		round, copyN, _ := strings.Cut(name, "-")
+		assert.Equal(t, "A-r"+round+"-c"+copyN, filepath.Base(path), name)
+		if dir == "" {
+			dir = filepath.Dir(path)
+		}
+		assert.Equal(t, dir, filepath.Dir(path), "one directory for all copies")
+	}
+	assert.True(t, strings.HasPrefix(filepath.Base(dir), "llmdst-reached-"), dir)
+	assert.NoDirExists(t, dir, "removed at the end")
+	assert.NoFileExists(t, outer, "every copy logs to its own file, not to the one this process inherited")
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), "  1 failure mode(s); first failure after ")
+	assert.Contains(t, table.String(), "    reproduce: LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=3 sh -c ")
+	assert.Contains(t, table.String(), ""+
+		"  situations reached (task.Reach), in copies (* a target):\n"+
+		"    * never    0/8    0.0%\n"+
+		"    * window   3/8   37.5%  first at round 1 copy 2, 1 of them failed\n"+
+		"      alpha    2/8   25.0%  first at round 2 copy 2, 0 of them failed\n"+
+		"      beta     2/8   25.0%  first at round 1 copy 3, 1 of them failed\n"+
+		"      rare     1/8   12.5%  first at round 2 copy 3, 1 of them failed\n"+
+		"  no copy reached target never: its passing copies say nothing of what happens there\n"+
+		"\nstress: 4 copies at once;", "after the failure modes, before the conditions")
+
+	raw, err := json.Marshal(rep.Summary())
+	require.NoError(t, err)
+	var s Summary
+	require.NoError(t, json.Unmarshal(raw, &s))
+	vs := s.Variants[0]
+	assert.Equal(t, []string{"never", "window"}, vs.Targets)
+	assert.Equal(t, map[string]int{"never": 0, "window": 3, "alpha": 2, "beta": 2, "rare": 1}, vs.Reached, "targets always, with 0")
+	assert.Equal(t, map[string]CopyRef{"window": {1, 2}, "alpha": {2, 2}, "beta": {1, 3}, "rare": {2, 3}}, vs.ReachedFirst)
+	assert.Equal(t, map[string]int{"window": 1, "alpha": 0, "beta": 1, "rare": 1}, vs.ReachedFailed)
+	for _, key := range []string{`"targets":["never","window"]`, `"reached":{`, `"reached_first":{`, `"reached_failed":{`} {
+		assert.Contains(t, string(raw), key)
+	}
+}
+
+// TestStressCountsTheSituationsAGoProgramReached runs the Go fixture,
+// which calls task.Reach on the real runtime, against its fixed build:
+// both open the tokenizer race's window in the same copies (i%8 == 3, 5
+// of 40), A fails in all of them, and B, with the race fixed, only in the
+// one (i = 35) that fails its CHECK first.
+func TestStressCountsTheSituationsAGoProgramReached(t *testing.T) {
+	bin := flakyBin(t)
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 8, Rounds: 5, Cmd: []string{bin}, VsCmd: []string{bin, "-fixed-tok"},
+		Env: []string{"FLAKY_PARALLEL=8", "FLAKY_REACH=1"}, Targets: []string{"tok-window"},
+	}, nil)
+	require.NoError(t, err)
+	a, b := rep.Variants[0], rep.Variants[1]
+	assert.Equal(t, []Situation{{Name: "tok-window", Target: true, Copies: 5, Failed: 5, First: 3}}, a.Reached)
+	assert.Equal(t, []Situation{{Name: "tok-window", Target: true, Copies: 5, Failed: 1, First: 3}}, b.Reached)
+	for _, c := range rep.Copies {
+		if c.Index(8)%8 == 3 {
+			assert.Equal(t, []string{"tok-window"}, c.Reached, "%s round %d copy %d", c.Variant, c.Round, c.Copy)
+		} else {
+			assert.Nil(t, c.Reached, "%s round %d copy %d", c.Variant, c.Round, c.Copy)
+		}
+	}
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), "    * tok-window   5/40   12.5%  first at round 1 copy 4, 5 of them failed\n")
+	assert.Contains(t, table.String(), "    * tok-window   5/40   12.5%  first at round 1 copy 4, 1 of them failed\n")
+	assert.NotContains(t, table.String(), "no copy reached")
+}
+
+// TestStressEndsOnALogOfSituationsItCannotRead: a copy that turns its
+// log into a directory ends the run after its round, with an error that
+// names the file, and the directory of logs is removed all the same.
+func TestStressEndsOnALogOfSituationsItCannotRead(t *testing.T) {
+	rec := t.TempDir()
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 2, Rounds: 3, Cmd: []string{"sh", "-c", `echo "$LLMDST_REACHED" > "$0/log"; mkdir -p "$LLMDST_REACHED"`, rec},
+	}, nil)
+	require.Error(t, err)
+	require.NotNil(t, rep)
+	assert.Empty(t, rep.Copies, "the round is not counted")
+	b, rerr := os.ReadFile(filepath.Join(rec, "log"))
+	require.NoError(t, rerr)
+	path := strings.TrimSpace(string(b))
+	assert.Contains(t, err.Error(), "stress: cannot read "+filepath.Dir(path)+"/A-r1-c")
+	assert.Contains(t, err.Error(), ", the log of the situations variant A round 1 copy ")
+	assert.Contains(t, err.Error(), "did the command remove or replace it?")
+	assert.NoDirExists(t, filepath.Dir(path))
+}
+
+// TestStressWithoutSituationsSaysNothingOfThem: with no targets and no
+// copy that reached anything, neither the table nor the summary mentions
+// situations, as before they were counted.
+func TestStressWithoutSituationsSaysNothingOfThem(t *testing.T) {
+	rep, err := Stress(t.Context(), StressConfig{Parallel: 2, Rounds: 1, Cmd: []string{"sh", "-c", "exit 1"}}, nil)
+	require.NoError(t, err)
+	assert.Nil(t, rep.Variants[0].Reached)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.NotContains(t, table.String(), "situations")
+	assert.NotContains(t, table.String(), "no copy reached")
+	raw, err := json.Marshal(rep.Summary())
+	require.NoError(t, err)
+	for _, key := range []string{`"targets"`, `"reached`} {
+		assert.NotContains(t, string(raw), key)
+	}
 }

@@ -12,7 +12,7 @@
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
 //	simrun merge   [-min-reached N] shard-*.json
-//	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] -- CMD ARGS
+//	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] [-targets LIST] [-min-reached N] -- CMD ARGS
 //
 // -strategy takes random, pct:D[:K], chaos[:MAX], starve:PREFIX[:MAX] or
 // replay:FILE; without it the scenario's default applies. pct:D spreads
@@ -47,6 +47,15 @@
 // window has not fixed the race. shrink -reach SITUATION shrinks a run to
 // the simplest that still reaches the situation and still passes, or fails
 // the same way: the simplest opening of a race's window.
+//
+// stress runs real processes, so it counts situations as the program
+// names them: every copy gets LLMDST_REACHED, a file of its own to which
+// task.Reach on the real runtime appends each name the copy reaches, and
+// stress counts, per variant, the copies that reached each situation, how
+// many of them failed and the first, with -targets LIST (any names) first
+// and a line for each target no copy reached. -min-reached N fails it
+// (exit 1) when a variant reached a target in fewer than N copies, naming
+// the variant, whether or not a copy failed.
 //
 // -config KEY=VALUE (repeatable) sets the engine configuration under test
 // in every engine a run makes, over the scenario's own settings, swarm's

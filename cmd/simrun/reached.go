@@ -123,10 +123,11 @@ func printReached(w io.Writer, r *sweepResult) {
 type shortTarget struct {
 	name       string
 	n, of, min uint64
+	unit       string // what n counts: "seeds", or a stress's "copies"
 }
 
 func (s shortTarget) String() string {
-	return fmt.Sprintf("target %s was reached in %d of %d seeds, fewer than -min-reached %d", s.name, s.n, s.of, s.min)
+	return fmt.Sprintf("target %s was reached in %d of %d %s, fewer than -min-reached %d", s.name, s.n, s.of, s.unit, s.min)
 }
 
 // shortOfReach returns the targets reached in fewer than min seeds; none
@@ -135,7 +136,7 @@ func shortOfReach(r *sweepResult, min uint64) []shortTarget {
 	var short []shortTarget
 	for _, name := range r.Targets {
 		if n := r.Reached[name]; n < min {
-			short = append(short, shortTarget{name: name, n: n, of: r.Seeds, min: min})
+			short = append(short, shortTarget{name: name, n: n, of: r.Seeds, min: min, unit: "seeds"})
 		}
 	}
 	return short

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -52,7 +53,8 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: simrun stress [flags] -- CMD ARGS")
 		fmt.Fprintln(stderr, "Runs CMD -p copies at a time for -rounds rounds, or as many as fit in -for (alternating with -vs, if given), and")
 		fmt.Fprintln(stderr, "reports the failures per round and in total, with 95% intervals, split into failure modes.")
-		fmt.Fprintln(stderr, "Every copy gets LLMDST_STRESS_VARIANT, LLMDST_STRESS_ROUND and LLMDST_STRESS_COPY.")
+		fmt.Fprintln(stderr, "Every copy gets LLMDST_STRESS_VARIANT, LLMDST_STRESS_ROUND and LLMDST_STRESS_COPY, and LLMDST_REACHED,")
+		fmt.Fprintln(stderr, "a file of its own to which task.Reach logs the situations it reaches: the report counts the copies that reached each.")
 		fs.PrintDefaults()
 	}
 	parallel := fs.Int("p", 40, "copies run at once")
@@ -67,6 +69,9 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print one JSON summary object instead of the table")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per copy, failures with a reproduce command")
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	targets := fs.String("targets", "", "report the situations in `LIST` (names the command passes to task.Reach, comma-separated) for each variant, first, even when no copy reached them")
+	var minReached wholeNumber
+	fs.Var(&minReached, "min-reached", "fail (exit 1) unless every -targets situation was reached in at least `N` copies of each variant: copies that never opened a race's window prove nothing of it (0: only say when a target was reached by none)")
 	argv, err := parseFlags(fs, args, math.MaxInt)
 	if err != nil {
 		return helpOK(err)
@@ -92,7 +97,14 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	if *budget > 0 && !flagGiven(fs, "rounds") {
 		*rounds = triage.RoundsMax // the budget decides
 	}
-	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout, Budget: *budget}
+	targetList, err := stressTargets(*targets)
+	if err != nil {
+		return err
+	}
+	if minReached > 0 && len(targetList) == 0 {
+		return usagef("-min-reached %d needs target situations: name them with -targets LIST", minReached)
+	}
+	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout, Budget: *budget, Targets: targetList}
 	if *vs != "" {
 		b, err := splitCommand(*vs)
 		if err != nil {
@@ -143,7 +155,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 		stopped = err.Error()
 	}
 	if *junit != "" {
-		if werr := writeStressJUnit(*junit, rep); werr != nil {
+		if werr := writeStressJUnit(*junit, rep, uint64(minReached)); werr != nil {
 			return werr
 		}
 	}
@@ -164,24 +176,94 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		why = strings.TrimPrefix(err.Error(), "stress: ")
 	}
-	switch {
-	case err != nil && ctx.Err() == nil:
-		// A copy could not start: the command is wrong, not flaky.
+	if err != nil && ctx.Err() == nil {
+		// A copy could not start, or its log of situations could not be
+		// read: the command or the machine is wrong, not flaky.
 		return errors.New(why)
-	case err != nil && failures > 0:
-		fmt.Fprintf(stderr, "simrun stress: %s; the table covers the rounds completed before\n", strings.TrimPrefix(err.Error(), "stress: "))
+	}
+	// -min-reached holds each variant to it, whether or not a copy
+	// failed: a B that passes because it no longer opens the race's
+	// window has not fixed the race.
+	short := stressShortOfReach(rep, uint64(minReached))
+	for _, s := range short {
+		fmt.Fprintf(stderr, "simrun stress, %s\n", s)
+	}
+	switch {
+	case err != nil && (failures > 0 || len(short) > 0):
+		fmt.Fprintf(stderr, "simrun stress: %s; the table covers the rounds completed before\n", why)
 		return errFailed
 	case err != nil:
-		return fmt.Errorf("%s, before any failure", strings.TrimPrefix(err.Error(), "stress: "))
-	case failures > 0:
+		return fmt.Errorf("%s, before any failure", why)
+	case failures > 0 || len(short) > 0:
 		return errFailed
 	}
 	return nil
 }
 
-func writeStressJUnit(file string, rep *triage.StressReport) error {
+// stressTargets splits -targets into its names, trimmed of spaces; any
+// name goes, since a real program names its own situations, but an empty
+// one or one given twice is a usage error.
+func stressTargets(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var names []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			return nil, usagef("-targets %q holds an empty name: want situation names, comma-separated, as the command passes them to task.Reach", list)
+		case slices.Contains(names, name):
+			return nil, usagef("-targets names %q twice: name each target once", name)
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// stressShortTarget is a target fewer copies of a variant reached than
+// -min-reached asked.
+type stressShortTarget struct {
+	variant, label string // "A", and "A: CMD"
+	shortTarget
+}
+
+// String says what fell short, after the variant's name.
+func (s stressShortTarget) String() string {
+	return s.variant + ": " + s.shortTarget.String()
+}
+
+// stressShortOfReach returns, variant by variant, the targets reached in
+// fewer than min copies; none when min is 0. A variant that ran no copy
+// (an interrupted run) is not held to it.
+func stressShortOfReach(rep *triage.StressReport, min uint64) []stressShortTarget {
+	var short []stressShortTarget
+	for _, v := range rep.Variants {
+		if v.Total.N == 0 {
+			continue
+		}
+		for _, s := range v.Reached {
+			if s.Target && uint64(s.Copies) < min {
+				short = append(short, stressShortTarget{variant: v.Name, label: v.Name + ": " + v.Label(),
+					shortTarget: shortTarget{name: s.Name, n: uint64(s.Copies), of: uint64(v.Total.N), min: min, unit: "copies"}})
+			}
+		}
+	}
+	return short
+}
+
+// writeStressJUnit writes stress's JUnit report: a case per copy, then a
+// failing case per target of a variant reached in fewer than minReached
+// copies (-min-reached), named "VARIANT: target NAME", so that a report
+// does not pass a run that proved nothing of a race.
+func writeStressJUnit(file string, rep *triage.StressReport, minReached uint64) error {
+	cases := rep.JUnitCases()
+	for _, s := range stressShortOfReach(rep, minReached) {
+		cases = append(cases, triage.JUnitCase{Name: s.variant + ": target " + s.name, Classname: s.label, Failure: s.shortTarget.String(),
+			Output: "copies that did not reach the target say nothing of what happens there: run more copies, or under conditions that reach it (-p, -load, -for)"})
+	}
 	return writeFile(file, func(w io.Writer) error {
-		return triage.WriteJUnit(w, "simrun stress", rep.JUnitCases())
+		return triage.WriteJUnit(w, "simrun stress", cases)
 	})
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/triage"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -78,6 +80,12 @@ func TestStressUsageErrors(t *testing.T) {
 		{[]string{"-p", "1", "--", "./no/such/command"}, "cannot start ./no/such/command"},
 		{[]string{"-p", "1", "-vs", "no-such-command-llmdst", "--", "true"}, "cannot start no-such-command-llmdst"},
 		{[]string{"-nosuchflag", "--", "true"}, "flag provided but not defined"},
+		{[]string{"-min-reached", "1", "--", "true"}, "-min-reached 1 needs target situations: name them with -targets LIST"},
+		{[]string{"-min-reached", "-1", "-targets", "a", "--", "true"}, "want a whole number ≥ 0"},
+		{[]string{"-targets", "a,,b", "--", "true"}, `-targets "a,,b" holds an empty name`},
+		{[]string{"-targets", " ", "--", "true"}, `-targets " " holds an empty name`},
+		{[]string{"-targets", "a, b ,a", "--", "true"}, `-targets names "a" twice: name each target once`},
+		{[]string{"-env", "LLMDST_REACHED=/tmp/x", "--", "true"}, "simrun stress: Env sets LLMDST_REACHED, which the runner sets for every copy; remove it"},
 	} {
 		code, out, errOut := simrun(t, append([]string{"stress"}, tc.args...)...)
 		assert.Equal(t, 2, code, "%v: %s%s", tc.args, out, errOut)
@@ -89,6 +97,7 @@ func TestStressUsageErrors(t *testing.T) {
 func TestStressExitCodes(t *testing.T) {
 	code, out, _ := simrun(t, "stress", "-p", "3", "-rounds", "2", "--", "true")
 	assert.Equal(t, 0, code, out)
+	assert.NotContains(t, out, "situations", "no targets and nothing reached: nothing said of situations")
 	assert.Contains(t, out, "A: true")
 	assert.Contains(t, out, "0/6 (0% [≤ ")
 	assert.Contains(t, out, "no failures")
@@ -218,4 +227,116 @@ func TestStressInterruptKillsCopies(t *testing.T) {
 	assert.Less(t, time.Since(start), 30*time.Second)
 	assert.Contains(t, errOut, "interrupted in round 1 of variant A")
 	assert.Contains(t, errOut, "before any failure")
+}
+
+// reachScript is a command whose copy 1 of every round reaches "window"
+// (twice, logged once) and whose copies all pass: with -p 4 -rounds 2 it
+// reaches it in 2 of 8 copies, first at round 1 copy 1.
+var reachScript = []string{"sh", "-c", `if [ "$LLMDST_STRESS_COPY" = 1 ]; then echo window >> "$LLMDST_REACHED"; echo window >> "$LLMDST_REACHED"; fi`}
+
+// TestStressCountsTheCopiesThatReachedATarget: -targets lists the
+// targets first, reached or not, in the table and the JSON, and says when
+// no copy reached one; -min-reached fails the run (exit 1) when one was
+// reached in fewer copies, naming the variant and the target.
+func TestStressCountsTheCopiesThatReachedATarget(t *testing.T) {
+	stress := func(args ...string) (int, string, string) {
+		return simrun(t, append(append([]string{"stress", "-p", "4", "-rounds", "2"}, args...), append([]string{"--"}, reachScript...)...)...)
+	}
+	code, out, errOut := stress("-targets", "never, window")
+	require.Equal(t, 0, code, "without -min-reached, a target no copy reached is said, not failed: %s%s", out, errOut)
+	assert.Contains(t, out, ""+
+		"  no failures: 0/8 = 0% [≤ 37.5%, rule of three]; ")
+	assert.Contains(t, out, ""+
+		"  situations reached (task.Reach), in copies (* a target):\n"+
+		"    * never    0/8    0.0%\n"+
+		"    * window   2/8   25.0%  first at round 1 copy 1, 0 of them failed\n"+
+		"  no copy reached target never: its passing copies say nothing of what happens there\n")
+	assert.Empty(t, errOut)
+
+	code, out, _ = stress("-targets", "never,window", "-json")
+	require.Equal(t, 0, code, out)
+	var j stressJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	v := j.Variants[0]
+	assert.Equal(t, []string{"never", "window"}, v.Targets)
+	assert.Equal(t, map[string]int{"never": 0, "window": 2}, v.Reached)
+	assert.Equal(t, map[string]triage.CopyRef{"window": {Round: 1, Copy: 1}}, v.ReachedFirst)
+	assert.Equal(t, map[string]int{"window": 0}, v.ReachedFailed)
+
+	// Without -targets, what a copy reached is still counted.
+	code, out, _ = stress("-json")
+	require.Equal(t, 0, code, out)
+	j = stressJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.Nil(t, j.Variants[0].Targets)
+	assert.Equal(t, map[string]int{"window": 2}, j.Variants[0].Reached)
+
+	code, out, errOut = stress("-targets", "never,window", "-min-reached", "1")
+	assert.Equal(t, 1, code, out)
+	assert.Equal(t, "simrun stress, A: target never was reached in 0 of 8 copies, fewer than -min-reached 1\n", errOut)
+
+	code, out, errOut = stress("-targets", "window", "-min-reached", "2")
+	assert.Equal(t, 0, code, out+errOut)
+	assert.Empty(t, errOut)
+
+	code, _, errOut = stress("-targets", "window", "-min-reached", "3")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "simrun stress, A: target window was reached in 2 of 8 copies, fewer than -min-reached 3\n", errOut)
+}
+
+// TestStressMinReachedHoldsEachVariantToIt: a B that passes because it no
+// longer reaches the target fails -min-reached, named as B, in the exit
+// status and in the JUnit report, though no copy failed.
+func TestStressMinReachedHoldsEachVariantToIt(t *testing.T) {
+	junit := filepath.Join(t.TempDir(), "stress.xml")
+	args := append([]string{"stress", "-p", "4", "-rounds", "2", "-vs", "true", "-targets", "window", "-min-reached", "1", "-junit", junit, "--"}, reachScript...)
+	code, out, errOut := simrun(t, args...)
+	require.Equal(t, 1, code, out)
+	assert.Equal(t, "simrun stress, B: target window was reached in 0 of 8 copies, fewer than -min-reached 1\n", errOut)
+	assert.Contains(t, out, "    * window   2/8   25.0%  first at round 1 copy 1, 0 of them failed\n")
+	assert.Contains(t, out, "    * window   0/8   0.0%\n  no copy reached target window: its passing copies say nothing of what happens there\n")
+
+	data, err := os.ReadFile(junit)
+	require.NoError(t, err)
+	var suites struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+				Failure   *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(data, &suites))
+	assert.Equal(t, 17, suites.Tests, "16 copies and one short target")
+	assert.Equal(t, 1, suites.Failures)
+	var failed []string
+	for _, s := range suites.Suites {
+		for _, c := range s.Cases {
+			if c.Failure != nil {
+				failed = append(failed, c.Classname+" | "+c.Name+" | "+c.Failure.Message)
+			}
+		}
+	}
+	assert.Equal(t, []string{"B: true | B: target window | target window was reached in 0 of 8 copies, fewer than -min-reached 1"}, failed)
+}
+
+// TestStressCountsWhatAGoProgramReached runs the triage fixture, which
+// calls task.Reach on the real runtime: the copies with i%8 == 3 (2 of
+// 16) reach the tokenizer race's window and fail there.
+func TestStressCountsWhatAGoProgramReached(t *testing.T) {
+	bin := flakyBin(t)
+	code, out, _ := simrun(t, "stress", "-p", "8", "-rounds", "2", "-env", "FLAKY_PARALLEL=8", "-env", "FLAKY_REACH=1",
+		"-targets", "tok-window", "-min-reached", "2", "-json", "--", bin)
+	require.Equal(t, 1, code, out)
+	var j stressJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	v := j.Variants[0]
+	assert.Equal(t, map[string]int{"tok-window": 2}, v.Reached)
+	assert.Equal(t, map[string]triage.CopyRef{"tok-window": {Round: 1, Copy: 4}}, v.ReachedFirst)
+	assert.Equal(t, map[string]int{"tok-window": 2}, v.ReachedFailed)
 }

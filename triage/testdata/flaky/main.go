@@ -19,7 +19,9 @@
 // when another copy left its marker file in its TMPDIR, and leave its own. FLAKY_HANG=N makes copy N of every round start a child
 // and then sleep for an hour, as a hung test does; with FLAKY_IGNORE_QUIT=1
 // it ignores SIGQUIT too. FLAKY_SLEEP_MS=M makes every copy take M
-// milliseconds longer.
+// milliseconds longer. FLAKY_REACH=1 makes every copy with i%8 == 3, the
+// tokenizer race's window, say so with task.Reach(…, "tok-window") (twice:
+// it is logged once), whether or not it fails there.
 package main
 
 import (
@@ -33,6 +35,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/llmdst/llmdst/task"
 )
 
 func main() {
@@ -93,6 +97,11 @@ func main() {
 		time.Sleep(time.Hour)
 	}
 	time.Sleep(time.Duration(envInt("FLAKY_SLEEP_MS", 0)) * time.Millisecond)
+
+	if os.Getenv("FLAKY_REACH") == "1" && i%8 == 3 {
+		task.Reach(task.Real(), "tok-window")
+		task.Reach(task.Real(), "tok-window")
+	}
 
 	start := time.Now()
 	fmt.Printf("[engine] copy %d of round %d, seed 0x%x, build 848d4a87%04x\n", copyN, round, 0x1f3a+i*7919, i)

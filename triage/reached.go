@@ -1,0 +1,118 @@
+package triage
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Situation is one situation in a variant's tally: a name the program
+// passed to task.Reach, and what became of the copies that reached it.
+// A copy that passes says nothing of a race whose window it never opened;
+// the tally says how many copies opened it.
+type Situation struct {
+	Name string
+	// Target says the situation is one of StressConfig.Targets, reported
+	// whether or not a copy reached it.
+	Target bool
+	// Copies is how many of the variant's copies reached it; Failed is
+	// how many of those failed.
+	Copies, Failed int
+	// First is the CopyResult.Index of the first copy that reached it, -1
+	// when none did.
+	First int
+}
+
+// situationTally counts, for each situation, the copies of one variant
+// that reached it.
+type situationTally map[string]*Situation
+
+// add counts the situations copy c, of index i among its variant's runs,
+// reached. Copies come in the order they ran, so the first to reach a
+// situation keeps its place.
+func (t *situationTally) add(c CopyResult, i int) {
+	for _, name := range c.Reached {
+		if *t == nil {
+			*t = situationTally{}
+		}
+		s := (*t)[name]
+		if s == nil {
+			s = &Situation{Name: name, First: i}
+			(*t)[name] = s
+		}
+		s.Copies++
+		if c.Failed {
+			s.Failed++
+		}
+	}
+}
+
+// list returns the tally: the targets first, in their order, reached or
+// not; then every other situation reached, most copies first, then by
+// name. It is nil when there are no targets and nothing was reached.
+func (t situationTally) list(targets []string) []Situation {
+	var out []Situation
+	for _, name := range targets {
+		s := Situation{Name: name, First: -1}
+		if got := t[name]; got != nil {
+			s = *got
+		}
+		s.Target = true
+		out = append(out, s)
+	}
+	var rest []Situation
+	for name, s := range t {
+		if !slices.Contains(targets, name) {
+			rest = append(rest, *s)
+		}
+	}
+	slices.SortFunc(rest, func(a, b Situation) int {
+		return cmp.Or(cmp.Compare(b.Copies, a.Copies), strings.Compare(a.Name, b.Name))
+	})
+	return append(out, rest...)
+}
+
+// writeReached writes the situations the variant's copies reached, its
+// targets first and marked, each with its copies, its share of the
+// variant's runs, the first copy that reached it and how many of those
+// failed; then a line for each target no copy reached. It writes nothing
+// when the variant has no targets and reached nothing.
+func (r *StressReport) writeReached(p *printer, v VariantReport) {
+	if len(v.Reached) == 0 {
+		return
+	}
+	p.printf("  situations reached (task.Reach), in copies (* a target):\n")
+	counts, shares := make([]string, len(v.Reached)), make([]string, len(v.Reached))
+	countWidth, shareWidth := 0, 0
+	for i, s := range v.Reached {
+		counts[i] = fmt.Sprintf("%d/%d", s.Copies, v.Total.N)
+		shares[i] = fmt.Sprintf("%.1f%%", 100*float64(s.Copies)/float64(max(v.Total.N, 1)))
+		countWidth, shareWidth = max(countWidth, len(counts[i])), max(shareWidth, len(shares[i]))
+	}
+	// The numbers are aligned on the right by hand: a tabwriter aligns
+	// every column one way.
+	tw := tabwriter.NewWriter(p, 0, 8, 3, ' ', 0)
+	for i, s := range v.Reached {
+		mark := " "
+		if s.Target {
+			mark = "*"
+		}
+		// A tab in a name would split its cell.
+		fmt.Fprintf(tw, "    %s %s\t%*s\t%*s", mark, strings.ReplaceAll(s.Name, "\t", " "), countWidth, counts[i], shareWidth, shares[i])
+		if s.Copies > 0 {
+			fmt.Fprintf(tw, "  first at %s, %d of them failed", firstAt(s.First, r.Config.Parallel), s.Failed)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	if v.Total.N == 0 {
+		return
+	}
+	for _, s := range v.Reached {
+		if s.Target && s.Copies == 0 {
+			p.printf("  no copy reached target %s: its passing copies say nothing of what happens there\n", s.Name)
+		}
+	}
+}
