@@ -43,9 +43,9 @@ done | tee "$OUT/bench.txt"
 $GO build -pgo="$PGO" -o bin/simrun ./cmd/simrun
 $GO test -c -pgo="$PGO" -o bin/engine.test ./engine
 # The real-runtime founding test on the legacy engine, as 40 processes at a
-# time; then the simulator on the same case. Both exit 1 when they find a
-# failure.
-bin/simrun stress -p 40 -rounds 5 -json -env LLMDST_LEGACY=1 -- \
+# time, counting the copies that opened the race's window; then the
+# simulator on the same case. Both exit 1 when they find a failure.
+bin/simrun stress -p 40 -rounds 5 -json -env LLMDST_LEGACY=1 -targets stale-frame-after-reuse -- \
 	bin/engine.test -test.run '^TestAbortReuseRealRuntime$' -test.count=1 >"$OUT/stress.json" || [ $? -eq 1 ]
 bin/simrun sweep -scenario abort-reuse -legacy -seeds 1-100000 -json -quiet -out "$OUT" >"$OUT/sweep.json" || [ $? -eq 1 ]
 

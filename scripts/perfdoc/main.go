@@ -93,16 +93,22 @@ func parseBench(r io.Reader) (map[string]*result, map[string]string, error) {
 }
 
 type stressSummary struct {
-	Parallel       int     `json:"parallel"`
-	Rounds         int     `json:"rounds"`
-	ElapsedSeconds float64 `json:"elapsed_seconds"`
-	Variants       []struct {
-		Runs                int      `json:"runs"`
-		Failed              int      `json:"failures"`
-		UpperBound          float64  `json:"upper_bound"`
-		FirstFailureSeconds *float64 `json:"first_failure_seconds"`
-		ExecsPerSec         float64  `json:"execs_per_sec"`
-	} `json:"variants"`
+	Parallel       int             `json:"parallel"`
+	Rounds         int             `json:"rounds"`
+	ElapsedSeconds float64         `json:"elapsed_seconds"`
+	Variants       []stressVariant `json:"variants"`
+}
+
+type stressVariant struct {
+	Runs                int      `json:"runs"`
+	Failed              int      `json:"failures"`
+	UpperBound          float64  `json:"upper_bound"`
+	FirstFailureSeconds *float64 `json:"first_failure_seconds"`
+	ExecsPerSec         float64  `json:"execs_per_sec"`
+	// Reached counts the copies that reached each situation (their
+	// task.Reach log), the -targets always; nil from a stress that
+	// counted none.
+	Reached map[string]int `json:"reached"`
 }
 
 type sweepSummary struct {
@@ -122,9 +128,11 @@ type sweepSummary struct {
 var founding = props.StaleFrameAfterReuse.String()
 
 // writeWindows counts the two sides in openings of the founding race's
-// window, which is what a run is for. A legacy run fails exactly when it
-// opens the window (it routes the stale frame to the new incarnation), so
-// the real processes' failures count their openings.
+// window, which is what a run is for. The real-runtime test follows its
+// engine with the same checker and logs the situations it reached, which
+// the stress counts; a stress that did not count them (an older file)
+// stands in its failures, since a legacy run fails exactly when it opens
+// the window. Then the situations either side reached, side by side.
 func writeWindows(p func(string, ...any), stress *stressSummary, sweep *sweepSummary) {
 	opened, ok := sweep.Reached[founding]
 	if !ok || len(stress.Variants) == 0 || sweep.Seconds <= 0 || stress.Variants[0].ExecsPerSec <= 0 {
@@ -132,17 +140,45 @@ func writeWindows(p func(string, ...any), stress *stressSummary, sweep *sweepSum
 	}
 	v := stress.Variants[0]
 	simRate := float64(opened) / sweep.Seconds
-	share, bound := float64(v.Failed)/float64(max(v.Runs, 1)), ""
-	if v.Failed == 0 {
-		share, bound = v.UpperBound, "at most "
+	realOpened, measured := v.Reached[founding]
+	if !measured {
+		realOpened = v.Failed
+	}
+	share, bound := float64(realOpened)/float64(max(v.Runs, 1)), ""
+	if realOpened == 0 {
+		share, bound = 3/float64(max(v.Runs, 1)), "at most " // the rule of three
 	}
 	realRate := share * v.ExecsPerSec
 	p("Counted in openings of the founding race's window (`%s`) rather than in executions: the", founding)
-	p("sweep opened it on %d of its %d seeds, %.0f a second. A legacy run fails exactly when it opens", opened, sweep.Seeds, simRate)
-	p("the window (it routes the old incarnation's frame to the new one; `scenario.TestTheFixedEnginePassesWhereTheLegacyEngineFails`")
-	p("holds it seed by seed), so the real processes, with %d failures in %d executions, opened it %s%.2f%%", v.Failed, v.Runs, bound, 100*share)
-	p("of the time, %s%.2f a second: the simulator opened it %s%.0f times as often. The target above counts", bound, realRate, strings.Replace(bound, "at most", "at least", 1), simRate/realRate)
+	p("sweep opened it on %d of its %d seeds, %.0f a second.", opened, sweep.Seeds, simRate)
+	if measured {
+		p("The real-runtime test follows its engine with the same checker, which logs the situations each process")
+		p("reached (`props.Checker.Observer`, `LLMDST_REACHED`), and `simrun stress -targets` counts them: the real processes")
+		p("opened the window in %d of their %d executions, %s%.2f%% of the time,", realOpened, v.Runs, bound, 100*share)
+	} else {
+		p("A legacy run fails exactly when it opens")
+		p("the window (it routes the old incarnation's frame to the new one; `scenario.TestTheFixedEnginePassesWhereTheLegacyEngineFails`")
+		p("holds it seed by seed), so the real processes, with %d failures in %d executions, opened it %s%.2f%%", v.Failed, v.Runs, bound, 100*share)
+		p("of the time,")
+	}
+	p("%s%.2f a second: the simulator opened it %s%.0f times as often. The target above counts", bound, realRate, strings.Replace(bound, "at most", "at least", 1), simRate/realRate)
 	p("executions; this is what an execution of each is worth.")
+	p("")
+	if !measured {
+		return
+	}
+	p("Every situation either side reached, in executions (seeds):")
+	p("")
+	p("| situation | real processes, of %d | simulator, of %d |", v.Runs, sweep.Seeds)
+	p("|---|---|---|")
+	for _, s := range props.AllSituations {
+		name := s.String()
+		r, n := v.Reached[name], sweep.Reached[name]
+		if r == 0 && n == 0 {
+			continue
+		}
+		p("| `%s` | %d (%.1f%%) | %d (%.1f%%) |", name, r, 100*float64(r)/float64(max(v.Runs, 1)), n, 100*float64(n)/float64(max(sweep.Seeds, 1)))
+	}
 	p("")
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/llmdst/llmdst/props"
 	"github.com/stretchr/testify/require"
 )
 
@@ -60,36 +62,39 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 	}
 }
 
-// TestWindowsCountWhatEachExecutionIsWorth: the real processes' failures
-// count their openings of the founding window (a bound by the rule of
-// three when there are none), set against the sweep's count of seeds that
-// reached it.
+// TestWindowsCountWhatEachExecutionIsWorth: the real processes' openings
+// of the founding window, as their logs of situations counted them (a
+// bound by the rule of three when there are none), set against the
+// sweep's count of seeds that reached it; from a stress that counted none,
+// their failures stand in.
 func TestWindowsCountWhatEachExecutionIsWorth(t *testing.T) {
-	stress := func(failed int, upper float64) *stressSummary {
+	stress := func(failed int, reached map[string]int) *stressSummary {
 		s := &stressSummary{Parallel: 40, Rounds: 5}
-		s.Variants = append(s.Variants, struct {
-			Runs                int      `json:"runs"`
-			Failed              int      `json:"failures"`
-			UpperBound          float64  `json:"upper_bound"`
-			FirstFailureSeconds *float64 `json:"first_failure_seconds"`
-			ExecsPerSec         float64  `json:"execs_per_sec"`
-		}{Runs: 200, Failed: failed, UpperBound: upper, ExecsPerSec: 100})
+		s.Variants = append(s.Variants, stressVariant{Runs: 200, Failed: failed, UpperBound: 0.015, ExecsPerSec: 100, Reached: reached})
 		return s
 	}
-	sweep := &sweepSummary{Seeds: 1000, Seconds: 0.5, SeedsPerSec: 2000, Workers: 2, Reached: map[string]uint64{founding: 800}}
+	sweep := &sweepSummary{Seeds: 1000, Seconds: 0.5, SeedsPerSec: 2000, Workers: 2,
+		Reached: map[string]uint64{founding: 800, props.LateCoreAbort.String(): 10}}
 	doc := func(s *stressSummary, sw *sweepSummary) string {
 		var out strings.Builder
 		write(&out, map[string]*result{}, map[string]string{}, s, sw, 2, "off")
 		return out.String()
 	}
 
-	none := doc(stress(0, 0.015), sweep)
-	assert.Contains(t, none, "sweep opened it on 800 of its 1000 seeds, 1600 a second")
-	assert.Contains(t, none, "opened it at most 1.50%\nof the time, at most 1.50 a second: the simulator opened it at least 1067 times as often")
+	none := doc(stress(0, map[string]int{founding: 0, props.LateCoreAbort.String(): 1}), sweep)
+	assert.Contains(t, none, "sweep opened it on 800 of its 1000 seeds, 1600 a second.")
+	assert.Contains(t, none, "opened the window in 0 of their 200 executions, at most 1.50% of the time,\nat most 1.50 a second: the simulator opened it at least 1067 times as often")
+	assert.Contains(t, none, "| `stale-frame-after-reuse` | 0 (0.0%) | 800 (80.0%) |")
+	assert.Contains(t, none, "| `late-core-abort` | 1 (0.5%) | 10 (1.0%) |")
+	assert.NotContains(t, none, "`preempted`", "a situation neither side reached")
 
-	some := doc(stress(4, 0.05), sweep)
-	assert.Contains(t, some, "with 4 failures in 200 executions, opened it 2.00%\nof the time, 2.00 a second: the simulator opened it 800 times as often")
+	some := doc(stress(4, map[string]int{founding: 4}), sweep)
+	assert.Contains(t, some, "opened the window in 4 of their 200 executions, 2.00% of the time,\n2.00 a second: the simulator opened it 800 times as often")
 
-	assert.NotContains(t, doc(stress(0, 0.015), &sweepSummary{Seeds: 1000, Seconds: 0.5}), "sweep opened it on",
+	old := doc(stress(4, nil), sweep)
+	assert.Contains(t, old, "with 4 failures in 200 executions, opened it 2.00%\nof the time,\n2.00 a second: the simulator opened it 800 times as often")
+	assert.NotContains(t, old, "| situation |", "no counts of situations from the real processes")
+
+	assert.NotContains(t, doc(stress(0, nil), &sweepSummary{Seeds: 1000, Seconds: 0.5}), "sweep opened it on",
 		"a sweep without the count says nothing of it")
 }
