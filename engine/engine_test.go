@@ -16,7 +16,6 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/internal/rttest"
-	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -70,20 +69,16 @@ func TestFoundingAbortReuse(t *testing.T) {
 // stressing with real processes: with LLMDST_LEGACY=1 it runs the legacy
 // engine, which fails it now and then under CPU contention, as the C++ port
 // did (simrun stress -p 40 -- go test ./engine -run TestAbortReuseRealRuntime).
-// The checker follows its events, as a scenario's does under the simulator:
-// its properties are held, and the situations it reached are logged when
-// the process was started with LLMDST_REACHED (simrun stress sets it), so
-// that a stress can say how often real processes opened the race's window.
+// The checker newEngine gives it follows its events, as a scenario's does
+// under the simulator: its properties are held, and the situations it
+// reached are logged when the process was started with LLMDST_REACHED
+// (simrun stress sets it), so that a stress can say how often real
+// processes opened the race's window.
 func TestAbortReuseRealRuntime(t *testing.T) {
 	legacy := os.Getenv("LLMDST_LEGACY") == "1"
-	c := props.NewChecker(core.ToyModel{})
-	c.SetModelLen(core.DefaultMaxModelLen)
-	e := newEngine(t, task.Real(), engine.Config{LegacyIDRouting: legacy, StepTime: foundingStepTime, Observer: c.Observer(task.Real())})
-	func() {
-		defer e.Close()
-		foundingAbortReuse(t, e)
-	}()
-	assert.NoError(t, c.Finish(), "the checker's properties")
+	e := newEngine(t, task.Real(), engine.Config{LegacyIDRouting: legacy, StepTime: foundingStepTime})
+	defer e.Close()
+	foundingAbortReuse(t, e)
 }
 
 // TestAbort ports vLLM's test_abort: 100 requests, every 10th long; the

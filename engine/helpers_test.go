@@ -11,18 +11,38 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
-// newEngine starts an engine on rt and closes it when the test ends (on the
-// real runtime) or when the body returns (the caller defers Close under the
-// simulator, where the run ends with the body).
+// newEngine starts an engine on rt. Unless cfg has an observer of its own,
+// a checker follows the engine's events, on either runtime, and the test
+// fails if it saw a property violated: every engine test holds the
+// properties the scenarios hold, on goroutines too. On the real runtime the
+// engine is closed when the test ends, if the body did not close it; under
+// the simulator the body defers Close, since the run ends with the body.
 func newEngine(t *testing.T, rt task.Runtime, cfg engine.Config) *engine.AsyncLLM {
 	t.Helper()
 	cfg.Runtime = rt
+	var c *props.Checker
+	if cfg.Observer == nil {
+		c = props.NewChecker(cfg.Model)
+		c.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
+		cfg.Observer = c.Observer(rt)
+	}
 	e, err := engine.New(cfg)
 	require.NoError(t, err)
+	if c != nil {
+		t.Cleanup(func() {
+			if task.IsReal(rt) {
+				e.Close()
+			}
+			if err := c.Finish(); err != nil {
+				t.Errorf("the checker following the engine (real runtime: %v): %v", task.IsReal(rt), err)
+			}
+		})
+	}
 	return e
 }
 
