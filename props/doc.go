@@ -27,7 +27,11 @@
 // opened: simrun counts the seeds that reached each situation, so that a
 // clean sweep shows where it went. Every failure of the legacy engine's
 // id routing is a run that reached one of its reuse windows; the fixed
-// engine reaches them as often and passes.
+// engine reaches them as often and passes. Checker.Observer follows an
+// engine on either runtime, handing the situations on to task.Reach: the
+// engine's own tests give it every engine they make, on goroutines too,
+// and a process started with LLMDST_REACHED logs what it reached for
+// simrun stress to count.
 //
 // Two choosers put a schedule in rapid's hands. RapidChooser draws as the
 // program asks, so rapid shrinks the schedule along with the workload.
