@@ -35,7 +35,10 @@
 //     StressConfig.Targets: every copy gets LLMDST_REACHED naming a file of
 //     its own, and the report counts, per variant, the copies that reached
 //     each situation, how many of them failed and the first. A target no
-//     copy reached is a race the run says nothing of.
+//     copy reached is a race the run says nothing of. With two variants,
+//     CompareSituations tests, situation by situation, whether B's copies
+//     reached it as often as A's: a fix that passes because it no longer
+//     opens the window shows as "gone in B".
 //
 // Usage:
 //

@@ -116,3 +116,104 @@ func (r *StressReport) writeReached(p *printer, v VariantReport) {
 		}
 	}
 }
+
+// SituationComparison compares, between variants A and B, the copies that
+// reached one situation (task.Reach). It is not a ModeComparison: a
+// situation is a name a program passed to task.Reach, not a failure's
+// signature, its counts are copies that reached it whether they failed or
+// not, and it may be a target, listed and marked though neither variant
+// reached it.
+type SituationComparison struct {
+	Situation string
+	// Target says the situation is one of StressConfig.Targets.
+	Target bool
+	// A and B are the copies that reached it among each variant's runs.
+	A, B Rate
+	// P is the two-sided Fisher exact p-value of the difference: copies
+	// that reached it against all other runs, A against B.
+	P float64
+	// Verdict is CompareRates' reading of the two rates — "gone in B
+	// (p=0.003)", "new in B", "no significant change (p=0.84)" — in words
+	// for situations: "more often in B" and "less often in B" where
+	// CompareRates, reading failures, says worse and better, and "reached
+	// by neither" where it says "no failures in either".
+	Verdict string
+}
+
+// CompareSituations compares every situation a or b reached and every
+// target (a Situation marked Target in either's Reached) between the two
+// variants, with the Fisher exact test and the verdicts of CompareRates:
+// the targets first, in their order, then the rest by the larger of the
+// two counts of copies, then by name. It is nil when neither variant has
+// targets or reached anything.
+func CompareSituations(a, b VariantReport) []SituationComparison {
+	copies := func(v VariantReport) map[string]int { // looked up, never ranged
+		m := make(map[string]int, len(v.Reached))
+		for _, s := range v.Reached {
+			m[s.Name] += s.Copies
+		}
+		return m
+	}
+	ca, cb := copies(a), copies(b)
+	var out []SituationComparison
+	index := map[string]int{} // name → position in out; looked up, never ranged
+	for _, v := range []VariantReport{a, b} {
+		for _, s := range v.Reached {
+			if i, ok := index[s.Name]; ok {
+				out[i].Target = out[i].Target || s.Target
+				continue
+			}
+			if !s.Target && ca[s.Name] == 0 && cb[s.Name] == 0 {
+				continue
+			}
+			index[s.Name] = len(out)
+			ra, rb := Rate{K: ca[s.Name], N: a.Total.N}, Rate{K: cb[s.Name], N: b.Total.N}
+			p, verdict := CompareRates(ra, rb)
+			// CompareRates reads failures: a window reached more often is
+			// not worse, only more often.
+			switch {
+			case ra.K == 0 && rb.K == 0:
+				verdict = "reached by neither"
+			case strings.HasPrefix(verdict, "worse in B"):
+				verdict = "more often in B" + strings.TrimPrefix(verdict, "worse in B")
+			case strings.HasPrefix(verdict, "better in B"):
+				verdict = "less often in B" + strings.TrimPrefix(verdict, "better in B")
+			}
+			out = append(out, SituationComparison{Situation: s.Name, Target: s.Target, A: ra, B: rb, P: p, Verdict: verdict})
+		}
+	}
+	// A's targets come first in its Reached, in their order, then B's
+	// others; the stable sort keeps that order among targets.
+	slices.SortStableFunc(out, func(x, y SituationComparison) int {
+		switch {
+		case x.Target && y.Target:
+			return 0
+		case x.Target:
+			return -1
+		case y.Target:
+			return 1
+		}
+		return cmp.Or(cmp.Compare(max(y.A.K, y.B.K), max(x.A.K, x.B.K)), strings.Compare(x.Situation, y.Situation))
+	})
+	return out
+}
+
+// writeSituationComparisons writes the comparison of every situation
+// between A and B, targets marked, in the layout of the comparison of
+// failure modes; nothing when there is none.
+func (r *StressReport) writeSituationComparisons(p *printer) {
+	if len(r.SituationComparisons) == 0 {
+		return
+	}
+	p.printf("\nA vs B, by situation reached (Fisher exact, α = %g):\n", Alpha)
+	tw := tabwriter.NewWriter(p, 0, 8, 2, ' ', 0)
+	for _, c := range r.SituationComparisons {
+		mark := " "
+		if c.Target {
+			mark = "*"
+		}
+		// A tab in a name would split its cell.
+		fmt.Fprintf(tw, "  %s %s\tA %d/%d\tB %d/%d\t%s\n", mark, strings.ReplaceAll(c.Situation, "\t", " "), c.A.K, c.A.N, c.B.K, c.B.N, c.Verdict)
+	}
+	tw.Flush()
+}

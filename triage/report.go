@@ -56,8 +56,9 @@ func seconds(d time.Duration) string {
 // then each variant's failure modes with their rates, first occurrence and
 // a command line reproducing it, and, when it has targets or a copy
 // reached a situation (task.Reach), the copies that reached each; with two
-// variants, the comparison of every mode and of the totals; and last the
-// conditions of the run.
+// variants, the comparison of every mode and of the totals, then, when
+// there are targets or a copy reached a situation, the comparison of
+// every situation; and last the conditions of the run.
 func (r *StressReport) WriteTable(w io.Writer) error {
 	p := &printer{w: w}
 	tw := tabwriter.NewWriter(p, 0, 8, 2, ' ', 0)
@@ -113,6 +114,7 @@ func (r *StressReport) WriteTable(w io.Writer) error {
 		a, b := r.Variants[0].Total, r.Variants[1].Total
 		fmt.Fprintf(tw, "  all failures\tA %d/%d\tB %d/%d\t%s\n", a.K, a.N, b.K, b.N, r.Verdict)
 		tw.Flush()
+		r.writeSituationComparisons(p)
 	}
 
 	p.printf("\n%s\n", r.Conditions())
@@ -212,6 +214,10 @@ type Summary struct {
 	ElapsedSeconds float64             `json:"elapsed_seconds"`
 	Variants       []VariantSummary    `json:"variants"`
 	Comparisons    []ComparisonSummary `json:"comparisons,omitempty"`
+	// SituationComparisons compare the copies of two variants that
+	// reached each situation; absent for one variant, and when there are
+	// no targets and no copy reached anything.
+	SituationComparisons []SituationComparisonSummary `json:"situation_comparisons,omitempty"`
 	// P and Verdict compare the totals of two variants.
 	P       *float64 `json:"p,omitempty"`
 	Verdict string   `json:"verdict,omitempty"`
@@ -266,6 +272,16 @@ type CopyRef struct {
 type ComparisonSummary struct {
 	Signature string  `json:"signature"`
 	A         [2]int  `json:"a"` // failures, runs
+	B         [2]int  `json:"b"`
+	P         float64 `json:"p"`
+	Verdict   string  `json:"verdict"`
+}
+
+// SituationComparisonSummary is one SituationComparison in a Summary.
+type SituationComparisonSummary struct {
+	Situation string  `json:"situation"`
+	Target    bool    `json:"target"`
+	A         [2]int  `json:"a"` // copies that reached it, runs
 	B         [2]int  `json:"b"`
 	P         float64 `json:"p"`
 	Verdict   string  `json:"verdict"`
@@ -328,6 +344,11 @@ func (r *StressReport) Summary() Summary {
 	for _, cmp := range r.Comparisons {
 		s.Comparisons = append(s.Comparisons, ComparisonSummary{
 			Signature: cmp.Signature, A: [2]int{cmp.A.K, cmp.A.N}, B: [2]int{cmp.B.K, cmp.B.N}, P: cmp.P, Verdict: cmp.Verdict,
+		})
+	}
+	for _, c := range r.SituationComparisons {
+		s.SituationComparisons = append(s.SituationComparisons, SituationComparisonSummary{
+			Situation: c.Situation, Target: c.Target, A: [2]int{c.A.K, c.A.N}, B: [2]int{c.B.K, c.B.N}, P: c.P, Verdict: c.Verdict,
 		})
 	}
 	if len(r.Variants) == 2 {

@@ -242,6 +242,10 @@ type StressReport struct {
 	// Comparisons compare the failure modes of A and B; nil for one
 	// variant.
 	Comparisons []ModeComparison
+	// SituationComparisons compare, situation by situation, the copies of
+	// A and B that reached each (see CompareSituations); nil for one
+	// variant, and when there are no targets and no copy reached anything.
+	SituationComparisons []SituationComparison
 	// P and Verdict compare B's total failure rate with A's; zero for one
 	// variant.
 	P       float64
@@ -349,6 +353,7 @@ rounds:
 	r := &StressReport{Config: cfg, Variants: reports, Copies: copies, GOMAXPROCS: runtime.GOMAXPROCS(0), Elapsed: time.Since(start), BudgetSpent: spent}
 	if len(reports) == 2 {
 		r.Comparisons = CompareModes(reports[0].Tally(), reports[1].Tally())
+		r.SituationComparisons = CompareSituations(reports[0], reports[1])
 		r.P, r.Verdict = CompareRates(reports[0].Total, reports[1].Total)
 	}
 	return r, runErr

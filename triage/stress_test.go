@@ -521,6 +521,9 @@ func TestStressCountsTheSituationsAGoProgramReached(t *testing.T) {
 	assert.Contains(t, table.String(), "    * tok-window   5/40   12.5%  first at round 1 copy 4, 5 of them failed\n")
 	assert.Contains(t, table.String(), "    * tok-window   5/40   12.5%  first at round 1 copy 4, 1 of them failed\n")
 	assert.NotContains(t, table.String(), "no copy reached")
+	assert.Contains(t, table.String(), ""+
+		"A vs B, by situation reached (Fisher exact, α = 0.05):\n"+
+		"  * tok-window  A 5/40  B 5/40  no significant change (p=1)\n")
 }
 
 // TestStressEndsOnALogOfSituationsItCannotRead: a copy that turns its
@@ -559,4 +562,123 @@ func TestStressWithoutSituationsSaysNothingOfThem(t *testing.T) {
 	for _, key := range []string{`"targets"`, `"reached`} {
 		assert.NotContains(t, string(raw), key)
 	}
+
+	// Nor, with two variants, are situations compared.
+	rep, err = Stress(t.Context(), StressConfig{Parallel: 2, Rounds: 1, Cmd: []string{"sh", "-c", "exit 1"}, VsCmd: []string{"true"}}, nil)
+	require.NoError(t, err)
+	assert.Nil(t, rep.SituationComparisons)
+	table.Reset()
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), "A vs B, by failure mode")
+	assert.NotContains(t, table.String(), "situation")
+	raw, err = json.Marshal(rep.Summary())
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"comparisons":`)
+	assert.NotContains(t, string(raw), `situation`)
+}
+
+// vsReachScript is a shell fixture of known situations for two variants
+// of 4 copies a round, run for 3 rounds: A reaches "window" in every copy
+// but copy 1 (9 of 12) and "alpha" in copy 3 of rounds 1 and 2 (2); B
+// reaches "bonly" in copy 4 (3); both reach "both" in copy 1 of rounds 1
+// and 2 (2 each). Every copy passes.
+const vsReachScript = `r() { echo "$1" >> "$LLMDST_REACHED"; }
+c=$LLMDST_STRESS_COPY
+case $LLMDST_STRESS_VARIANT in
+A) if [ "$c" != 1 ]; then r window; fi
+   if [ "$c" = 3 ] && [ "$LLMDST_STRESS_ROUND" -le 2 ]; then r alpha; fi;;
+B) if [ "$c" = 4 ]; then r bonly; fi;;
+esac
+if [ "$c" = 1 ] && [ "$LLMDST_STRESS_ROUND" -le 2 ]; then r both; fi
+exit 0`
+
+// TestStressComparesTheSituationsOfTwoVariants: with two variants, every
+// situation either reached, and every target, is compared between them
+// as failure modes are, with CompareRates' verdicts: the targets first,
+// then by the larger of the two counts, then by name.
+func TestStressComparesTheSituationsOfTwoVariants(t *testing.T) {
+	script := []string{"sh", "-c", vsReachScript}
+	rep, err := Stress(t.Context(), StressConfig{
+		Parallel: 4, Rounds: 3, Cmd: script, VsCmd: script, Targets: []string{"never"},
+	}, nil)
+	require.NoError(t, err)
+	a, b := rep.Variants[0], rep.Variants[1]
+	require.Equal(t, Rate{K: 0, N: 12}, a.Total)
+	require.Equal(t, Rate{K: 0, N: 12}, b.Total)
+
+	p := func(ak, bk int) float64 { return FisherExact(ak, 12-ak, bk, 12-bk) }
+	assert.Equal(t, []SituationComparison{
+		{Situation: "never", Target: true, A: Rate{0, 12}, B: Rate{0, 12}, P: 1, Verdict: "reached by neither"},
+		{Situation: "window", A: Rate{9, 12}, B: Rate{0, 12}, P: p(9, 0), Verdict: "gone in B (p=0.00034)"},
+		{Situation: "bonly", A: Rate{0, 12}, B: Rate{3, 12}, P: p(0, 3), Verdict: "new in B, not significant (p=0.22)"},
+		{Situation: "alpha", A: Rate{2, 12}, B: Rate{0, 12}, P: p(2, 0), Verdict: "gone in B, not significant (p=0.48)"},
+		{Situation: "both", A: Rate{2, 12}, B: Rate{2, 12}, P: 1, Verdict: "no significant change (p=1)"},
+	}, rep.SituationComparisons, "the target first; then by the larger count (bonly's 3 before the 2 and 2 of both), then by name")
+	for _, c := range rep.SituationComparisons[1:] {
+		_, verdict := CompareRates(c.A, c.B)
+		assert.Equal(t, verdict, c.Verdict, "%s: CompareRates' own verdict", c.Situation)
+	}
+	assert.Less(t, rep.SituationComparisons[1].P, Alpha, "window: a significant difference")
+	assert.GreaterOrEqual(t, rep.SituationComparisons[4].P, Alpha, "both: none")
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	assert.Contains(t, table.String(), ""+
+		"A vs B, by failure mode (Fisher exact, α = 0.05):\n"+
+		"  all failures  A 0/12  B 0/12  no failures in either\n"+
+		"\n"+
+		"A vs B, by situation reached (Fisher exact, α = 0.05):\n"+
+		"  * never   A 0/12  B 0/12  reached by neither\n"+
+		"    window  A 9/12  B 0/12  gone in B (p=0.00034)\n"+
+		"    bonly   A 0/12  B 3/12  new in B, not significant (p=0.22)\n"+
+		"    alpha   A 2/12  B 0/12  gone in B, not significant (p=0.48)\n"+
+		"    both    A 2/12  B 2/12  no significant change (p=1)\n"+
+		"\n"+
+		"stress: 4 copies at once;", "after the failure modes, before the conditions")
+
+	raw, err := json.Marshal(rep.Summary())
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"situation_comparisons":[{"situation":"never","target":true,"a":[0,12],"b":[0,12],"p":1,"verdict":"reached by neither"},`)
+	var s Summary
+	require.NoError(t, json.Unmarshal(raw, &s))
+	assert.Equal(t, []SituationComparisonSummary{
+		{Situation: "never", Target: true, A: [2]int{0, 12}, B: [2]int{0, 12}, P: 1, Verdict: "reached by neither"},
+		{Situation: "window", A: [2]int{9, 12}, B: [2]int{0, 12}, P: p(9, 0), Verdict: "gone in B (p=0.00034)"},
+		{Situation: "bonly", A: [2]int{0, 12}, B: [2]int{3, 12}, P: p(0, 3), Verdict: "new in B, not significant (p=0.22)"},
+		{Situation: "alpha", A: [2]int{2, 12}, B: [2]int{0, 12}, P: p(2, 0), Verdict: "gone in B, not significant (p=0.48)"},
+		{Situation: "both", A: [2]int{2, 12}, B: [2]int{2, 12}, P: 1, Verdict: "no significant change (p=1)"},
+	}, s.SituationComparisons)
+}
+
+// TestCompareSituationsTakesTargetsFromEitherVariant: a situation counts
+// as a target when either variant marks it, keeps A's order of targets,
+// and one neither reached nor targeted is left out.
+func TestCompareSituationsTakesTargetsFromEitherVariant(t *testing.T) {
+	a := VariantReport{Total: Rate{K: 0, N: 10}, Reached: []Situation{
+		{Name: "t2", Target: true, First: -1}, {Name: "t1", Target: true, Copies: 1, First: 3}, {Name: "x", Copies: 1, First: 0}, {Name: "idle", First: -1},
+	}}
+	b := VariantReport{Total: Rate{K: 0, N: 20}, Reached: []Situation{
+		{Name: "t1", Copies: 2, First: 0}, {Name: "y", Copies: 4, First: 0}, {Name: "t3", Target: true, First: -1},
+	}}
+	var names []string
+	for _, c := range CompareSituations(a, b) {
+		names = append(names, fmt.Sprintf("%s %v %d/%d %d/%d", c.Situation, c.Target, c.A.K, c.A.N, c.B.K, c.B.N))
+	}
+	assert.Equal(t, []string{"t2 true 0/10 0/20", "t1 true 1/10 2/20", "t3 true 0/10 0/20", "y false 0/10 4/20", "x false 1/10 0/20"}, names)
+	assert.Nil(t, CompareSituations(VariantReport{Total: Rate{N: 3}}, VariantReport{Total: Rate{N: 3}}))
+}
+
+// TestCompareSituationsSaysMoreOrLessOften: a situation reached more
+// often in B is not "worse in B", as a failure would be.
+func TestCompareSituationsSaysMoreOrLessOften(t *testing.T) {
+	few := VariantReport{Total: Rate{N: 40}, Reached: []Situation{{Name: "window", Copies: 2}}}
+	many := VariantReport{Total: Rate{N: 40}, Reached: []Situation{{Name: "window", Copies: 20}}}
+	p, _ := CompareRates(Rate{K: 2, N: 40}, Rate{K: 20, N: 40})
+	require.Less(t, p, Alpha)
+	up := CompareSituations(few, many)
+	require.Len(t, up, 1)
+	assert.Equal(t, "more often in B (p<0.0001)", up[0].Verdict)
+	down := CompareSituations(many, few)
+	require.Len(t, down, 1)
+	assert.Equal(t, "less often in B (p<0.0001)", down[0].Verdict)
 }

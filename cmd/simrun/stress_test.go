@@ -340,3 +340,28 @@ func TestStressCountsWhatAGoProgramReached(t *testing.T) {
 	assert.Equal(t, map[string]triage.CopyRef{"tok-window": {Round: 1, Copy: 4}}, v.ReachedFirst)
 	assert.Equal(t, map[string]int{"tok-window": 2}, v.ReachedFailed)
 }
+
+// TestStressComparesTheSituationsOfAAndB: with -vs, the copies of A and
+// B that reached each situation are compared after the failure modes, a
+// target marked, in the table and in the JSON.
+func TestStressComparesTheSituationsOfAAndB(t *testing.T) {
+	args := append([]string{"stress", "-p", "4", "-rounds", "2", "-vs", "true", "-targets", "window", "--"}, reachScript...)
+	code, out, errOut := simrun(t, args...)
+	require.Equal(t, 0, code, out+errOut)
+	assert.Contains(t, out, ""+
+		"  all failures  A 0/8  B 0/8  no failures in either\n"+
+		"\n"+
+		"A vs B, by situation reached (Fisher exact, α = 0.05):\n"+
+		"  * window  A 2/8  B 0/8  gone in B, not significant (p=0.47)\n"+
+		"\n"+
+		"stress: 4 copies at once;")
+
+	code, out, errOut = simrun(t, append([]string{"stress", "-json"}, args[1:]...)...)
+	require.Equal(t, 0, code, out+errOut)
+	var j stressJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.Equal(t, []triage.SituationComparisonSummary{{
+		Situation: "window", Target: true, A: [2]int{2, 8}, B: [2]int{0, 8},
+		P: triage.FisherExact(2, 6, 0, 8), Verdict: "gone in B, not significant (p=0.47)",
+	}}, j.SituationComparisons)
+}
