@@ -55,7 +55,9 @@
 // many of them failed and the first, with -targets LIST (any names) first
 // and a line for each target no copy reached. -min-reached N fails it
 // (exit 1) when a variant reached a target in fewer than N copies, naming
-// the variant, whether or not a copy failed.
+// the variant, whether or not a copy failed. With -vs, the two variants
+// are compared situation by situation as they are failure mode by failure
+// mode (Fisher's exact test).
 //
 // -config KEY=VALUE (repeatable) sets the engine configuration under test
 // in every engine a run makes, over the scenario's own settings, swarm's
