@@ -40,9 +40,11 @@ vet:
 simrun:
 	$(GO) build -o bin/simrun ./cmd/simrun
 
-## sim: the founding story end to end: the race found and replayed on the
-## legacy engine, absent from the fixed engine over large sweeps
+## sim: the founding story end to end: real processes that hardly ever
+## open the race's window, then the race found and replayed on the legacy
+## engine, absent from the fixed engine over large sweeps
 sim: simrun
+	$(GO) test -c -o bin/engine.test ./engine
 	./scripts/sim-story.sh
 
 ## docs: run the shell sessions shown in README.md and docs/TRIAGE.md again

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The founding story, end to end: the legacy engine fails the founding test
-# on many seeds, one failure is replayed from its schedule file, and the
-# fixed engine passes large sweeps. Each step checks its exit code.
+# The founding story, end to end: real processes of the legacy engine's
+# founding test hardly ever open the race's window; under the simulator the
+# legacy engine fails the founding test on many seeds, one failure is
+# replayed from its schedule file, and the fixed engine passes large sweeps.
+# Each step checks its exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIMRUN=${SIMRUN:-bin/simrun}
+ENGINE_TEST=${ENGINE_TEST:-bin/engine.test} # go test -c ./engine
+REAL_ROUNDS=${REAL_ROUNDS:-3}
 OUT=${OUT:-out}
 LEGACY_SEEDS=${LEGACY_SEEDS:-1-10000}
 FIXED_SEEDS=${FIXED_SEEDS:-1-100000}
@@ -23,6 +27,17 @@ expect() { # expect CODE CMD...: run CMD, fail unless it exits with CODE
 		exit 1
 	fi
 }
+
+step "0. Real processes: the legacy engine's founding test on goroutines, 40 processes at a time for $REAL_ROUNDS rounds, counting the copies that opened the race's window"
+# A real copy fails now and then (exit 1); only a command that cannot run
+# (exit 2) stops the story.
+code=0
+LLMDST_LEGACY=1 "$SIMRUN" stress -p 40 -rounds "$REAL_ROUNDS" -quiet -targets stale-frame-after-reuse -- \
+	"$ENGINE_TEST" -test.run '^TestAbortReuseRealRuntime$' -test.count=1 || code=$?
+if [ "$code" -gt 1 ]; then
+	echo "sim-story: stress exited $code" >&2
+	exit 1
+fi
 
 step "1. The legacy engine (routes by the caller's request id) runs the founding test, abort-reuse, over seeds $LEGACY_SEEDS"
 expect 1 "$SIMRUN" sweep -scenario abort-reuse -legacy -seeds "$LEGACY_SEEDS" -out "$OUT" -quiet | tee "$OUT/legacy-sweep.txt"
