@@ -128,6 +128,22 @@ func CompareModes(a, b Tally) []ModeComparison {
 // CompareRates tests whether B's failure rate differs from A's with
 // Fisher's exact test and says how, at significance level Alpha.
 func CompareRates(a, b Rate) (p float64, verdict string) {
+	return compareRates(a, b, failureWords)
+}
+
+// rateWords are the words a comparison of two rates reads in: for none on
+// either side, and for B's rate higher or lower than A's.
+type rateWords struct{ none, higher, lower string }
+
+// failureWords read rates of failure; reachedWords, rates at which copies
+// reached a situation, where more often is not worse.
+var (
+	failureWords = rateWords{none: "no failures in either", higher: "worse in B", lower: "better in B"}
+	reachedWords = rateWords{none: "reached by neither", higher: "more often in B", lower: "less often in B"}
+)
+
+// compareRates is CompareRates in the given words.
+func compareRates(a, b Rate, w rateWords) (p float64, verdict string) {
 	a.check()
 	b.check()
 	p = FisherExact(a.K, a.N-a.K, b.K, b.N-b.K)
@@ -138,7 +154,7 @@ func CompareRates(a, b Rate) (p float64, verdict string) {
 	}
 	switch {
 	case a.K == 0 && b.K == 0:
-		return p, "no failures in either"
+		return p, w.none
 	case a.K == 0 && sig:
 		return p, "new in B " + ps
 	case a.K == 0:
@@ -150,7 +166,7 @@ func CompareRates(a, b Rate) (p float64, verdict string) {
 	case !sig:
 		return p, "no significant change " + ps
 	case b.P() > a.P():
-		return p, "worse in B " + ps
+		return p, w.higher + " " + ps
 	}
-	return p, "better in B " + ps
+	return p, w.lower + " " + ps
 }

@@ -132,11 +132,11 @@ type SituationComparison struct {
 	// P is the two-sided Fisher exact p-value of the difference: copies
 	// that reached it against all other runs, A against B.
 	P float64
-	// Verdict is CompareRates' reading of the two rates — "gone in B
-	// (p=0.003)", "new in B", "no significant change (p=0.84)" — in words
-	// for situations: "more often in B" and "less often in B" where
-	// CompareRates, reading failures, says worse and better, and "reached
-	// by neither" where it says "no failures in either".
+	// Verdict reads as CompareRates' does — "gone in B (p=0.003)", "new
+	// in B", "no significant change (p=0.84)" — in words for situations:
+	// "more often in B" and "less often in B" where a comparison of
+	// failures says worse and better, and "reached by neither" where it
+	// says "no failures in either".
 	Verdict string
 }
 
@@ -168,17 +168,7 @@ func CompareSituations(a, b VariantReport) []SituationComparison {
 			}
 			index[s.Name] = len(out)
 			ra, rb := Rate{K: ca[s.Name], N: a.Total.N}, Rate{K: cb[s.Name], N: b.Total.N}
-			p, verdict := CompareRates(ra, rb)
-			// CompareRates reads failures: a window reached more often is
-			// not worse, only more often.
-			switch {
-			case ra.K == 0 && rb.K == 0:
-				verdict = "reached by neither"
-			case strings.HasPrefix(verdict, "worse in B"):
-				verdict = "more often in B" + strings.TrimPrefix(verdict, "worse in B")
-			case strings.HasPrefix(verdict, "better in B"):
-				verdict = "less often in B" + strings.TrimPrefix(verdict, "better in B")
-			}
+			p, verdict := compareRates(ra, rb, reachedWords)
 			out = append(out, SituationComparison{Situation: s.Name, Target: s.Target, A: ra, B: rb, P: p, Verdict: verdict})
 		}
 	}
