@@ -209,9 +209,9 @@ func (c *Checker) Reached() SituationSet { return c.reached }
 //
 // The properties are written for the simulator's one task at a time; on
 // the real runtime WaitIdleMeansIdle may not hold (the core may take a
-// request another goroutine added between WaitIdle's test and its event), so a test on
-// goroutines that calls WaitIdle should read the situations, not the
-// violations.
+// request another goroutine added between WaitIdle's test and its
+// event), so a test on goroutines that adds requests while it calls
+// WaitIdle should read the situations, not the violations.
 func (c *Checker) Observer(rt task.Runtime) func(core.Event) {
 	var mu sync.Mutex
 	return func(ev core.Event) {
