@@ -79,6 +79,16 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("property %s violated: %s%s", v.Property, v.Detail, where)
 }
 
+// Signature is the violation's failure mode (see sim.Signature): the
+// property and where it was detected, without the detail's numbers and
+// requests.
+func (v *Violation) Signature() string {
+	if v.Task != "" {
+		return fmt.Sprintf("%s (in %s after %s)", v.Property, v.Task, v.Point)
+	}
+	return v.Property
+}
+
 // incarnation is what the checker knows of one AddRequest, or of one
 // sequence of it when it asked for N > 1: each sequence is checked as a
 // request of its own.

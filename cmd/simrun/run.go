@@ -325,7 +325,7 @@ func reportHang(sp *spec, o *outcome, h *sim.HangError, of *outputFlags, rp *rep
 	}
 	if of.json {
 		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
-			Error: h.Error(), Signature: hangSignature(h), Replay: again}
+			Error: h.Error(), Signature: h.Signature(), Replay: again}
 		if err := writeJSON(stdout, j); err != nil {
 			return err
 		}

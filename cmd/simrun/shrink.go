@@ -164,7 +164,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 		if *jsonOut {
 			j := shrinkJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
-				Signature: hangSignature(hang), Error: hang.Error(), ShrunkFrom: from}
+				Signature: hang.Signature(), Error: hang.Error(), ShrunkFrom: from}
 			if err := writeJSON(stdout, j); err != nil {
 				return err
 			}

@@ -580,56 +580,13 @@ func firstLine(s string) string {
 }
 
 // sigNondeterministic is the signature of two runs of a seed that differed.
-const sigNondeterministic = "nondeterministic"
+var sigNondeterministic = sim.Signature(&sim.NondeterminismError{})
 
 // signature names a failure mode: the violated property and where it was
-// detected, or the kind of run failure. Numbers that differ between runs of
-// the same mode (steps, times, incarnations, frames, tokens) are left out.
+// detected (props.Violation.Signature), or the kind of run failure
+// (sim.Signature), without the request a check of the engine names.
 func signature(err error) string {
-	if err == nil {
-		return ""
-	}
-	// A replay that left its schedule cut the run short: whatever else
-	// the run reports (requests that never ended) follows from that.
-	var mm *sim.ScheduleMismatchError
-	if errors.As(err, &mm) {
-		return "replay diverged"
-	}
-	var v *props.Violation
-	if errors.As(err, &v) {
-		if v.Task != "" {
-			return fmt.Sprintf("%s (in %s after %s)", v.Property, v.Task, v.Point)
-		}
-		return v.Property
-	}
-	var dl *sim.DeadlockError
-	if errors.As(err, &dl) {
-		var b strings.Builder
-		b.WriteString("deadlock:")
-		for _, t := range dl.Blocked {
-			fmt.Fprintf(&b, " %s@%s", t.Name, t.Point)
-		}
-		return b.String()
-	}
-	var sl *sim.StepLimitError
-	if errors.As(err, &sl) {
-		return "step limit"
-	}
-	var h *sim.HangError
-	if errors.As(err, &h) {
-		return hangSignature(h)
-	}
-	var pe *sim.PanicError
-	if errors.As(err, &pe) {
-		if pe.Goexit {
-			return "goexit in " + pe.Task
-		}
-		return fmt.Sprintf("panic in %s: %v", pe.Task, firstLine(fmt.Sprint(pe.Value)))
-	}
-	if isNondeterministic(err) {
-		return sigNondeterministic
-	}
-	return maskDigits(requestNameRE.ReplaceAllString(firstLine(err.Error()), `request "ID"`))
+	return requestNameRE.ReplaceAllString(sim.Signature(err), `request "ID"`)
 }
 
 // requestNameRE matches a request named in an error of the engine's core
@@ -637,22 +594,3 @@ func signature(err error) string {
 // for another request is the same failure mode, as it is with other
 // numbers.
 var requestNameRE = regexp.MustCompile(`request "[^"]*"`)
-
-// maskDigits replaces runs of digits with N, so that one check failing with
-// different numbers is one mode.
-func maskDigits(s string) string {
-	var b strings.Builder
-	inNum := false
-	for _, r := range s {
-		if r >= '0' && r <= '9' {
-			if !inNum {
-				b.WriteByte('N')
-			}
-			inNum = true
-			continue
-		}
-		inNum = false
-		b.WriteRune(r)
-	}
-	return b.String()
-}

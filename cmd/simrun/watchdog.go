@@ -161,13 +161,3 @@ func runOne(timeout time.Duration, seed uint64, run func() outcome) (outcome, *s
 	}
 }
 
-// hangSignature is the failure mode of a hang: where the task is stuck.
-func hangSignature(h *sim.HangError) string {
-	switch {
-	case h.Status == "":
-		return "hang"
-	case h.Spinning():
-		return "hang in " + h.Func
-	}
-	return "hang blocked in " + h.Func
-}
