@@ -377,3 +377,15 @@ type ForeignGoroutineError struct {
 func (e *ForeignGoroutineError) Error() string {
 	return fmt.Sprintf("sim: goroutine %d called the simulated runtime while task %q holds the baton; only simulated tasks may call it (use Runtime.Go, not the go statement)", e.Goroutine, e.Running)
 }
+
+// Seed is the seed of the simulated run rt belongs to (Options.Seed), for
+// a program that draws its workload from it as well as its schedule:
+// NewPCGChooser(seed, StreamWorkload) gives every run of a seed the same
+// workload. ok is false when rt is not the simulator's.
+func Seed(rt task.Runtime) (seed uint64, ok bool) {
+	s, ok := rt.(*sched)
+	if !ok {
+		return 0, false
+	}
+	return s.opts.Seed, true
+}
