@@ -1,0 +1,310 @@
+package simtest_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/sim/simtest"
+	"github.com/llmdst/llmdst/task"
+)
+
+// tellers is the lost update of sim's example, with the race's window as a
+// situation; with a lock around read and write it is fixed.
+func tellers(locked bool) func(rt task.Runtime) error {
+	return func(rt task.Runtime) error {
+		balance := 100
+		mu := rt.NewMutex("ledger")
+		g := task.NewGroup(rt, "tellers")
+		for _, name := range []string{"deposit", "withdraw"} {
+			g.Go(name, func() {
+				if locked {
+					mu.Lock()
+					defer mu.Unlock()
+				}
+				b := balance
+				rt.Yield("teller.after-read")
+				if balance != b {
+					task.Reach(rt, "teller.raced")
+				}
+				if name == "deposit" {
+					balance = b + 10
+				} else {
+					balance = b - 10
+				}
+			})
+		}
+		g.Wait()
+		if balance != 100 {
+			return fmt.Errorf("balance %d, want 100", balance)
+		}
+		return nil
+	}
+}
+
+// fakeT is a test that Check can fail without failing the real one: it
+// keeps what Check says. Check never calls Fatal, whose Goexit would lose
+// the Summary: the methods it may call are those below.
+type fakeT struct {
+	testing.TB
+	name         string
+	mu           sync.Mutex
+	logs, errors []string
+}
+
+func (f *fakeT) Helper()      {}
+func (f *fakeT) Name() string { return f.name }
+func (f *fakeT) Logf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
+}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
+func (f *fakeT) Error(args ...any) { f.Errorf("%s", fmt.Sprint(args...)) }
+func (f *fakeT) failed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.errors) > 0
+}
+
+// check runs Check under a fakeT named name.
+func check(t *testing.T, name string, cfg simtest.Config, program func(rt task.Runtime) error) (simtest.Summary, *fakeT) {
+	t.Helper()
+	ft := &fakeT{TB: t, name: name}
+	return simtest.Check(ft, cfg, program), ft
+}
+
+// lowestFailing is the first seed from 0 that fails when seed s runs under
+// strategies[s % len], found by sim.Run alone.
+func lowestFailing(t *testing.T, strategies []string, program func(rt task.Runtime) error) uint64 {
+	for seed := uint64(0); seed < 10_000; seed++ {
+		st, err := sim.ParseStrategy(strategies[seed%uint64(len(strategies))])
+		require.NoError(t, err)
+		if sim.Run(sim.Options{Seed: seed, Strategy: st}, program).Err != nil {
+			return seed
+		}
+	}
+	t.Fatal("no seed failed")
+	return 0
+}
+
+// TestCheckFindsShrinksAndSavesTheLostUpdate: the lowest failing seed is
+// reported with its error, the command that runs it again and the end of
+// its shrunk run's trace, and saved; the saved schedule runs first from
+// then on, passing once the bug is fixed and failing again if it comes
+// back.
+func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simtest.Config{Dir: dir, Seeds: 500}
+	sum, ft := check(t, "TestTellers", cfg, tellers(false))
+	require.True(t, ft.failed(), "the lost update was not found")
+	require.Len(t, ft.errors, 1)
+	f := sum.Failure
+	require.NotNil(t, f)
+
+	// The strategies: the defaults, with a starve of each task the program
+	// starts; the seed: the lowest that fails under them.
+	assert.Equal(t, []string{"random", "pct:3", "chaos", "starve:main", "starve:deposit", "starve:withdraw"}, sum.Strategies)
+	assert.Equal(t, lowestFailing(t, sum.Strategies, tellers(false)), f.Seed)
+	assert.Equal(t, sum.Strategies[f.Seed%uint64(len(sum.Strategies))], f.Strategy)
+	assert.Equal(t, "balance N, want N", f.Signature)
+	assert.Empty(t, f.SavedFrom)
+
+	require.True(t, f.Shrunk, "not shrunk: %v", f.ShrinkErr)
+	assert.LessOrEqual(t, f.Shrink.After.Preemptions, f.Shrink.Before.Preemptions)
+	assert.LessOrEqual(t, f.Shrink.After.Preemptions, 1, "a lost update needs one preemption")
+
+	// The file is the shrunk schedule, and fails when replayed strictly.
+	require.Equal(t, filepath.Join(dir, "TestTellers", fmt.Sprintf("seed-%d-%s.schedule", f.Seed, strings.ReplaceAll(f.Strategy, ":", "_"))), f.File)
+	text, err := os.ReadFile(f.File)
+	require.NoError(t, err)
+	saved, err := sim.ParseSchedule(string(text))
+	require.NoError(t, err)
+	for k, v := range map[string]string{"test": "TestTellers", "seed": strconv.FormatUint(f.Seed, 10), "strategy": f.Strategy, "signature": f.Signature} {
+		got, ok := saved.Get(k)
+		assert.True(t, ok && got == v, "meta %s: %q, want %q", k, got, v)
+	}
+	again := sim.Run(sim.Options{Seed: f.Seed, Strategy: sim.Replay(saved)}, tellers(false))
+	assert.Equal(t, f.Signature, sim.Signature(again.Err), "the shrunk run fails the same way: %v", again.Err)
+
+	report := ft.errors[0]
+	assert.Contains(t, report, fmt.Sprintf("simtest: seed %d failed (strategy %s, %d decisions), the lowest failing seed of seeds 0-499:", f.Seed, f.Strategy, f.Steps))
+	assert.Contains(t, report, "\n    balance ")
+	assert.Contains(t, report, "saved: "+f.File)
+	assert.Contains(t, report, "the shrunk run:\n")
+	assert.Contains(t, report, "teller.after-read", "the trace's end names the scheduling points")
+	assert.Contains(t, report, fmt.Sprintf("again: LLMDST_SIM_SEED=%d LLMDST_SIM_STRATEGY=%s go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest", f.Seed, f.Strategy))
+
+	// Fixed: the saved schedule runs first, and passes, and so do the seeds.
+	sum, ft = check(t, "TestTellers", cfg, tellers(true))
+	assert.False(t, ft.failed(), "%v", ft.errors)
+	assert.Equal(t, 1, sum.Saved)
+	assert.Equal(t, 500, sum.Seeds)
+	require.Len(t, ft.logs, 1)
+	assert.Contains(t, ft.logs[0], "simtest: seeds 0-499, strategies random pct:3 chaos starve:main starve:deposit starve:withdraw, after 1 saved schedule(s) in ")
+
+	// Broken again: the saved schedule fails before any seed runs.
+	sum, ft = check(t, "TestTellers", cfg, tellers(false))
+	require.True(t, ft.failed())
+	require.NotNil(t, sum.Failure)
+	assert.Equal(t, f.File, sum.Failure.SavedFrom)
+	assert.Zero(t, sum.Seeds)
+	assert.Contains(t, ft.errors[0], "simtest: the saved schedule "+f.File+fmt.Sprintf(" (seed %d, strategy %s) fails again", f.Seed, f.Strategy))
+	assert.Contains(t, ft.errors[0], "again: go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest")
+}
+
+// TestTheFailureReportedDoesNotDependOnTheWorkers: one worker or four,
+// the same lowest failing seed and the same shrunk schedule.
+func TestTheFailureReportedDoesNotDependOnTheWorkers(t *testing.T) {
+	var got []string
+	for _, w := range []int{1, 4} {
+		sum, ft := check(t, "TestTellers", simtest.Config{Dir: "-", Workers: w, Seeds: 300, Strategies: []string{"random", "pct:2"}}, tellers(false))
+		require.True(t, ft.failed())
+		require.NotNil(t, sum.Failure)
+		assert.Empty(t, sum.Failure.File, "Dir - saves nothing")
+		got = append(got, fmt.Sprintf("%d %s %s", sum.Failure.Seed, sum.Failure.Strategy, sum.Failure.Schedule))
+	}
+	assert.Equal(t, got[0], got[1])
+}
+
+// TestTheSeedTheReportNamesRunsAlone: LLMDST_SIM_SEED and
+// LLMDST_SIM_STRATEGY run that seed, and no saved schedule.
+func TestTheSeedTheReportNamesRunsAlone(t *testing.T) {
+	dir := t.TempDir()
+	sum, _ := check(t, "TestTellers", simtest.Config{Dir: dir, Seeds: 500}, tellers(false))
+	f := sum.Failure
+	require.NotNil(t, f)
+
+	// The seed alone: the strategies are found from the first seed's run
+	// as in the sweep, so the seed runs under the same one.
+	strategies := sum.Strategies
+	t.Setenv(simtest.SeedEnv, strconv.FormatUint(f.Seed, 10))
+	sum, _ = check(t, "TestTellers", simtest.Config{Dir: dir}, tellers(false))
+	assert.Equal(t, strategies, sum.Strategies)
+	require.NotNil(t, sum.Failure)
+	assert.Equal(t, f.Strategy, sum.Failure.Strategy)
+
+	t.Setenv(simtest.StrategyEnv, f.Strategy)
+	sum, ft := check(t, "TestTellers", simtest.Config{Dir: dir}, tellers(false))
+	require.True(t, ft.failed())
+	assert.Equal(t, 0, sum.Saved)
+	assert.Equal(t, []string{f.Strategy}, sum.Strategies)
+	require.NotNil(t, sum.Failure)
+	assert.Equal(t, f.Seed, sum.Failure.Seed)
+	assert.Equal(t, f.Err.Error(), sum.Failure.Err.Error())
+	assert.Contains(t, ft.errors[0], fmt.Sprintf("the lowest failing seed of seed %d (LLMDST_SIM_SEED)", f.Seed))
+}
+
+// TestTargetsNeverReachedFailTheSweep: seeds that pass without reaching a
+// target prove nothing of it, and Check says so; reached, it counts them.
+func TestTargetsNeverReachedFailTheSweep(t *testing.T) {
+	sum, ft := check(t, "TestLocked", simtest.Config{Dir: "-", Seeds: 200, Targets: []string{"teller.raced"}}, tellers(true))
+	assert.Nil(t, sum.Failure)
+	assert.Zero(t, sum.Reached["teller.raced"])
+	require.Len(t, ft.errors, 1)
+	assert.Equal(t, `simtest: no seed of 200 reached "teller.raced": the seeds that passed never went where the targets are, so they prove nothing of them (more seeds, or other strategies)`, ft.errors[0])
+
+	reaches := func(rt task.Runtime) error {
+		if seed, _ := sim.Seed(rt); seed%4 == 0 {
+			task.Reach(rt, "quarter")
+		}
+		return nil
+	}
+	sum, ft = check(t, "TestQuarter", simtest.Config{Dir: "-", Seeds: 200, Targets: []string{"quarter"}}, reaches)
+	assert.Empty(t, ft.errors)
+	assert.Equal(t, 50, sum.Reached["quarter"])
+	require.Len(t, ft.logs, 1)
+	assert.Contains(t, ft.logs[0], `; "quarter" reached by 50 in `)
+}
+
+// TestARunThatDiffersFromItselfIsCaught: a program that keeps state
+// between runs cannot be replayed, and the first seed's double run says so.
+func TestARunThatDiffersFromItselfIsCaught(t *testing.T) {
+	var runs atomic.Int64
+	leaky := func(rt task.Runtime) error {
+		if runs.Add(1)%2 == 0 {
+			rt.Yield("sometimes")
+		}
+		return nil
+	}
+	sum, ft := check(t, "TestLeaky", simtest.Config{Dir: "-", Seeds: 10, Strategies: []string{"random"}}, leaky)
+	require.True(t, ft.failed())
+	require.NotNil(t, sum.Failure)
+	assert.Equal(t, uint64(0), sum.Failure.Seed)
+	assert.Equal(t, "nondeterministic", sum.Failure.Signature)
+	assert.Nil(t, sum.Failure.Schedule)
+}
+
+// TestBadConfigurationSaysWhatWasWrong: nothing runs, and the message
+// names the field or variable and the value.
+func TestBadConfigurationSaysWhatWasWrong(t *testing.T) {
+	ok := func(rt task.Runtime) error { return nil }
+	for _, tc := range []struct {
+		cfg     simtest.Config
+		env     [2]string
+		program func(rt task.Runtime) error
+		want    string
+	}{
+		{cfg: simtest.Config{Seeds: -1}, program: ok, want: "simtest: Config.Seeds is -1: it is a count of seeds, 0 for the default"},
+		{cfg: simtest.Config{Workers: -2}, program: ok, want: "simtest: Config.Workers is -2: it is a count of workers, 0 for GOMAXPROCS"},
+		{cfg: simtest.Config{Strategies: []string{"random", "bogus"}}, program: ok, want: `simtest: strategy "bogus": `},
+		{cfg: simtest.Config{Strategies: []string{}}, program: ok, want: "simtest: Config.Strategies is empty: name one at least, or leave it nil for the defaults"},
+		{cfg: simtest.Config{Options: sim.Options{Chooser: sim.NewPCGChooser(1, 2)}}, program: ok, want: "simtest: Config.Options.Chooser is set"},
+		{cfg: simtest.Config{FirstSeed: ^uint64(0), Seeds: 2}, program: ok, want: "simtest: Config.FirstSeed 18446744073709551615 and 2 seeds run past the largest seed"},
+		{program: nil, want: "simtest: the program is nil"},
+		{env: [2]string{simtest.SeedEnv, "x"}, program: ok, want: `simtest: LLMDST_SIM_SEED="x": not a seed (an unsigned integer)`},
+		{env: [2]string{simtest.SeedsEnv, "0"}, program: ok, want: `simtest: LLMDST_SIM_SEEDS="0": not a count of seeds (a positive integer)`},
+		{env: [2]string{simtest.StrategyEnv, "pct:0"}, program: ok, want: `simtest: strategy "pct:0": `},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if tc.env[0] != "" {
+				t.Setenv(tc.env[0], tc.env[1])
+			}
+			sum, ft := check(t, "TestBad", tc.cfg, tc.program)
+			require.True(t, ft.failed())
+			require.Len(t, ft.errors, 1)
+			assert.True(t, strings.HasPrefix(ft.errors[0], tc.want), "%q", ft.errors[0])
+			assert.Zero(t, sum.Seeds)
+		})
+	}
+}
+
+// TestSavedScheduleThatIsNotOneIsAnError: a file in the test's directory
+// that does not parse fails the test and says which file.
+func TestSavedScheduleThatIsNotOneIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "TestX"), 0o755))
+	bad := filepath.Join(dir, "TestX", "seed-1-random.schedule")
+	require.NoError(t, os.WriteFile(bad, []byte("not a schedule\n"), 0o644))
+	_, ft := check(t, "TestX", simtest.Config{Dir: dir, Seeds: 1}, func(rt task.Runtime) error { return nil })
+	require.True(t, ft.failed())
+	assert.Contains(t, ft.errors[0], "simtest: saved schedule "+bad+": ")
+	assert.Contains(t, ft.errors[0], "(remove the file if it is not one)")
+}
+
+// TestAFailureThatCannotBeSavedSaysWhy: the report says the schedule was
+// not saved, and why, and still shows the failure.
+func TestAFailureThatCannotBeSavedSaysWhy(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o644))
+	sum, ft := check(t, "TestTellers", simtest.Config{Dir: notDir, Seeds: 100}, tellers(false))
+	require.NotNil(t, sum.Failure)
+	assert.Error(t, sum.Failure.SaveErr)
+	assert.Empty(t, sum.Failure.File)
+	require.Len(t, ft.errors, 1)
+	assert.Contains(t, ft.errors[0], "\nnot saved: ")
+	assert.Contains(t, ft.errors[0], "balance ")
+}
