@@ -45,6 +45,12 @@
 // and re-runs only the failing seeds with recording on, and keeps one Pool
 // per worker so that the goroutines of finished tasks serve later runs.
 //
+// Package simtest does all of this for a Go test: seeds on every core over
+// the strategies, the lowest failing seed shrunk, saved as a regression
+// schedule and given the command that runs it again, targets counted.
+// Signature names a failure's mode, for grouping failures and for Shrink's
+// test; Seed gives a program its run's seed to draw a workload from.
+//
 // Usage:
 //
 //	res := sim.Run(sim.Options{Seed: 42, Strategy: sim.Chaos()},
