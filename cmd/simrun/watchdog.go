@@ -160,4 +160,3 @@ func runOne(timeout time.Duration, seed uint64, run func() outcome) (outcome, *s
 		return outcome{}, h
 	}
 }
-
