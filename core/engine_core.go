@@ -240,13 +240,14 @@ func (c *EngineCore) handle(in Input) bool {
 	switch in.Kind {
 	case InputAdd:
 		r := in.Req
+		n := c.inputsDone.Load() + 1 // this input's number: only the core counts them
 		if err := c.sched.AddRequest(r); err != nil {
-			c.emit(Event{Kind: EventCoreReject, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Err: err})
+			c.emit(Event{Kind: EventCoreReject, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Err: err, Input: n})
 			c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
 			return true
 		}
 		c.syncHeld()
-		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
+		c.emit(Event{Kind: EventCoreAdd, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Input: n})
 	case InputAbort:
 		c.abort(in.IDs)
 		c.syncHeld()

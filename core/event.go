@@ -101,6 +101,12 @@ type Event struct {
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
 	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused: the utility call
+	// Input numbers the core's inputs in the order it took them, from 1:
+	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the
+	// inputs WaitIdle waited for (those sent before it was called), so
+	// that an observer on goroutines can tell the requests added while
+	// WaitIdle returned from those it answered for.
+	Input uint64
 }
 
 func (e Event) String() string {

@@ -417,7 +417,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.progMu.Unlock()
 	stop()
 	if err == nil {
-		e.emit(Event{Kind: core.EventIdle, Held: held})
+		e.emit(Event{Kind: core.EventIdle, Held: held, Input: target})
 	}
 	return err
 }

@@ -110,6 +110,9 @@ type incarnation struct {
 	// inFlight the frames they produced that the output processor has not
 	// taken yet (on sequence 0).
 	inCore, inFlight int
+	// input is the core's number for the incarnation's ADD
+	// (core.Event.Input), 0 until the core took it (on sequence 0).
+	input uint64
 	// coreAborted: the core took an abort of the sequence (the frontend
 	// sends each abort on two queues, so the core takes it twice).
 	coreAborted bool
@@ -168,6 +171,9 @@ type Checker struct {
 	// all.
 	framesInFlight int
 	framesEmitted  int
+	// concurrent: the events come from goroutines (Observer on the real
+	// runtime), where WaitIdle answers only for the inputs sent before it.
+	concurrent bool
 	// The core's pauses, as its events tell: whether it is paused, and
 	// whether a pause took effect since it last resumed; and, by call,
 	// each pause that took effect: the frames emitted by then, and the
@@ -301,6 +307,7 @@ func (c *Checker) observe(ev *core.Event) {
 			c.inCore[k] = true
 			if in := c.inc(ev.Incarnation); in != nil {
 				in.inCore++
+				in.input = ev.Input
 			}
 		}
 		if c.paused {
@@ -308,6 +315,9 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventCoreReject:
 		c.reach(CoreRefusedAdd)
+		if in := c.inc(ev.Incarnation); in != nil {
+			in.input = ev.Input
+		}
 	case core.EventCoreAbort:
 		c.coreAbortReached(ev)
 		c.leaveCore(seqKey{ev.Incarnation, ev.Index})
@@ -372,17 +382,50 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventIdle:
 		// The checker's own account of the core, not the engine's counter
-		// that WaitIdle read: under the simulator nothing runs between
-		// WaitIdle's check and this event.
-		if len(c.inCore) != 0 || ev.Held != 0 {
-			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held incarnation(s) %v (it counted %d)", sortedKeys(c.inCore), ev.Held)
+		// that WaitIdle read. WaitIdle also waits for the output handler
+		// to take every batch the core emitted: a frame on its way is the
+		// core's work still.
+		held, frames := c.idleAccount(ev)
+		if len(held) != 0 || ev.Held != 0 {
+			c.fail(WaitIdleMeansIdle, "WaitIdle returned while the core held incarnation(s) %v (it counted %d)", sortedKeys(held), ev.Held)
 		}
-		// WaitIdle also waits for the output handler to take every batch
-		// the core emitted: a frame on its way is the core's work still.
-		if c.framesInFlight > 0 {
-			c.fail(WaitIdleMeansIdle, "WaitIdle returned while %d frame(s) the core emitted had not reached the output handler", c.framesInFlight)
+		if frames > 0 {
+			c.fail(WaitIdleMeansIdle, "WaitIdle returned while %d frame(s) the core emitted had not reached the output handler", frames)
 		}
 	}
+}
+
+// idleAccount is what WaitIdle answers for when it returns (ev): the
+// sequences the core holds and the frames on their way to the output
+// handler. Under the simulator that is all of them, since nothing runs
+// between WaitIdle's test and its event. On goroutines (Observer on the
+// real runtime) a request added meanwhile may be in the core by the
+// event, so it is only those of the inputs WaitIdle waited for: the
+// core took every input up to ev.Input before WaitIdle's test, so a
+// sequence of one of them that is still held, or a frame of it still on
+// its way, is a violation there too.
+func (c *Checker) idleAccount(ev *core.Event) (held map[seqKey]bool, frames int) {
+	if !c.concurrent {
+		return c.inCore, c.framesInFlight
+	}
+	answered := func(n uint64) bool {
+		in := c.inc(n)
+		return in == nil || in.input <= ev.Input
+	}
+	for k := range c.inCore {
+		if answered(k.inc) {
+			if held == nil {
+				held = make(map[seqKey]bool)
+			}
+			held[k] = true
+		}
+	}
+	for n, in := range c.incs {
+		if in != nil && in.inFlight > 0 && answered(uint64(n)) {
+			frames += in.inFlight
+		}
+	}
+	return held, frames
 }
 
 // leaveCore forgets a sequence the core no longer holds.

@@ -9,6 +9,7 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/task"
 )
 
 // The checker is tested on event streams made by hand: each property is
@@ -188,6 +189,55 @@ func TestWaitIdleMustMeanTheFramesArrived(t *testing.T) {
 	require.NoError(t, check(add(1, "a", p), core.Event{Kind: core.EventCoreAdd, Incarnation: 1},
 		core.Event{Kind: core.EventAbort, Incarnation: 1}, finish(1, core.FinishAbort, nil),
 		emitted, dropped, core.Event{Kind: core.EventIdle}))
+}
+
+// TestOnGoroutinesWaitIdleAnswersForTheInputsBeforeIt: off the simulator
+// another goroutine may add a request between WaitIdle's test and its
+// event, and the core may admit it and emit its frames meanwhile; the
+// checker holds WaitIdle to the inputs it waited for (Event.Input), and
+// still catches what is held, or on its way, of those. Under the
+// simulator, where nothing runs in between, everything counts.
+func TestOnGoroutinesWaitIdleAnswersForTheInputsBeforeIt(t *testing.T) {
+	p := engine.Params{MaxTokens: 2, Output: engine.Delta}
+	coreAdd := func(inc, input uint64) core.Event {
+		return core.Event{Kind: core.EventCoreAdd, Incarnation: inc, Input: input}
+	}
+	emitted := func(inc, frame uint64) core.Event {
+		return core.Event{Kind: core.EventFrameEmitted, RequestID: "b", Incarnation: inc, Frame: frame, Tokens: tokens(1), Position: 0}
+	}
+	idle := func(input uint64) core.Event { return core.Event{Kind: core.EventIdle, Input: input} }
+	// a (input 1) came and went; b (input 2) was added after WaitIdle's
+	// test, and the core admitted it and emitted a frame of it.
+	done := []core.Event{add(1, "a", p), coreAdd(1, 1), core.Event{Kind: core.EventAbort, RequestID: "a", Incarnation: 1},
+		finish(1, core.FinishAbort, nil), core.Event{Kind: core.EventCoreAbort, RequestID: "a", Incarnation: 1}}
+	late := append(done[:len(done):len(done)], add(2, "b", p), coreAdd(2, 2), emitted(2, 1))
+	run := func(events []core.Event, real bool) error {
+		c := props.NewChecker(core.ToyModel{})
+		observe := c.ObserveEvent
+		if real {
+			o := c.Observer(task.Real())
+			observe = func(ev *core.Event) { o(*ev) }
+		}
+		for _, ev := range events {
+			observe(&ev)
+		}
+		return c.Err()
+	}
+
+	require.NoError(t, run(append(late, idle(1)), true), "b came after WaitIdle's inputs")
+	v := requireViolation(t, run(append(late, idle(1)), false), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "held incarnation(s) [2]", "under the simulator nothing ran in between")
+	v = requireViolation(t, run(append(late, idle(2)), true), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "held incarnation(s) [2]", "b was one of the inputs WaitIdle waited for")
+
+	// A frame of an answered input still on its way is caught on
+	// goroutines too; one of a later input is not.
+	early := append(done[:len(done):len(done)], add(2, "b", p), coreAdd(2, 2), emitted(2, 1),
+		core.Event{Kind: core.EventAbort, RequestID: "b", Incarnation: 2}, finish(2, core.FinishAbort, nil),
+		core.Event{Kind: core.EventCoreAbort, RequestID: "b", Incarnation: 2})
+	v = requireViolation(t, run(append(early, idle(2)), true), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "1 frame(s)")
+	require.NoError(t, run(append(early, idle(1)), true))
 }
 
 // TestAReusedIDsLengthFinishHasItsExactTokenCount: with the model length

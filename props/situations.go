@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -207,12 +208,12 @@ func (c *Checker) Reached() SituationSet { return c.reached }
 // and the frontend's under its lock). Read c (Finish, Err, Reached) once
 // the engine is closed.
 //
-// The properties are written for the simulator's one task at a time; on
-// the real runtime WaitIdleMeansIdle may not hold (the core may take a
-// request another goroutine added between WaitIdle's test and its
-// event), so a test on goroutines that adds requests while it calls
-// WaitIdle should read the situations, not the violations.
+// Off the simulator, WaitIdleMeansIdle holds WaitIdle to the inputs sent
+// before it was called: the core may take a request another goroutine
+// added between WaitIdle's test and its event.
 func (c *Checker) Observer(rt task.Runtime) func(core.Event) {
+	_, simulated := sim.Seed(rt)
+	c.concurrent = !simulated
 	var mu sync.Mutex
 	return func(ev core.Event) {
 		mu.Lock()
