@@ -397,7 +397,6 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 		e.progMu.Unlock()
 	})
 	var err error
-	held := 0
 	for {
 		if err = ctx.Err(); err != nil {
 			break
@@ -406,9 +405,10 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 			break
 		}
 		// Atomic reads only, with no scheduling point between them, so
-		// that they describe one moment.
+		// that they describe one moment. The event reports that moment,
+		// the core holding nothing: a second read of Held could count,
+		// on goroutines, a request added since.
 		if e.core.AbortsPending() == 0 && e.core.InputsDone() >= target && e.core.Held() == 0 && e.core.Batches() == e.batchesHandled.Load() {
-			held = e.core.Held()
 			break
 		}
 		e.progCond.Wait("engine.wait-idle")
@@ -417,7 +417,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.progMu.Unlock()
 	stop()
 	if err == nil {
-		e.emit(Event{Kind: core.EventIdle, Held: held, Input: target})
+		e.emit(Event{Kind: core.EventIdle, Input: target})
 	}
 	return err
 }
