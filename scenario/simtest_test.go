@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,8 @@ func foundingProgram(legacy bool) func(rt task.Runtime) error {
 // same seeds the fixed engine passes having opened the race's window.
 func TestSimtestFindsTheFoundingRaceAndProvesItsFix(t *testing.T) {
 	window := props.StaleFrameAfterReuse.String()
-	cfg := simtest.Config{Dir: t.TempDir(), Seeds: 300, Targets: []string{window}}
+	cfg := simtest.Config{Dir: t.TempDir(), OutDir: t.TempDir(), Seeds: 300, Targets: []string{window},
+		Highlight: scenario.IsStaleDelivery}
 
 	sum, err := simtest.Run("TestFoundingRace", cfg, foundingProgram(true))
 	require.Error(t, err)
@@ -41,6 +43,9 @@ func TestSimtestFindsTheFoundingRaceAndProvesItsFix(t *testing.T) {
 	assert.LessOrEqual(t, f.Shrink.After.Preemptions+f.Shrink.After.Waits, f.Shrink.Before.Preemptions+f.Shrink.Before.Waits)
 	assert.FileExists(t, f.File)
 	assert.Contains(t, err.Error(), "again: LLMDST_SIM_SEED=")
+	page, rerr := os.ReadFile(f.Timeline)
+	require.NoError(t, rerr, "%v", f.OutErr)
+	assert.Contains(t, string(page), `id="stale-flow-`, "the stale frame is drawn in red")
 
 	cfg.Dir = "-"
 	sum, err = simtest.Run("TestFoundingRace", cfg, foundingProgram(false))

@@ -17,6 +17,8 @@
 //     same way (sim.Shrink, sim.Signature), saved as
 //     testdata/simtest/TEST/seed-N-STRATEGY.schedule;
 //   - the end of the shrunk run's trace: who ran, who was withheld, where;
+//     all of it drawn as a timeline page (package timeline) and written as
+//     a Perfetto trace, under LLMDST_SIM_OUT or the temporary directory;
 //   - the command that runs that seed again:
 //     LLMDST_SIM_SEED=N LLMDST_SIM_STRATEGY=S go test -run '^TEST$' PKG.
 //
@@ -33,7 +35,8 @@
 // The environment overrides the configuration, for the command a failure
 // prints and for longer sweeps in a nightly job: LLMDST_SIM_SEED (one seed,
 // no saved schedules), LLMDST_SIM_SEEDS (how many), LLMDST_SIM_STRATEGY
-// (one strategy for every seed).
+// (one strategy for every seed), LLMDST_SIM_OUT (where failing runs are
+// drawn: a CI job's artifacts directory).
 //
 // A program that draws a workload draws it from the seed
 // (sim.NewPCGChooser(seed, sim.StreamWorkload), the seed from sim.Seed), so

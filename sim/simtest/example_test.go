@@ -32,7 +32,7 @@ func Example() {
 		}
 		return nil
 	}
-	sum, err := simtest.Run("TestTellers", simtest.Config{Dir: "-"}, program)
+	sum, err := simtest.Run("TestTellers", simtest.Config{Dir: "-", OutDir: "-"}, program)
 	fmt.Println("strategies:", strings.Join(sum.Strategies, " "))
 	fmt.Println(err)
 	// Output:

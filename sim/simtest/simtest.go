@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
+	"github.com/llmdst/llmdst/timeline"
 )
 
 // The environment a failure's command sets, and a nightly job may.
@@ -30,6 +32,8 @@ const (
 	// StrategyEnv runs every seed under the one strategy it names, in
 	// simrun's -strategy syntax.
 	StrategyEnv = "LLMDST_SIM_STRATEGY"
+	// OutEnv is where failing runs are drawn when Config.OutDir is "".
+	OutEnv = "LLMDST_SIM_OUT"
 )
 
 // Defaults.
@@ -88,6 +92,14 @@ type Config struct {
 	// ShrinkTime bounds them in wall time: 0 means DefaultShrinkTime.
 	ShrinkRunsMax int
 	ShrinkTime    time.Duration
+	// OutDir is where the failing run is drawn as a timeline page and
+	// written as a Perfetto trace, under simtest-TEST: not under testdata,
+	// as they are not to be committed. "" means $LLMDST_SIM_OUT, or the
+	// system's temporary directory; "-" writes neither.
+	OutDir string
+	// Highlight picks the annotations (sim.Note) the timeline draws in
+	// red, as timeline.Options.Highlight; nil highlights none.
+	Highlight func(sim.Annotation) bool
 	// Dir holds the failing schedules, one directory per test: a failure
 	// is saved there, and every Check runs the schedules saved for its
 	// test before any seed, so that an interleaving found once stays a
@@ -135,6 +147,11 @@ type Failure struct {
 	// saving it failed.
 	File    string
 	SaveErr error
+	// Timeline and Perfetto are the failing run drawn (timeline.Write)
+	// and as a Perfetto trace, under Config.OutDir; "" when not written,
+	// OutErr saying why when writing failed.
+	Timeline, Perfetto string
+	OutErr             error
 	// Command runs the failing seed again.
 	Command string
 }
@@ -212,6 +229,7 @@ type checker struct {
 	first   uint64  // Config.FirstSeed, before SeedEnv
 	strats  []sim.Strategy
 	dir     string // this test's saved schedules, "" for none
+	out     string // where failing runs are drawn, "" for nowhere
 	sum     Summary
 }
 
@@ -275,6 +293,14 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		c.dir = filepath.Join(DefaultDir, fileName(name))
 	default:
 		c.dir = filepath.Join(cfg.Dir, fileName(name))
+	}
+	switch c.out = cfg.OutDir; c.out {
+	case "-":
+		c.out = ""
+	case "":
+		if c.out = os.Getenv(OutEnv); c.out == "" {
+			c.out = os.TempDir()
+		}
 	}
 	if c.cfg.Strategies == nil {
 		c.cfg.Strategies = c.defaultStrategies()
@@ -528,9 +554,53 @@ func (c *checker) report(f *Failure) string {
 				fmt.Fprintf(&b, "the %s run:\n%s", which, tail)
 			}
 		}
+		if c.out != "" && res.Trace != nil {
+			f.Timeline, f.Perfetto, f.OutErr = c.writeViews(f, res, which)
+			switch {
+			case f.OutErr != nil:
+				fmt.Fprintf(&b, "no timeline: %v\n", f.OutErr)
+			default:
+				fmt.Fprintf(&b, "timeline: %s (a browser)\nperfetto: %s (ui.perfetto.dev)\n", f.Timeline, f.Perfetto)
+			}
+		}
 	}
 	fmt.Fprintf(&b, "again: %s", f.Command)
 	return b.String()
+}
+
+// writeViews writes the traced run of f as a timeline page and as a
+// Perfetto trace, under c.out.
+func (c *checker) writeViews(f *Failure, res sim.Result, which string) (html, perfetto string, err error) {
+	dir := filepath.Join(c.out, "simtest-"+fileName(c.name))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(f.Strategy)))
+	opts := timeline.Options{
+		Title: fmt.Sprintf("%s seed %d, the %s run", c.name, f.Seed, which),
+		Header: []timeline.Field{{Key: "test", Value: c.name}, {Key: "seed", Value: strconv.FormatUint(f.Seed, 10)},
+			{Key: "strategy", Value: f.Strategy}, {Key: "trace hash", Value: fmt.Sprintf("%016x", res.TraceHash)},
+			{Key: "run again", Value: f.Command}},
+		Highlight: c.cfg.Highlight,
+	}
+	if res.Err != nil {
+		opts.Error = res.Err.Error()
+	}
+	write := func(file string, w func(io.Writer) error) error {
+		var buf bytes.Buffer
+		if err := w(&buf); err != nil {
+			return err
+		}
+		return os.WriteFile(file, buf.Bytes(), 0o644)
+	}
+	html, perfetto = base+".html", base+".perfetto.json"
+	if err := write(html, func(w io.Writer) error { return timeline.Write(w, res.Trace, opts) }); err != nil {
+		return "", "", err
+	}
+	if err := write(perfetto, res.Trace.WritePerfetto); err != nil {
+		return "", "", err
+	}
+	return html, perfetto, nil
 }
 
 // traceTail runs the failure's schedule again with its trace kept, and

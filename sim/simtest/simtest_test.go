@@ -1,6 +1,7 @@
 package simtest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,6 +85,9 @@ func (f *fakeT) failed() bool {
 func check(t *testing.T, name string, cfg simtest.Config, program func(rt task.Runtime) error) (simtest.Summary, *fakeT) {
 	t.Helper()
 	ft := &fakeT{TB: t, name: name}
+	if cfg.OutDir == "" {
+		cfg.OutDir = "-" // not the system's temporary directory
+	}
 	return simtest.Check(ft, cfg, program), ft
 }
 
@@ -107,8 +111,8 @@ func lowestFailing(t *testing.T, strategies []string, program func(rt task.Runti
 // then on, passing once the bug is fixed and failing again if it comes
 // back.
 func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
-	dir := t.TempDir()
-	cfg := simtest.Config{Dir: dir, Seeds: 500}
+	dir, out := t.TempDir(), t.TempDir()
+	cfg := simtest.Config{Dir: dir, OutDir: out, Seeds: 500}
 	sum, ft := check(t, "TestTellers", cfg, tellers(false))
 	require.True(t, ft.failed(), "the lost update was not found")
 	require.Len(t, ft.errors, 1)
@@ -140,12 +144,27 @@ func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
 	again := sim.Run(sim.Options{Seed: f.Seed, Strategy: sim.Replay(saved)}, tellers(false))
 	assert.Equal(t, f.Signature, sim.Signature(again.Err), "the shrunk run fails the same way: %v", again.Err)
 
+	// The shrunk run, drawn and traced outside testdata.
+	base := filepath.Join(out, "simtest-TestTellers", fmt.Sprintf("seed-%d-%s", f.Seed, strings.ReplaceAll(f.Strategy, ":", "_")))
+	require.Equal(t, base+".html", f.Timeline, "%v", f.OutErr)
+	require.Equal(t, base+".perfetto.json", f.Perfetto)
+	page, err := os.ReadFile(f.Timeline)
+	require.NoError(t, err)
+	for _, want := range []string{`id="lane-deposit"`, `id="lane-withdraw"`, "balance ", "LLMDST_SIM_SEED="} {
+		assert.Contains(t, string(page), want)
+	}
+	trace, err := os.ReadFile(f.Perfetto)
+	require.NoError(t, err)
+	assert.True(t, json.Valid(trace))
+	assert.Contains(t, string(trace), `"withdraw`)
+
 	report := ft.errors[0]
 	assert.Contains(t, report, fmt.Sprintf("simtest: seed %d failed (strategy %s, %d decisions), the lowest failing seed of seeds 0-499:", f.Seed, f.Strategy, f.Steps))
 	assert.Contains(t, report, "\n    balance ")
 	assert.Contains(t, report, "saved: "+f.File)
 	assert.Contains(t, report, "the shrunk run:\n")
 	assert.Contains(t, report, "teller.after-read", "the trace's end names the scheduling points")
+	assert.Contains(t, report, "\ntimeline: "+f.Timeline+" (a browser)\nperfetto: "+f.Perfetto+" (ui.perfetto.dev)\n")
 	assert.Contains(t, report, fmt.Sprintf("again: LLMDST_SIM_SEED=%d LLMDST_SIM_STRATEGY=%s go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest", f.Seed, f.Strategy))
 
 	// Fixed: the saved schedule runs first, and passes, and so do the seeds.
