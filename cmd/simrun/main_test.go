@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/sim/simtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -307,4 +310,16 @@ func TestReplayOfAScheduleWithNoTraceHashSaysNoneWasRecorded(t *testing.T) {
 	code, out, _ = simrun(t, "replay", "-json", file)
 	require.Equal(t, 1, code, out)
 	assert.NotContains(t, out, "same_hash_as_recorded", "there is nothing to compare with")
+}
+
+// TestReplayOfASimtestScheduleSaysWhichTestRunsIt: a schedule simtest saved
+// for a Go test is no scenario's; replay names the test and its command.
+func TestReplayOfASimtestScheduleSaysWhichTestRunsIt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "seed-1-pct_3.schedule")
+	s := sim.NewSchedule(nil, []string{"main"}, []sim.Meta{{Key: simtest.MetaTest, Value: "TestTellers/sub"},
+		{Key: simtest.MetaCommand, Value: "go test -run '^TestTellers$/^sub$' example.com/bank"}, {Key: "seed", Value: "1"}})
+	require.NoError(t, os.WriteFile(file, []byte(s.String()), 0o644))
+	code, _, errOut := simrun(t, "replay", file)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "the schedule was saved by simtest for the Go test TestTellers/sub: run that test (go test -run '^TestTellers$/^sub$' example.com/bank), which runs the schedules saved for it first")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/sim/simtest"
 )
 
 // spec is everything that decides a run but the seed: enough to run it
@@ -440,6 +441,12 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 			return "", fmt.Errorf("the schedule has no %q meta: it was not written by simrun, or is damaged", k)
 		}
 		return v, nil
+	}
+	if test, ok := sch.Get(simtest.MetaTest); ok {
+		if _, ok := sch.Get("scenario"); !ok {
+			cmd, _ := sch.Get(simtest.MetaCommand)
+			return nil, 0, fmt.Errorf("the schedule was saved by simtest for the Go test %s: run that test (%s), which runs the schedules saved for it first", test, cmd)
+		}
 	}
 	name, err := get("scenario")
 	if err != nil {

@@ -36,6 +36,13 @@ const (
 	OutEnv = "LLMDST_SIM_OUT"
 )
 
+// The keys of a saved schedule's meta that name its test and the command
+// that runs the test (with "seed", "strategy" and "signature").
+const (
+	MetaTest    = "test"
+	MetaCommand = "command"
+)
+
 // Defaults.
 const (
 	DefaultSeeds      = 1000
@@ -249,7 +256,7 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 	}
 	if c.cfg.Seeds == 0 {
 		c.cfg.Seeds = DefaultSeeds
-		if testing.Short() {
+		if testing.Testing() && testing.Short() {
 			c.cfg.Seeds = DefaultShortSeeds
 		}
 	}
@@ -497,7 +504,8 @@ func (c *checker) failure(found sim.Result) *Failure {
 			f.Schedule, f.Shrunk, f.Shrink = shrunk, true, stats
 		}
 	}
-	f.Schedule.Set("test", c.name)
+	f.Schedule.Set(MetaTest, c.name)
+	f.Schedule.Set(MetaCommand, c.command(nil))
 	f.Schedule.Set("seed", strconv.FormatUint(seed, 10))
 	f.Schedule.Set("strategy", name)
 	f.Schedule.Set("signature", f.Signature)

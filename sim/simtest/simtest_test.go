@@ -137,7 +137,8 @@ func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
 	require.NoError(t, err)
 	saved, err := sim.ParseSchedule(string(text))
 	require.NoError(t, err)
-	for k, v := range map[string]string{"test": "TestTellers", "seed": strconv.FormatUint(f.Seed, 10), "strategy": f.Strategy, "signature": f.Signature} {
+	for k, v := range map[string]string{simtest.MetaTest: "TestTellers", simtest.MetaCommand: "go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest",
+		"seed": strconv.FormatUint(f.Seed, 10), "strategy": f.Strategy, "signature": f.Signature} {
 		got, ok := saved.Get(k)
 		assert.True(t, ok && got == v, "meta %s: %q, want %q", k, got, v)
 	}
