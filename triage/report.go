@@ -3,34 +3,18 @@ package triage
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llmdst/llmdst/internal/shell"
 )
-
-// shellSafeRE matches words a POSIX shell takes literally.
-var shellSafeRE = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-// shellQuote quotes s for a POSIX shell, leaving plain words alone.
-func shellQuote(s string) string {
-	if shellSafeRE.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // ShellJoin joins argv into a command line a POSIX shell splits back into
 // argv.
-func ShellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
-}
+func ShellJoin(argv []string) string { return shell.Join(argv) }
 
 // tableRate formats a total as "31/120 (25.8% [18.8%, 34.3%])", or as
 // "0/120 (0% [≤ 2.5%, rule of three])" when nothing failed.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -504,14 +505,14 @@ func (st *stressState) runCopy(ctx context.Context, v variant, round, copyN int)
 func reproduceLine(cfg StressConfig, argv, copyVars []string) string {
 	var parts []string
 	if cfg.Dir != "" {
-		parts = append(parts, "cd", shellQuote(cfg.Dir), "&&")
+		parts = append(parts, "cd", shell.Quote(cfg.Dir), "&&")
 	}
 	if cfg.PrivateTmp { // every temp variable a copy gets, as it got them
 		parts = append(parts, `t="$(mktemp -d)" &&`)
 	}
 	for _, kv := range append(append([]string(nil), cfg.Env...), copyVars...) {
 		k, v, _ := strings.Cut(kv, "=")
-		parts = append(parts, k+"="+shellQuote(v))
+		parts = append(parts, k+"="+shell.Quote(v))
 	}
 	if cfg.PrivateTmp {
 		for _, k := range tmpVars {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/internal/shell"
 )
 
 // The signatures of the fixture's failure modes.
@@ -105,7 +107,7 @@ func TestStressSeparatesTwoFailureModes(t *testing.T) {
 	assert.Equal(t, checkSig, check.Signature)
 	assert.Equal(t, 8, check.Count)
 	assert.Equal(t, 0, check.First)
-	assert.Equal(t, "FLAKY_PARALLEL=8 LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 "+shellQuote(bin), check.Example)
+	assert.Equal(t, "FLAKY_PARALLEL=8 LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 "+shell.Quote(bin), check.Example)
 	assert.Equal(t, tokSig, tok.Signature)
 	assert.Equal(t, 4, tok.Count)
 	assert.Equal(t, 3, tok.First, "round 1 copy 4")
@@ -352,7 +354,7 @@ func TestStressRunsInDir(t *testing.T) {
 	rep, err := Stress(t.Context(), StressConfig{Parallel: 1, Rounds: 1, Cmd: []string{"./" + filepath.Base(bin)}, Dir: dir}, nil)
 	require.NoError(t, err)
 	require.Len(t, rep.Copies, 1)
-	assert.Equal(t, "cd "+shellQuote(dir)+" && LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 ./flaky", rep.Copies[0].Reproduce)
+	assert.Equal(t, "cd "+shell.Quote(dir)+" && LLMDST_STRESS_VARIANT=A LLMDST_STRESS_ROUND=1 LLMDST_STRESS_COPY=1 ./flaky", rep.Copies[0].Reproduce)
 }
 
 func TestStressInterruptedBeforeItBegins(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -131,16 +132,16 @@ func configHelp() string {
 func parseSetting(kv string) (engineSetting, error) {
 	key, v, ok := strings.Cut(kv, "=")
 	if !ok {
-		return engineSetting{}, usagef("-config %s: want KEY=VALUE, such as prefix-caching=on; the keys are %s", shellQuote(kv), configKeyNames())
+		return engineSetting{}, usagef("-config %s: want KEY=VALUE, such as prefix-caching=on; the keys are %s", shell.Quote(kv), configKeyNames())
 	}
 	i := slices.IndexFunc(configKeys, func(k configKey) bool { return k.name == key })
 	if i < 0 {
-		return engineSetting{}, usagef("-config %s: unknown key %q: want one of %s", shellQuote(kv), key, configKeyNames())
+		return engineSetting{}, usagef("-config %s: unknown key %q: want one of %s", shell.Quote(kv), key, configKeyNames())
 	}
 	k := configKeys[i]
 	value, set, err := k.parse(v)
 	if err != nil {
-		return engineSetting{}, usagef("-config %s: %s must be %s, got %q", shellQuote(kv), key, k.want, v)
+		return engineSetting{}, usagef("-config %s: %s must be %s, got %q", shell.Quote(kv), key, k.want, v)
 	}
 	return engineSetting{key: key, value: value, set: set}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
@@ -425,7 +426,7 @@ func envMismatch(sch *sim.Schedule) string {
 		if v == "" {
 			return "unset"
 		}
-		return shellQuote(v)
+		return shell.Quote(v)
 	}
 	return fmt.Sprintf("GO_FAILPOINTS %s, not %s", say(recorded), say(now))
 }
@@ -488,7 +489,7 @@ func specFromSchedule(sch *sim.Schedule) (*spec, uint64, error) {
 }
 
 // replayCommand is the one command that replays a failure.
-func replayCommand(file string) string { return envPrefix() + "simrun replay " + shellQuote(file) }
+func replayCommand(file string) string { return envPrefix() + "simrun replay " + shell.Quote(file) }
 
 // envPrefix is GO_FAILPOINTS as a command's prefix, when it is set: every
 // run adds its failpoints to the flags', so a command printed to show a run
@@ -498,7 +499,7 @@ func envPrefix() string {
 	if env == "" {
 		return ""
 	}
-	return "GO_FAILPOINTS=" + shellQuote(env) + " "
+	return "GO_FAILPOINTS=" + shell.Quote(env) + " "
 }
 
 // goFailpointsEnv is GO_FAILPOINTS, "" when it is unset or blank.
@@ -556,7 +557,7 @@ func isNondeterministic(err error) bool {
 
 // runCommand is the command that runs the same seed again.
 func (s *spec) runCommand(seed uint64, strategy string) string {
-	cmd := fmt.Sprintf("%ssimrun run -scenario %s -seed %d -strategy %s", envPrefix(), s.scenario.Name, seed, shellQuote(strategy))
+	cmd := fmt.Sprintf("%ssimrun run -scenario %s -seed %d -strategy %s", envPrefix(), s.scenario.Name, seed, shell.Quote(strategy))
 	if s.legacy {
 		cmd += " -legacy"
 	}
@@ -564,21 +565,12 @@ func (s *spec) runCommand(seed uint64, strategy string) string {
 		cmd += fmt.Sprintf(" -steps-max %d", s.stepsMax)
 	}
 	for _, fp := range s.failpoints {
-		cmd += " -failpoint " + shellQuote(fp)
+		cmd += " -failpoint " + shell.Quote(fp)
 	}
 	for _, c := range s.configStrings() {
-		cmd += " -config " + shellQuote(c)
+		cmd += " -config " + shell.Quote(c)
 	}
 	return cmd
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,µ", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func firstLine(s string) string {

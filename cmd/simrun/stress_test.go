@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/triage"
 )
 
@@ -52,7 +53,7 @@ func TestSplitCommandRoundTripsShellQuote(t *testing.T) {
 	argv := []string{"a b", "it's", `"q"`, `back\slash`, "", "$x", "µ"}
 	var quoted []string
 	for _, a := range argv {
-		quoted = append(quoted, shellQuote(a))
+		quoted = append(quoted, shell.Quote(a))
 	}
 	got, err := splitCommand(strings.Join(quoted, " "))
 	require.NoError(t, err)
@@ -148,7 +149,7 @@ func TestStressSeparatesFailureModes(t *testing.T) {
 	bin := flakyBin(t)
 	junit := filepath.Join(t.TempDir(), "stress.xml")
 	code, out, errOut := simrun(t, "stress", "-p", "10", "-rounds", "2", "-env", "FLAKY_PARALLEL=10",
-		"-vs", shellQuote(bin)+" -fixed-tok", "-junit", junit, "--", bin)
+		"-vs", shell.Quote(bin)+" -fixed-tok", "-junit", junit, "--", bin)
 	require.Equal(t, 1, code, out+errOut)
 	for _, want := range []string{
 		"variant", "round 1", "round 2", "total",

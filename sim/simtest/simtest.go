@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 	"github.com/llmdst/llmdst/timeline"
@@ -664,7 +665,7 @@ func (c *checker) command(f *Failure) string {
 	if f == nil {
 		return run
 	}
-	return fmt.Sprintf("%s=%d %s=%s %s", SeedEnv, f.Seed, StrategyEnv, shellQuote(f.Strategy), run)
+	return fmt.Sprintf("%s=%d %s=%s %s", SeedEnv, f.Seed, StrategyEnv, shell.Quote(f.Strategy), run)
 }
 
 // callerPackage is the import path of the package whose test called
@@ -695,14 +696,4 @@ func fileName(s string) string {
 		}
 		return '_'
 	}, s)
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/=,", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
