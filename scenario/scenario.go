@@ -42,6 +42,9 @@ type Options struct {
 	// schedule's draws have a stream of their own.
 	Seed uint64
 	// Source, if set, replaces the seeded workload source (rapid draws).
+	// Seed still seeds the side streams (swarm's configuration: priority,
+	// prefix caching, async scheduling, chat, pausing...) and the faults'
+	// draws, so a caller drawing the workload from Source draws Seed too.
 	Source sim.Chooser
 	// Engine, if set, adjusts every engine configuration the scenario makes.
 	// A scenario may call it more than once for one engine, to learn what
