@@ -16,6 +16,9 @@ import (
 // the simulator decides nothing until the baton comes back.
 type HangError struct {
 	Seed uint64
+	// Strategy names the run's strategy, as ParseStrategy reads it; ""
+	// when a tool of its own made the error without it.
+	Strategy string
 	// OwnChooser is set when the run drew from Options.Chooser (rapid's,
 	// say) rather than from Seed.
 	OwnChooser bool
@@ -34,6 +37,9 @@ type HangError struct {
 func (e *HangError) Error() string {
 	var b strings.Builder
 	run := fmt.Sprintf("seed %d", e.Seed)
+	if e.Strategy != "" {
+		run += fmt.Sprintf(" (strategy %s)", e.Strategy)
+	}
 	if e.OwnChooser {
 		run = "a run drawn from Options.Chooser"
 	}
@@ -60,7 +66,7 @@ func (e *HangError) Error() string {
 // the goroutines that runner, the goroutine that called Run, started.
 func newHangError(opts *Options, after time.Duration, runner uint64, dump []byte) *HangError {
 	stuck, _ := stacks.FindStuck(dump, runner)
-	return &HangError{Seed: opts.Seed, OwnChooser: opts.Chooser != nil, After: after, Stuck: stuck, Stacks: dump}
+	return &HangError{Seed: opts.Seed, Strategy: opts.strategy().String(), OwnChooser: opts.Chooser != nil, After: after, Stuck: stuck, Stacks: dump}
 }
 
 // watchHang panics the process, from a timer's goroutine, if the run on the

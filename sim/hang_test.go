@@ -48,11 +48,11 @@ func hangChild(how string) func(rt task.Runtime) error {
 
 // TestHangAfterPanicsWithTheSeedAndTheStuckTask runs a hanging program in a
 // child process, since the panic ends the process: it fails at once with
-// the seed and where the task is stuck, instead of waiting out go test's
+// the seed, its strategy and where the task is stuck, instead of waiting out go test's
 // timeout with neither.
 func TestHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 	if how := os.Getenv("SIM_HANG_CHILD"); how != "" {
-		sim.Run(sim.Options{Seed: 42, HangAfter: 100 * time.Millisecond}, hangChild(how))
+		sim.Run(sim.Options{Seed: 42, Strategy: sim.PCT(2), HangAfter: 100 * time.Millisecond}, hangChild(how))
 		t.Fatal("the run of a stuck task returned")
 	}
 	for how, want := range map[string]string{
@@ -65,7 +65,7 @@ func TestHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "%s: %s", how, out)
 		assert.Equal(t, 2, exit.ExitCode(), "%s: a panic", how)
-		assert.Contains(t, string(out), "panic: hang: seed 42 had not ended after ", how)
+		assert.Contains(t, string(out), "panic: hang: seed 42 (strategy pct:2) had not ended after ", how)
 		assert.Contains(t, string(out), want, how)
 		assert.Contains(t, string(out), stacks.TaskFrame, "%s: the stuck task's stack", how)
 	}

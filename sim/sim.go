@@ -63,8 +63,9 @@ type Options struct {
 	// on something the simulator does not know of, and keeps the baton,
 	// which no step limit sees. Run cannot return from it (the stuck
 	// goroutine cannot be stopped), so the process panics with a
-	// *HangError naming the seed and the stuck task's stack: a test then
-	// fails with them at once instead of when go test -timeout ends it.
+	// *HangError naming the seed, the strategy and the stuck task's
+	// stack: a test then fails with them at once instead of when go test
+	// -timeout ends it.
 	HangAfter time.Duration
 
 	switcher Switcher

@@ -38,6 +38,12 @@
 // (one strategy for every seed), LLMDST_SIM_OUT (where failing runs are
 // drawn: a CI job's artifacts directory).
 //
+// A seed that never gives the baton back (a loop without a scheduling
+// point, a block on a real channel) cannot be stopped: after
+// Config.Options.HangAfter, a minute by default, the test binary panics
+// with a *sim.HangError naming the seed, its strategy and where the task
+// is stuck, for LLMDST_SIM_SEED and LLMDST_SIM_STRATEGY to run it alone.
+//
 // A program that draws a workload draws it from the seed
 // (sim.NewPCGChooser(seed, sim.StreamWorkload), the seed from sim.Seed), so
 // that a seed is the same workload and the same interleaving every time.

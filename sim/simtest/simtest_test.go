@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -327,4 +329,38 @@ func TestAFailureThatCannotBeSavedSaysWhy(t *testing.T) {
 	require.Len(t, ft.errors, 1)
 	assert.Contains(t, ft.errors[0], "\nnot saved: ")
 	assert.Contains(t, ft.errors[0], "balance ")
+}
+
+// spin loops without a scheduling point: the task keeps the baton.
+//
+//go:noinline
+func spin(n *int) {
+	for {
+		*n++
+	}
+}
+
+// TestAHangPanicsWithTheSeedAndStrategyToRunAgain: a seed that never gives
+// the baton back ends the test binary (nothing can stop the stuck
+// goroutine), naming the seed and the strategy that LLMDST_SIM_SEED and
+// LLMDST_SIM_STRATEGY run again, and where the task is stuck.
+func TestAHangPanicsWithTheSeedAndStrategyToRunAgain(t *testing.T) {
+	if os.Getenv("SIMTEST_HANG_CHILD") != "" {
+		simtest.Check(t, simtest.Config{Dir: "-", OutDir: "-", Strategies: []string{"chaos", "pct:2"}, Seeds: 10, FirstSeed: 5, Workers: 1,
+			Options: sim.Options{HangAfter: 200 * time.Millisecond}}, func(rt task.Runtime) error {
+			if seed, _ := sim.Seed(rt); seed == 8 {
+				n := 0
+				spin(&n)
+			}
+			return nil
+		})
+		t.Fatal("Check returned from a hang")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAHangPanicsWithTheSeedAndStrategyToRunAgain$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SIMTEST_HANG_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Contains(t, string(out), "panic: hang: seed 8 (strategy chaos) had not ended after ")
+	assert.Contains(t, string(out), "simtest_test.spin without reaching a scheduling point")
 }
