@@ -118,8 +118,9 @@ type Config struct {
 
 // Summary is what Check ran and found.
 type Summary struct {
-	// Seeds is how many seeds ran; Saved how many saved schedules ran
-	// before them.
+	// Seeds is how many seeds ran (after a failure, the workers stop at
+	// different seeds: the count depends on them, the failure does not);
+	// Saved how many saved schedules ran before them.
 	Seeds, Saved int
 	// Strategies are those the seeds took turns at.
 	Strategies []string
