@@ -22,6 +22,7 @@ import (
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 	"github.com/llmdst/llmdst/timeline"
+	"github.com/llmdst/llmdst/triage"
 )
 
 // The environment a failure's command sets, and a nightly job may.
@@ -212,7 +213,7 @@ func run(name string, cfg Config, program func(rt task.Runtime) error, pkg strin
 		c.sum.Failure = f
 		return c.sum, errors.New(c.report(f))
 	}
-	c.sum.Log = fmt.Sprintf("simtest: %s in %v", c.describe(), time.Since(start).Round(time.Millisecond))
+	c.sum.Log = fmt.Sprintf("simtest: %s; in %v", c.describe(), time.Since(start).Round(time.Millisecond))
 	var missed []string
 	for _, target := range c.cfg.Targets {
 		if c.seed != nil {
@@ -630,13 +631,13 @@ func (c *checker) traceTail(f *Failure) (res sim.Result, tail string, cut int) {
 	return res, "    " + strings.Join(lines, "    ") + "\n", cut
 }
 
-// describe says what the seeds were.
+// describe says what the seeds were, once they passed.
 func (c *checker) describe() string {
 	var b strings.Builder
-	b.WriteString(c.seeds())
-	fmt.Fprintf(&b, ", strategies %s", strings.Join(c.cfg.Strategies, " "))
+	// What passing seeds bound: the rate of the failure nobody saw.
+	fmt.Fprintf(&b, "%s passed (failures %s); strategies %s", c.seeds(), triage.Rate{K: 0, N: c.sum.Seeds}, strings.Join(c.cfg.Strategies, " "))
 	if c.sum.Saved > 0 {
-		fmt.Fprintf(&b, ", after %d saved schedule(s)", c.sum.Saved)
+		fmt.Fprintf(&b, "; %d saved schedule(s) first", c.sum.Saved)
 	}
 	for _, target := range c.cfg.Targets {
 		fmt.Fprintf(&b, "; %q reached by %d", target, c.sum.Reached[target])

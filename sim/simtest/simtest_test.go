@@ -176,7 +176,7 @@ func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
 	assert.Equal(t, 1, sum.Saved)
 	assert.Equal(t, 500, sum.Seeds)
 	require.Len(t, ft.logs, 1)
-	assert.Contains(t, ft.logs[0], "simtest: seeds 0-499, strategies random pct:3 chaos starve:main starve:deposit starve:withdraw, after 1 saved schedule(s) in ")
+	assert.Contains(t, ft.logs[0], "simtest: seeds 0-499 passed (failures 0/500 = 0% [≤ 0.6%, rule of three]); strategies random pct:3 chaos starve:main starve:deposit starve:withdraw; 1 saved schedule(s) first; in ")
 
 	// Broken again: the saved schedule fails before any seed runs.
 	sum, ft = check(t, "TestTellers", cfg, tellers(false))
@@ -249,7 +249,7 @@ func TestTargetsNeverReachedFailTheSweep(t *testing.T) {
 	assert.Empty(t, ft.errors)
 	assert.Equal(t, 50, sum.Reached["quarter"])
 	require.Len(t, ft.logs, 1)
-	assert.Contains(t, ft.logs[0], `; "quarter" reached by 50 in `)
+	assert.Contains(t, ft.logs[0], `; "quarter" reached by 50; in `)
 }
 
 // TestARunThatDiffersFromItselfIsCaught: a program that keeps state
