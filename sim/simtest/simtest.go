@@ -179,7 +179,7 @@ type Failure struct {
 // sim): Check runs it many times, some seeds twice to check that.
 func Check(t testing.TB, cfg Config, program func(rt task.Runtime) error) Summary {
 	t.Helper()
-	sum, err := run(t.Name(), cfg, program, callerPackage())
+	sum, err := run(t.Name(), cfg, program, callerPackage(t.Name()))
 	if sum.Log != "" {
 		t.Logf("%s", sum.Log)
 	}
@@ -193,7 +193,7 @@ func Check(t testing.TB, cfg Config, program func(rt task.Runtime) error) Summar
 // (the saved schedules' directory, the command): its error is the text
 // Check fails a test with, nil when Check would pass.
 func Run(name string, cfg Config, program func(rt task.Runtime) error) (Summary, error) {
-	return run(name, cfg, program, callerPackage())
+	return run(name, cfg, program, callerPackage(name))
 }
 
 func run(name string, cfg Config, program func(rt task.Runtime) error, pkg string) (Summary, error) {
@@ -670,24 +670,53 @@ func (c *checker) command(f *Failure) string {
 	return fmt.Sprintf("%s=%d %s=%s %s", SeedEnv, f.Seed, StrategyEnv, shell.Quote(f.Strategy), run)
 }
 
-// callerPackage is the import path of the package whose test called
-// Check, "." when it cannot be told.
-func callerPackage() string {
-	pc, _, _, ok := runtime.Caller(2)
-	if !ok {
+// callerPackage is the import path of the package of the test named
+// test, read off the calling goroutine's stack (see testPackage); "." when
+// it cannot be told.
+func callerPackage(test string) string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(3, pcs) // from the caller of Check or Run
+	frames := runtime.CallersFrames(pcs[:n])
+	var funcs []string
+	for {
+		f, more := frames.Next()
+		funcs = append(funcs, f.Function)
+		if !more {
+			break
+		}
+	}
+	return testPackage(test, funcs)
+}
+
+// testPackage is the package of the first of funcs, innermost first, that
+// is the test's own function or a closure in it: Check may be called
+// through a helper of another package. Without one (Run under a name of
+// its own), it is the package of the first of funcs; "." without funcs.
+// An external test package's "_test" is dropped: go test takes the
+// package's path.
+func testPackage(test string, funcs []string) string {
+	top, _, _ := strings.Cut(test, "/")
+	first := ""
+	for _, fn := range funcs {
+		// "example.com/a/b_test.TestX.func1": the package ends at the
+		// first dot after the last slash.
+		slash := strings.LastIndex(fn, "/")
+		dot := strings.Index(fn[slash+1:], ".")
+		if dot < 0 {
+			continue
+		}
+		pkg, sym := fn[:slash+1+dot], fn[slash+1+dot+1:]
+		if sym == top || strings.HasPrefix(sym, top+".") {
+			return strings.TrimSuffix(pkg, "_test")
+		}
+		if first == "" {
+			first = pkg
+		}
+	}
+	if first == "" {
 		return "."
 	}
-	fn := runtime.FuncForPC(pc)
-	if fn == nil {
-		return "."
-	}
-	name := fn.Name() // "example.com/a/b_test.TestX.func1"
-	slash := strings.LastIndex(name, "/")
-	dot := strings.Index(name[slash+1:], ".")
-	if dot < 0 {
-		return "."
-	}
-	return strings.TrimSuffix(name[:slash+1+dot], "_test")
+	return strings.TrimSuffix(first, "_test")
 }
 
 // fileName makes s safe as one path element.
