@@ -74,8 +74,8 @@ type Config struct {
 	// syntax ("random", "pct:3", "chaos", "starve:PREFIX"): seed s runs
 	// under Strategies[s % len(Strategies)]. Nil means random, pct:3,
 	// chaos and a starve:NAME for each of the first DefaultStarved task
-	// names a first run of the program starts ("main" included: a starved
-	// caller is how many races show).
+	// names that runs of FirstSeed under those three start ("main"
+	// included: a starved caller is how many races show).
 	Strategies []string
 	// Targets are situations (task.Reach) that some seed must reach. A
 	// sweep that passes proves something of a race only if it went where
@@ -331,14 +331,19 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 }
 
 // defaultStrategies are random, pct:3, chaos and the starving of each of
-// the first task names a run of the program starts, in the order started:
-// the run of Config.FirstSeed under random, whatever seed SeedEnv names,
-// so that a seed runs under the same strategy alone as in the sweep.
+// the first DefaultStarved task names the program starts, in the order
+// first started over three runs of Config.FirstSeed, one under each of
+// the others (a task some interleavings start and others do not is found
+// more often): the same runs whatever seed SeedEnv names, so that a seed
+// runs under the same strategy alone as in the sweep.
 func (c *checker) defaultStrategies() []string {
 	out := []string{"random", "pct:3", "chaos"}
-	res := c.run(c.first, sim.Random(), func(o *sim.Options) { o.NoHash = true })
 	var names []string
-	if res.Schedule != nil {
+	for _, st := range []sim.Strategy{sim.Random(), sim.PCT(3), sim.Chaos()} {
+		res := c.run(c.first, st, func(o *sim.Options) { o.NoHash = true })
+		if res.Schedule == nil {
+			continue
+		}
 		for _, n := range res.Schedule.Tasks {
 			if !slices.Contains(names, n) && len(names) < DefaultStarved {
 				names = append(names, n)

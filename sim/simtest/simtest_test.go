@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,4 +364,36 @@ func TestAHangPanicsWithTheSeedAndStrategyToRunAgain(t *testing.T) {
 	require.ErrorAs(t, err, &exit, "%s", out)
 	assert.Contains(t, string(out), "panic: hang: seed 8 (strategy chaos) had not ended after ")
 	assert.Contains(t, string(out), "simtest_test.spin without reaching a scheduling point")
+}
+
+// TestTheDefaultsStarveATaskOnlySomeRunsStart: the task names come from a
+// run of the first seed under each of random, pct:3 and chaos, so a task
+// that only some interleavings start is starved too.
+func TestTheDefaultsStarveATaskOnlySomeRunsStart(t *testing.T) {
+	program := func(rt task.Runtime) error {
+		ran := false
+		g := task.NewGroup(rt, "g")
+		g.Go("early", func() { ran = true })
+		rt.Yield("main.after-start")
+		if !ran {
+			g.Go("rare", func() {})
+		}
+		g.Wait()
+		return nil
+	}
+	starts := func(seed uint64, st sim.Strategy) bool {
+		res := sim.Run(sim.Options{Seed: seed, Strategy: st}, program)
+		require.NoError(t, res.Err)
+		return slices.Contains(res.Schedule.Tasks, "rare")
+	}
+	for seed := uint64(0); seed < 100; seed++ {
+		if starts(seed, sim.Random()) || !starts(seed, sim.PCT(3)) && !starts(seed, sim.Chaos()) {
+			continue
+		}
+		sum, ft := check(t, "TestRare", simtest.Config{Dir: "-", FirstSeed: seed, Seeds: 10}, program)
+		require.Empty(t, ft.errors)
+		assert.Contains(t, sum.Strategies, "starve:rare", "seed %d: random does not start it, another strategy does", seed)
+		return
+	}
+	t.Fatal("no first seed where random does not start the rare task and another strategy does")
 }
