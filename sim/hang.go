@@ -36,12 +36,13 @@ type HangError struct {
 
 func (e *HangError) Error() string {
 	var b strings.Builder
-	run := fmt.Sprintf("seed %d", e.Seed)
-	if e.Strategy != "" {
-		run += fmt.Sprintf(" (strategy %s)", e.Strategy)
-	}
-	if e.OwnChooser {
-		run = "a run drawn from Options.Chooser"
+	run := "a run drawn from Options.Chooser"
+	switch {
+	case e.OwnChooser:
+	case e.Strategy != "":
+		run = fmt.Sprintf("seed %d (strategy %s)", e.Seed, e.Strategy)
+	default:
+		run = fmt.Sprintf("seed %d", e.Seed)
 	}
 	fmt.Fprintf(&b, "hang: %s had not ended after %v of wall time", run, e.After)
 	switch {

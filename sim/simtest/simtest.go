@@ -164,6 +164,20 @@ type Failure struct {
 	OutErr             error
 	// Command runs the failing seed again.
 	Command string
+
+	// The run of Schedule again with its trace kept (view): its error,
+	// its last TraceLines events as text, and how many came before them.
+	viewErr error
+	tail    string
+	cut     int
+}
+
+// which names the run Schedule is, for the report.
+func (f *Failure) which() string {
+	if f.Shrunk {
+		return "shrunk"
+	}
+	return "failing"
 }
 
 // Check runs program under the simulator over many seeds, as a part of t,
@@ -211,16 +225,16 @@ func run(name string, cfg Config, program func(rt task.Runtime) error, pkg strin
 	}
 	if f != nil {
 		c.sum.Failure = f
+		c.view(f)
 		return c.sum, errors.New(c.report(f))
 	}
 	c.sum.Log = fmt.Sprintf("simtest: %s; in %v", c.describe(), time.Since(start).Round(time.Millisecond))
 	var missed []string
-	for _, target := range c.cfg.Targets {
-		if c.seed != nil {
-			break // one seed need not reach them
-		}
-		if c.sum.Reached[target] == 0 {
-			missed = append(missed, strconv.Quote(target))
+	if c.seed == nil { // one seed need not reach them
+		for _, target := range c.cfg.Targets {
+			if c.sum.Reached[target] == 0 {
+				missed = append(missed, strconv.Quote(target))
+			}
 		}
 	}
 	if len(missed) > 0 {
@@ -554,31 +568,21 @@ func (c *checker) report(f *Failure) string {
 	case f.SavedFrom != "":
 		fmt.Fprintf(&b, "it stays first in every run of %s until it passes\n", c.name)
 	}
-	if f.Schedule != nil {
-		which := "failing"
-		if f.Shrunk {
-			which = "shrunk"
-		}
-		res, tail, cut := c.traceTail(f)
-		if f.Shrunk && res.Err != nil && res.Err.Error() != f.Err.Error() {
-			fmt.Fprintf(&b, "the shrunk run fails the same way:\n    %s\n", strings.ReplaceAll(res.Err.Error(), "\n", "\n    "))
-		}
-		if tail != "" {
-			if cut > 0 {
-				fmt.Fprintf(&b, "the last %d events of the %s run (%d before them):\n%s", TraceLines, which, cut, tail)
-			} else {
-				fmt.Fprintf(&b, "the %s run:\n%s", which, tail)
-			}
-		}
-		if c.out != "" && res.Trace != nil {
-			f.Timeline, f.Perfetto, f.OutErr = c.writeViews(f, res, which)
-			switch {
-			case f.OutErr != nil:
-				fmt.Fprintf(&b, "no timeline: %v\n", f.OutErr)
-			default:
-				fmt.Fprintf(&b, "timeline: %s (a browser)\nperfetto: %s (ui.perfetto.dev)\n", f.Timeline, f.Perfetto)
-			}
-		}
+	if f.Shrunk && f.viewErr != nil && f.viewErr.Error() != f.Err.Error() {
+		fmt.Fprintf(&b, "the shrunk run fails the same way:\n    %s\n", strings.ReplaceAll(f.viewErr.Error(), "\n", "\n    "))
+	}
+	switch {
+	case f.tail == "":
+	case f.cut > 0:
+		fmt.Fprintf(&b, "the last %d events of the %s run (%d before them):\n%s", TraceLines, f.which(), f.cut, f.tail)
+	default:
+		fmt.Fprintf(&b, "the %s run:\n%s", f.which(), f.tail)
+	}
+	switch {
+	case f.OutErr != nil:
+		fmt.Fprintf(&b, "no timeline: %v\n", f.OutErr)
+	case f.Timeline != "":
+		fmt.Fprintf(&b, "timeline: %s (a browser)\nperfetto: %s (ui.perfetto.dev)\n", f.Timeline, f.Perfetto)
 	}
 	fmt.Fprintf(&b, "again: %s", f.Command)
 	return b.String()
@@ -586,14 +590,14 @@ func (c *checker) report(f *Failure) string {
 
 // writeViews writes the traced run of f as a timeline page and as a
 // Perfetto trace, under c.out.
-func (c *checker) writeViews(f *Failure, res sim.Result, which string) (html, perfetto string, err error) {
+func (c *checker) writeViews(f *Failure, res sim.Result) (html, perfetto string, err error) {
 	dir := filepath.Join(c.out, "simtest-"+fileName(c.name))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err
 	}
 	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(f.Strategy)))
 	opts := timeline.Options{
-		Title: fmt.Sprintf("%s seed %d, the %s run", c.name, f.Seed, which),
+		Title: fmt.Sprintf("%s seed %d, the %s run", c.name, f.Seed, f.which()),
 		Header: []timeline.Field{{Key: "test", Value: c.name}, {Key: "seed", Value: strconv.FormatUint(f.Seed, 10)},
 			{Key: "strategy", Value: f.Strategy}, {Key: "trace hash", Value: fmt.Sprintf("%016x", res.TraceHash)},
 			{Key: "run again", Value: f.Command}},
@@ -619,21 +623,30 @@ func (c *checker) writeViews(f *Failure, res sim.Result, which string) (html, pe
 	return html, perfetto, nil
 }
 
-// traceTail runs the failure's schedule again with its trace kept, and
-// returns the run, its last TraceLines events as text and how many events
-// came before them.
-func (c *checker) traceTail(f *Failure) (res sim.Result, tail string, cut int) {
-	res = c.run(f.Seed, sim.Guided(f.Schedule), func(o *sim.Options) { o.Trace = true })
+// view runs f's schedule again with its trace kept, for the report: the
+// end of the trace as text, and, under c.out, the whole run drawn as a
+// timeline page and written as a Perfetto trace.
+func (c *checker) view(f *Failure) {
+	if f.Schedule == nil {
+		return
+	}
+	res := c.run(f.Seed, sim.Guided(f.Schedule), func(o *sim.Options) { o.Trace = true })
+	f.viewErr = res.Err
+	if res.Trace == nil {
+		return
+	}
 	var buf bytes.Buffer
-	if res.Trace == nil || res.Trace.WriteText(&buf) != nil {
-		return res, "", 0
+	if res.Trace.WriteText(&buf) == nil {
+		lines := strings.SplitAfter(strings.TrimRight(buf.String(), "\n"), "\n")
+		if len(lines) > TraceLines {
+			f.cut = len(lines) - TraceLines
+			lines = lines[f.cut:]
+		}
+		f.tail = "    " + strings.Join(lines, "    ") + "\n"
 	}
-	lines := strings.SplitAfter(strings.TrimRight(buf.String(), "\n"), "\n")
-	if len(lines) > TraceLines {
-		cut = len(lines) - TraceLines
-		lines = lines[cut:]
+	if c.out != "" {
+		f.Timeline, f.Perfetto, f.OutErr = c.writeViews(f, res)
 	}
-	return res, "    " + strings.Join(lines, "    ") + "\n", cut
 }
 
 // describe says what the seeds were, once they passed.
