@@ -352,6 +352,8 @@ func TestValidation(t *testing.T) {
 			{"r", "hello", engine.Params{MaxTokens: 1, Stop: []string{"x", ""}}, "stop strings must not be empty"},
 			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
 			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{5, -7, -8}}, "stop token ids must be ≥ 0, got -7"},
+			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{5, core.VocabSize, 9}}, fmt.Sprintf("stop token id %d is out of the vocabulary: ids run from 0 to %d", core.VocabSize, core.VocabSize-1)},
+			{"r", "hello", engine.Params{MaxTokens: 1, StopTokenIDs: []int{1 << 40}}, fmt.Sprintf("stop token id %d is out of the vocabulary", 1<<40)},
 			// The parameters are judged before the prompt, as vLLM's are.
 			{"r", "", engine.Params{MaxTokens: 1, StopTokenIDs: []int{-1}}, "stop token ids must be ≥ 0, got -1"},
 			{"r", long, engine.Params{MaxTokens: 1, Stop: []string{""}}, "stop strings must not be empty"},

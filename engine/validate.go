@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"slices"
+
+	"github.com/llmdst/llmdst/core"
 )
 
 // validate checks a request before anything is registered; every error
@@ -12,6 +14,10 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
 	negStop := slices.IndexFunc(p.StopTokenIDs, func(t int) bool { return t < 0 })
+	// The core masks and wraps sampled tokens within core.VocabSize, and
+	// the tokenizer has no text past it: a stop token id beyond it could
+	// never be sampled, and vLLM refuses one too.
+	bigStop := slices.IndexFunc(p.StopTokenIDs, func(t int) bool { return t >= core.VocabSize })
 	// The sampling parameters are judged before the prompt, as vLLM judges
 	// its SamplingParams when they are made, before the request reaches
 	// the input processor.
@@ -30,6 +36,8 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		return bad("unknown output kind %d: want Cumulative, Delta or FinalOnly", p.Output)
 	case negStop >= 0:
 		return bad("stop token ids must be ≥ 0, got %d", p.StopTokenIDs[negStop])
+	case bigStop >= 0:
+		return bad("stop token id %d is out of the vocabulary: ids run from 0 to %d", p.StopTokenIDs[bigStop], core.VocabSize-1)
 	case slices.Contains(p.Stop, ""):
 		return bad("stop strings must not be empty")
 	case p.Priority != 0 && e.ccfg.SchedulingPolicy != PolicyPriority:
