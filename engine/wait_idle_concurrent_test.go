@@ -15,9 +15,12 @@ import (
 // WaitIdle returns may be in the core when WaitIdle's event is seen. The
 // checker newEngine puts on the engine holds WaitIdle to the inputs sent
 // before it, and finds nothing wrong; before it did, it called that race a
-// violation in two runs of this test in five.
+// violation in two runs of this test in five, then in one in six. The
+// engine keeps its default step of 1 ms: with no step latency (StepTime
+// −1) the adds no longer line up with WaitIdle, and that checker passed
+// five runs in five.
 func TestWaitIdleWithAddsAtTheSameMomentOnGoroutines(t *testing.T) {
-	e := newEngine(t, task.Real(), engine.Config{StepTime: 0})
+	e := newEngine(t, task.Real(), engine.Config{})
 	for i := range 2000 {
 		start, done := make(chan struct{}), make(chan struct{})
 		go func() {
