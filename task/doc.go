@@ -28,7 +28,9 @@
 //     shrunk schedules.
 //  3. Build shared data structures once on Mutex and Cond, as Queue, Group,
 //     Semaphore, RWMutex and Once are, so one implementation serves both
-//     worlds.
+//     worlds. Those take their monitor from the Runtime, so they are made
+//     with their New functions: unlike the sync types, a zero value is not
+//     ready for use, and its methods panic saying so.
 //  4. Call a Runtime only from the tasks it started; a foreign goroutine must
 //     not call into a simulated Runtime.
 //  5. Mark with Reach the situations a race needs ("refresh.raced-close"):

@@ -18,7 +18,7 @@ func NewGroup(rt Runtime, name string) *Group {
 
 // Go starts fn as a task named name and counts it until it returns or panics.
 func (g *Group) Go(name string, fn func()) {
-	g.mu.Lock()
+	made(g.mu, "Group").Lock()
 	g.n++
 	g.mu.Unlock()
 	g.rt.Go(name, func() {
@@ -38,7 +38,7 @@ func (g *Group) exit() {
 
 // Wait blocks until every task started by Go has returned.
 func (g *Group) Wait() {
-	g.mu.Lock()
+	made(g.mu, "Group").Lock()
 	for g.n > 0 {
 		g.done.Wait(g.waitPoint)
 	}
@@ -47,7 +47,7 @@ func (g *Group) Wait() {
 
 // Running returns the number of tasks started by Go that have not returned.
 func (g *Group) Running() int {
-	g.mu.Lock()
+	made(g.mu, "Group").Lock()
 	n := g.n
 	g.mu.Unlock()
 	return n

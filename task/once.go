@@ -7,7 +7,7 @@ import "sync/atomic"
 // blocks on a real lock while the first one's function runs: under the
 // simulator that never gives the baton back when the function reaches a
 // scheduling point. It needs the runtime, so it is made with NewOnce; a
-// zero Once is not ready for use.
+// zero Once is not ready for use, and its Do panics saying so.
 //
 // Its scheduling points are name+".lock" (a Do before the function has
 // returned) and name+".wait" (a Do waiting for the function that another
@@ -40,7 +40,7 @@ func (o *Once) Do(f func()) {
 	if o.done.Load() {
 		return
 	}
-	o.mu.Lock()
+	made(o.mu, "Once").Lock()
 	if o.done.Load() {
 		o.mu.Unlock()
 		return

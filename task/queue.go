@@ -85,7 +85,7 @@ func NewQueue[T any](rt Runtime, opts ...QueueOption) *Queue[T] {
 // open. It reports false, dropping v, when the queue is closed, before or
 // while Put waits.
 func (q *Queue[T]) Put(v T) bool {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	if b := q.bounded; b != nil && q.n >= b.n {
 		q.waitRoom(b)
 	}
@@ -119,7 +119,7 @@ func (q *Queue[T]) Put(v T) bool {
 // that can be done; a PutContext that gives up passes on the wake-up of
 // a Get it may have taken, so no other waiting Put is left behind.
 func (q *Queue[T]) PutContext(ctx context.Context, v T) error {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	var err error
 	if b := q.bounded; b != nil {
 		err = WaitContext(q.rt, ctx, q.mu, b.notFull, b.putPoint, func() bool { return q.closed || q.n < b.n })
@@ -139,7 +139,7 @@ func (q *Queue[T]) PutContext(ctx context.Context, v T) error {
 // TryPut appends v without blocking. It reports false, dropping v, when the
 // queue is closed or, bounded, full.
 func (q *Queue[T]) TryPut(v T) bool {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	if q.closed || (q.bounded != nil && q.n >= q.bounded.n) {
 		q.mu.Unlock()
 		return false
@@ -170,7 +170,7 @@ func (q *Queue[T]) waitRoom(b *queueBound) {
 // Get removes and returns the oldest item, blocking while the queue is empty
 // and open. After Close it returns the remaining items, then ok == false.
 func (q *Queue[T]) Get() (v T, ok bool) {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	for q.n == 0 && !q.closed {
 		q.nonEmpty.Wait(q.getPoint)
 	}
@@ -204,7 +204,7 @@ func (q *Queue[T]) Get() (v T, ok bool) {
 // that can be done; a GetContext that gives up passes on the wake-up of a
 // Put it may have taken, so no other waiting Get is left behind.
 func (q *Queue[T]) GetContext(ctx context.Context) (v T, err error) {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	err = WaitContext(q.rt, ctx, q.mu, q.nonEmpty, q.getPoint, func() bool { return q.n > 0 || q.closed })
 	switch {
 	case err != nil:
@@ -223,7 +223,7 @@ func (q *Queue[T]) GetContext(ctx context.Context) (v T, err error) {
 // TryGet removes and returns the oldest item without blocking; ok is false
 // when the queue is empty. Get and TryGet wake a Put waiting for room.
 func (q *Queue[T]) TryGet() (v T, ok bool) {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	v, ok = q.pop()
 	if ok && q.bounded != nil {
 		q.bounded.notFull.Signal()
@@ -235,7 +235,7 @@ func (q *Queue[T]) TryGet() (v T, ok bool) {
 // Close wakes every waiting Get and Put. Items already queued can still be
 // taken; waiting and later Puts are refused. A second Close is a no-op.
 func (q *Queue[T]) Close() {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	q.closed = true
 	q.nonEmpty.Broadcast()
 	if q.bounded != nil {
@@ -246,7 +246,7 @@ func (q *Queue[T]) Close() {
 
 // Len returns the number of queued items.
 func (q *Queue[T]) Len() int {
-	q.mu.Lock()
+	made(q.mu, "Queue").Lock()
 	n := q.n
 	q.mu.Unlock()
 	return n

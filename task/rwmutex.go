@@ -53,7 +53,7 @@ func NewRWMutex(rt Runtime, name string) *RWMutex {
 // Lock locks rw for writing, waiting at name+".wlock" while a writer or
 // any reader holds it. A waiting Lock keeps new readers out.
 func (rw *RWMutex) Lock() {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	rw.writersWaiting++
 	for rw.writing || rw.readers > 0 {
 		rw.writerDone.Wait(rw.wlockPoint)
@@ -66,7 +66,7 @@ func (rw *RWMutex) Lock() {
 // TryLock locks rw for writing without waiting; it reports false when a
 // writer or any reader holds it.
 func (rw *RWMutex) TryLock() bool {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	ok := !rw.writing && rw.readers == 0
 	if ok {
 		rw.writing = true
@@ -79,7 +79,7 @@ func (rw *RWMutex) TryLock() bool {
 // lock first; with none, a waiting writer does. It panics when rw is not
 // locked for writing.
 func (rw *RWMutex) Unlock() {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	if !rw.writing {
 		rw.mu.Unlock()
 		panic(fmt.Sprintf("task: Unlock of RWMutex %q, which is not locked for writing", rw.name))
@@ -102,7 +102,7 @@ func (rw *RWMutex) Unlock() {
 // RLock locks rw for reading, waiting at name+".rlock" while a writer holds
 // it or waits for it.
 func (rw *RWMutex) RLock() {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	if !rw.writing && rw.writersWaiting == 0 {
 		rw.readers++
 		rw.mu.Unlock()
@@ -119,7 +119,7 @@ func (rw *RWMutex) RLock() {
 // TryRLock locks rw for reading without waiting; it reports false when a
 // writer holds it or waits for it.
 func (rw *RWMutex) TryRLock() bool {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	ok := !rw.writing && rw.writersWaiting == 0
 	if ok {
 		rw.readers++
@@ -131,7 +131,7 @@ func (rw *RWMutex) TryRLock() bool {
 // RUnlock undoes one RLock. The last reader out lets a waiting writer in.
 // It panics when rw is not locked for reading.
 func (rw *RWMutex) RUnlock() {
-	rw.mu.Lock()
+	made(rw.mu, "RWMutex").Lock()
 	if rw.readers == 0 {
 		rw.mu.Unlock()
 		panic(fmt.Sprintf("task: RUnlock of RWMutex %q without an RLock: it is not locked for reading", rw.name))

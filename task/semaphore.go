@@ -32,7 +32,7 @@ func NewSemaphore(rt Runtime, name string, n int) *Semaphore {
 
 // Acquire takes a permit, blocking while all n are held.
 func (s *Semaphore) Acquire() {
-	s.mu.Lock()
+	made(s.mu, "Semaphore").Lock()
 	for s.held >= s.n {
 		s.free.Wait(s.acquirePoint)
 	}
@@ -62,7 +62,7 @@ func (s *Semaphore) Acquire() {
 // of a Release it may have taken, so no other waiting Acquire is left
 // behind with a permit free.
 func (s *Semaphore) AcquireContext(ctx context.Context) error {
-	s.mu.Lock()
+	made(s.mu, "Semaphore").Lock()
 	err := WaitContext(s.rt, ctx, s.mu, s.free, s.acquirePoint, func() bool { return s.held < s.n })
 	if err == nil {
 		s.held++
@@ -74,7 +74,7 @@ func (s *Semaphore) AcquireContext(ctx context.Context) error {
 // TryAcquire takes a permit without blocking; it reports false when all n
 // are held.
 func (s *Semaphore) TryAcquire() bool {
-	s.mu.Lock()
+	made(s.mu, "Semaphore").Lock()
 	ok := s.held < s.n
 	if ok {
 		s.held++
@@ -86,7 +86,7 @@ func (s *Semaphore) TryAcquire() bool {
 // Release returns a permit and wakes an Acquire waiting for one. It panics
 // when no permit is held: a Release without its Acquire.
 func (s *Semaphore) Release() {
-	s.mu.Lock()
+	made(s.mu, "Semaphore").Lock()
 	if s.held == 0 {
 		s.mu.Unlock()
 		panic(fmt.Sprintf("task: Release of semaphore %q without an Acquire: no permit is held", s.name))
@@ -98,7 +98,7 @@ func (s *Semaphore) Release() {
 
 // Held returns the number of permits held.
 func (s *Semaphore) Held() int {
-	s.mu.Lock()
+	made(s.mu, "Semaphore").Lock()
 	h := s.held
 	s.mu.Unlock()
 	return h

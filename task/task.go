@@ -136,3 +136,20 @@ type realCond struct{ c sync.Cond }
 func (c *realCond) Wait(string) { c.c.Wait() }
 func (c *realCond) Signal()     { c.c.Signal() }
 func (c *realCond) Broadcast()  { c.c.Broadcast() }
+
+// made returns mu, the monitor of a value of type typ (Queue, Group,
+// Semaphore, Weighted, RWMutex, Once), for the value's methods to lock.
+// Those monitors come from the runtime, so only the types' constructors
+// make them: a zero value, which its sync counterpart's would be ready for
+// use, panics here saying so, not on a nil pointer with nothing to say why.
+func made(mu Mutex, typ string) Mutex {
+	if mu == nil {
+		panicZero(typ)
+	}
+	return mu
+}
+
+//go:noinline
+func panicZero(typ string) {
+	panic(fmt.Sprintf("task: a zero %s is not ready for use: its lock comes from the runtime, so make it with task.New%s", typ, typ))
+}

@@ -49,7 +49,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 	if n < 0 {
 		panic(fmt.Sprintf("task: Acquire(%d) of weighted semaphore %q: n must be ≥ 0", n, s.name))
 	}
-	s.mu.Lock()
+	made(s.mu, "Weighted").Lock()
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -84,7 +84,7 @@ func (s *Weighted) Acquire(ctx context.Context, n int64) error {
 // TryAcquire takes n units without waiting; it reports false, taking
 // nothing, when they are not free or another Acquire waits before it.
 func (s *Weighted) TryAcquire(n int64) bool {
-	s.mu.Lock()
+	made(s.mu, "Weighted").Lock()
 	ok := len(s.waiters) == 0 && s.size-s.cur >= n
 	if ok {
 		s.cur += n
@@ -97,7 +97,7 @@ func (s *Weighted) TryAcquire(n int64) bool {
 // calls in the order they came, stopping at the first that does not fit.
 // It panics when fewer than n units are held.
 func (s *Weighted) Release(n int64) {
-	s.mu.Lock()
+	made(s.mu, "Weighted").Lock()
 	if n < 0 || n > s.cur {
 		held := s.cur
 		s.mu.Unlock()
@@ -130,14 +130,14 @@ func (s *Weighted) grant() {
 
 // Held returns the units held.
 func (s *Weighted) Held() int64 {
-	s.mu.Lock()
+	made(s.mu, "Weighted").Lock()
 	defer s.mu.Unlock()
 	return s.cur
 }
 
 // Waiting returns the number of Acquire calls waiting for their units.
 func (s *Weighted) Waiting() int {
-	s.mu.Lock()
+	made(s.mu, "Weighted").Lock()
 	defer s.mu.Unlock()
 	return len(s.waiters)
 }
