@@ -69,7 +69,7 @@ func parseBench(r io.Reader) (map[string]*result, map[string]string, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "Benchmark") && !strings.Contains(k, " ") {
-			env[k] = v
+			env[k] = strings.TrimSpace(v) // some CPUs' names are padded with spaces
 			continue
 		}
 		f := strings.Fields(line)

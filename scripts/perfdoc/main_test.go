@@ -44,7 +44,7 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		procs  int
 		suffix string
 	}{{4, "-4"}, {1, ""}, {2, "-2"}} {
-		text := "cpu: AMD EPYC\n" +
+		text := "cpu: AMD EPYC    \n" +
 			"BenchmarkYieldSwitch/pull" + tc.suffix + "   \t 1000\t 101.0 ns/op\t 101.0 ns/switch\n" +
 			"BenchmarkYieldSwitch/pull-sweep" + tc.suffix + "   \t 1000\t 90.0 ns/op\t 90.0 ns/switch\n" +
 			"BenchmarkRealYield" + tc.suffix + "   \t 1000\t 0.55 ns/op\n" +
@@ -59,6 +59,7 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		assert.Contains(t, doc, "| Yield on the real runtime | < 2 ns | 0.55 ns |", "procs %d", tc.procs)
 		assert.Contains(t, doc, "| iter.Pull coroutines (kept) | not measured | 101 | 90 | not measured |", "procs %d", tc.procs)
 		assert.Contains(t, doc, "| fixed engine | 11000 | 21000 |", "procs %d", tc.procs)
+		assert.Contains(t, doc, "**Machine:** AMD EPYC, ", "the CPU's name, its padding trimmed")
 	}
 }
 
