@@ -140,8 +140,9 @@ func (c *realCond) Broadcast()  { c.c.Broadcast() }
 // made returns mu, the monitor of a value of type typ (Queue, Group,
 // Semaphore, Weighted, RWMutex, Once), for the value's methods to lock.
 // Those monitors come from the runtime, so only the types' constructors
-// make them: a zero value, which its sync counterpart's would be ready for
-// use, panics here saying so, not on a nil pointer with nothing to say why.
+// make them. A zero value, where the sync type's would be ready for use,
+// panics here saying so, rather than on a nil pointer with nothing to say
+// why.
 func made(mu Mutex, typ string) Mutex {
 	if mu == nil {
 		panicZero(typ)
