@@ -45,6 +45,15 @@
 // and re-runs only the failing seeds with recording on, and keeps one Pool
 // per worker so that the goroutines of finished tasks serve later runs.
 //
+// Explore does not sample: it runs every schedule that departs from the
+// calm one at most ExploreOptions.Delays times, depth first, each a fresh
+// run, and stops at the first that fails. For a small program (a lock, a
+// queue, a cache's refresh between two or three tasks) it turns "no seed
+// failed" into "no schedule within the bound fails". It orders tasks at
+// scheduling points only: the waits of Chaos and Starve, where time passes
+// while a task could run, have no end to enumerate, so races that need a
+// task starved (the founding race among them) remain a sweep's to find.
+//
 // Package simtest does all of this for a Go test: seeds on every core over
 // the strategies, the lowest failing seed shrunk, saved as a regression
 // schedule and given the command that runs it again, targets counted.

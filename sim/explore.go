@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/llmdst/llmdst/task"
+)
+
+// ExploreOptions bound Explore.
+type ExploreOptions struct {
+	// Options are every run's. Strategy and Chooser must be nil: Explore
+	// runs Random with a chooser of its own, which walks the draws.
+	// CheckDeterminism must be false: Explore checks instead that every run
+	// draws as the one it was derived from did, up to where it departs.
+	Options
+	// Delays is the most draws a schedule may make other than the calm one
+	// (0: the task at the scheduling point goes on, or, when it cannot, the
+	// first of the others by ID): delay bounding. A negative value means no
+	// bound. Bugs that need few departures from the calm schedule are the
+	// common ones, and the number of schedules grows as the number of
+	// scheduling points to the power Delays.
+	Delays int
+	// MaxRuns stops the exploration after this many runs, Complete false;
+	// 0 means no bound.
+	MaxRuns int
+}
+
+// ExploreResult is what Explore ran and found.
+type ExploreResult struct {
+	// Runs is the number of runs made, each a distinct schedule.
+	Runs int
+	// Complete is set when every schedule within Delays was run and none
+	// failed: for that program, seed and bound, the property holds under
+	// every interleaving, not only under those a sample of seeds drew.
+	Complete bool
+	// Failed is the first run that failed, in the order explored (nil when
+	// none did), run again with the caller's Options: its Schedule, when
+	// recorded, replays it (Replay) and shrinks (Shrink).
+	Failed *Result
+	// Draws are the failing run's draws, Delays of them other than 0.
+	Draws []int
+	// Deepest is the most draws one run made.
+	Deepest int
+}
+
+// Explore runs main under every schedule that departs from the calm one
+// at most opts.Delays times, one after another, depth first, and stops at
+// the first that fails. It is stateless model checking in the manner of
+// CHESS: each schedule is a fresh run from the start, its draws those of
+// the run before it up to the last one that still had an untried answer
+// within the bound, that answer there, and 0 after. It needs what a sweep
+// needs: main builds all its state afresh, and a run depends only on the
+// seed and the draws.
+//
+// Explore orders tasks at scheduling points, as Random does; it does not
+// withhold every task while virtual time passes, as Chaos and Starve do,
+// since a wait of any length is a different schedule and there is no end to
+// them. A race that needs a task starved for a while is a sweep's to find.
+//
+// It returns an error, with the result so far, for options it cannot
+// honour, when a run drew differently from the run it was derived from
+// (main depends on something besides the seed and the draws), and when
+// ctx is done.
+func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime) error) (ExploreResult, error) {
+	var res ExploreResult
+	switch {
+	case opts.Strategy != nil:
+		return res, fmt.Errorf("sim: Explore runs its own schedules: Options.Strategy must be nil, not %v", opts.Strategy)
+	case opts.Chooser != nil:
+		return res, errors.New("sim: Explore draws its own schedules: Options.Chooser must be nil")
+	case opts.CheckDeterminism:
+		return res, errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
+	}
+	run := opts.Options
+	run.Strategy = Random()
+	run.NoRecord, run.NoHash, run.Trace = true, true, false
+	if run.Pool == nil {
+		run.Pool = NewPool()
+		defer run.Pool.Close()
+	}
+	c := &walkChooser{}
+	run.Chooser = c
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		c.start()
+		r := Run(run, main)
+		res.Runs++
+		res.Deepest = max(res.Deepest, len(c.draws))
+		if c.err != nil {
+			return res, c.err
+		}
+		if r.Err != nil {
+			res.Draws = c.draws
+			again := opts.Options
+			again.Strategy, again.Chooser = Random(), &walkChooser{prefix: c.draws, among: c.ranges}
+			f := Run(again, main)
+			res.Failed = &f
+			return res, nil
+		}
+		if !c.next(opts.Delays) {
+			res.Complete = true
+			return res, nil
+		}
+		if opts.MaxRuns > 0 && res.Runs >= opts.MaxRuns {
+			return res, nil
+		}
+	}
+}
+
+// walkChooser answers a run's draws from prefix, then with 0, and keeps
+// each draw's answer and range for next to derive the following schedule.
+type walkChooser struct {
+	prefix []int
+	among  []int // the n of each draw of prefix, in the run it came from
+	draws  []int // the answer given at each draw
+	ranges []int // the n of each draw
+	err    error
+}
+
+func (c *walkChooser) start() {
+	c.draws, c.ranges = c.draws[:0], c.ranges[:0]
+}
+
+func (c *walkChooser) Intn(n int) int {
+	i, v := len(c.draws), 0
+	if i < len(c.prefix) {
+		v = c.prefix[i]
+		if c.among != nil && n != c.among[i] && c.err == nil {
+			c.err = fmt.Errorf("sim: Explore: draw %d of a run had %d answers where the run it follows had %d: main depends on something besides the seed and the draws", i+1, n, c.among[i])
+		}
+		v = min(v, n-1)
+	}
+	c.draws = append(c.draws, v)
+	c.ranges = append(c.ranges, n)
+	return v
+}
+
+// next sets prefix to the schedule after the one just run, in depth-first
+// order: its draws up to the last one with an answer left untried whose
+// schedule departs from the calm one at most delays times (all of them
+// for delays < 0), and that answer. It reports false when there is none.
+func (c *walkChooser) next(delays int) bool {
+	departs := 0 // departures before draw i
+	for _, v := range c.draws {
+		if v != 0 {
+			departs++
+		}
+	}
+	for i := len(c.draws) - 1; i >= 0; i-- {
+		if c.draws[i] != 0 {
+			departs--
+		}
+		if c.draws[i]+1 < c.ranges[i] && (delays < 0 || departs+1 <= delays) {
+			c.prefix = append(append(c.prefix[:0], c.draws[:i]...), c.draws[i]+1)
+			c.among = append(c.among[:0], c.ranges[:i+1]...)
+			return true
+		}
+	}
+	return false
+}
