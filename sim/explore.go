@@ -8,6 +8,11 @@ import (
 	"github.com/llmdst/llmdst/task"
 )
 
+// DefaultExploreDelays is ExploreOptions.Delays when it is 0: within two
+// departures from the calm schedule lie the lost updates, the check-then-act
+// races and the lock-order deadlocks of two tasks.
+const DefaultExploreDelays = 2
+
 // ExploreOptions bound Explore.
 type ExploreOptions struct {
 	// Options are every run's. Strategy and Chooser must be nil: Explore
@@ -17,10 +22,11 @@ type ExploreOptions struct {
 	Options
 	// Delays is the most draws a schedule may make other than the calm one
 	// (0: the task at the scheduling point goes on, or, when it cannot, the
-	// first of the others by ID): delay bounding. A negative value means no
-	// bound. Bugs that need few departures from the calm schedule are the
-	// common ones, and the number of schedules grows as the number of
-	// scheduling points to the power Delays.
+	// first of the others by ID): delay bounding. 0 means
+	// DefaultExploreDelays; a negative value means no bound. Bugs that need
+	// few departures from the calm schedule are the common ones, and the
+	// number of schedules grows as the number of scheduling points to the
+	// power Delays.
 	Delays int
 	// MaxRuns stops the exploration after this many runs, Complete false;
 	// 0 means no bound.
@@ -39,7 +45,7 @@ type ExploreResult struct {
 	// none did), run again with the caller's Options: its Schedule, when
 	// recorded, replays it (Replay) and shrinks (Shrink).
 	Failed *Result
-	// Draws are the failing run's draws, Delays of them other than 0.
+	// Draws are the failing run's draws, at most Delays of them other than 0.
 	Draws []int
 	// Deepest is the most draws one run made.
 	Deepest int
@@ -73,6 +79,10 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	case opts.CheckDeterminism:
 		return res, errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
 	}
+	delays := opts.Delays
+	if delays == 0 {
+		delays = DefaultExploreDelays
+	}
 	run := opts.Options
 	run.Strategy = Random()
 	run.NoRecord, run.NoHash, run.Trace = true, true, false
@@ -96,12 +106,13 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 		if r.Err != nil {
 			res.Draws = c.draws
 			again := opts.Options
-			again.Strategy, again.Chooser = Random(), &walkChooser{prefix: c.draws, among: c.ranges}
+			ac := &walkChooser{prefix: c.draws, among: c.ranges}
+			again.Strategy, again.Chooser = Random(), ac
 			f := Run(again, main)
 			res.Failed = &f
-			return res, nil
+			return res, ac.err
 		}
-		if !c.next(opts.Delays) {
+		if !c.next(delays) {
 			res.Complete = true
 			return res, nil
 		}
