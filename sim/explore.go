@@ -140,7 +140,7 @@ func (c *walkChooser) Intn(n int) int {
 	i, v := len(c.draws), 0
 	if i < len(c.prefix) {
 		v = c.prefix[i]
-		if c.among != nil && n != c.among[i] && c.err == nil {
+		if n != c.among[i] && c.err == nil {
 			c.err = fmt.Errorf("sim: Explore: draw %d of a run had %d answers where the run it follows had %d: main depends on something besides the seed and the draws", i+1, n, c.among[i])
 		}
 		v = min(v, n-1)
