@@ -17,6 +17,20 @@ type Chooser interface {
 	Intn(n int) int
 }
 
+// enumerating reports whether c, a run's chooser as a policy gets it,
+// answers with every answer of a draw in turn (Explore's walk) rather than
+// with a sample. A policy whose draw gives one outcome for many answers —
+// the odds of a starvation window — then draws each outcome once, so that
+// no two schedules of the walk are the same run.
+func enumerating(c Chooser) bool {
+	g, ok := c.(*guardedDraws)
+	if !ok {
+		return false
+	}
+	_, ok = g.inner.(*walkChooser)
+	return ok
+}
+
 // Repanicker is implemented by choosers whose panics carry meaning for the
 // caller of Run (rapid ends an exhausted draw by panicking). When the run's
 // chooser implements it and returns true, a panic in any simulated task is

@@ -49,10 +49,11 @@
 // calm one at most ExploreOptions.Delays times, depth first, each a fresh
 // run, and stops at the first that fails. For a small program (a lock, a
 // queue, a cache's refresh between two or three tasks) it turns "no seed
-// failed" into "no schedule within the bound fails". It orders tasks at
-// scheduling points only: the waits of Chaos and Starve, where time passes
-// while a task could run, have no end to enumerate, so races that need a
-// task starved (the founding race among them) remain a sweep's to find.
+// failed" into "no schedule within the bound fails". Under Random it
+// orders tasks at scheduling points; under Chaos or Starve it also opens
+// their windows, at every decision, for each of their lengths, so that a
+// race that needs a task starved while time passes (the founding race) is
+// within its reach: three departures under starve:output-handler.
 //
 // Package simtest does all of this for a Go test: seeds on every core over
 // the strategies, the lowest failing seed shrunk, saved as a regression

@@ -15,8 +15,11 @@ const DefaultExploreDelays = 2
 
 // ExploreOptions bound Explore.
 type ExploreOptions struct {
-	// Options are every run's. Strategy and Chooser must be nil: Explore
-	// runs Random with a chooser of its own, which walks the draws.
+	// Options are every run's. Strategy is what is explored: nil is
+	// Random, which orders tasks; Chaos and Starve also withhold them
+	// (see Explore); PCT, whose draws are priorities of 2^30 answers, and
+	// Replay, which draws nothing, cannot be. Chooser must be nil: Explore
+	// answers the draws with a chooser of its own, which walks them.
 	// CheckDeterminism must be false: Explore checks instead that every run
 	// draws as the one it was derived from did, up to where it departs.
 	Options
@@ -60,10 +63,16 @@ type ExploreResult struct {
 // needs: main builds all its state afresh, and a run depends only on the
 // seed and the draws.
 //
-// Explore orders tasks at scheduling points, as Random does; it does not
-// withhold every task while virtual time passes, as Chaos and Starve do,
-// since a wait of any length is a different schedule and there is no end to
-// them. A race that needs a task starved for a while is a sweep's to find.
+// Under Random, Explore orders tasks at scheduling points and never
+// withholds one while virtual time passes. A race that needs a task
+// starved for a while — the founding race needs its output handler starved
+// — needs Chaos or Starve: under them a window may open at any decision,
+// for any task the strategy may starve and any of its window lengths
+// (StarveWindows, 50µs·2^k), and the other tasks are ordered within it.
+// Opening a window is a departure, and so are a window longer than the
+// shortest and a victim other than the first; the lengths between the
+// strategy's are not tried, since a wait of any length is a different
+// schedule and there is no end to them.
 //
 // It returns an error, with the result so far, for options it cannot
 // honour, when a run drew differently from the run it was derived from
@@ -71,9 +80,10 @@ type ExploreResult struct {
 // ctx is done.
 func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime) error) (ExploreResult, error) {
 	var res ExploreResult
+	if err := explorable(opts.Strategy); err != nil {
+		return res, err
+	}
 	switch {
-	case opts.Strategy != nil:
-		return res, fmt.Errorf("sim: Explore runs its own schedules: Options.Strategy must be nil, not %v", opts.Strategy)
 	case opts.Chooser != nil:
 		return res, errors.New("sim: Explore draws its own schedules: Options.Chooser must be nil")
 	case opts.CheckDeterminism:
@@ -84,7 +94,7 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 		delays = DefaultExploreDelays
 	}
 	run := opts.Options
-	run.Strategy = Random()
+	run.Strategy = run.strategy()
 	run.NoRecord, run.NoHash, run.Trace = true, true, false
 	if run.Pool == nil {
 		run.Pool = NewPool()
@@ -107,7 +117,7 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 			res.Draws = c.draws
 			again := opts.Options
 			ac := &walkChooser{prefix: c.draws, among: c.ranges}
-			again.Strategy, again.Chooser = Random(), ac
+			again.Strategy, again.Chooser = run.Strategy, ac
 			f := Run(again, main)
 			res.Failed = &f
 			return res, ac.err
@@ -120,6 +130,21 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 			return res, nil
 		}
 	}
+}
+
+// explorable reports why Explore cannot walk the draws of st, if it cannot.
+// A strategy of the caller's own is taken on trust: Explore still reports
+// a run that draws differently from the one it follows.
+func explorable(st Strategy) error {
+	switch st := st.(type) {
+	case pctStrategy:
+		return fmt.Errorf("sim: Explore cannot walk %v: its draws are priorities of 2^30 answers each; explore random, chaos or starve:PREFIX", st)
+	case replayStrategy:
+		return errors.New("sim: Explore cannot walk replay: it draws nothing, so there is one schedule, the one replayed; explore random, chaos or starve:PREFIX")
+	case observed:
+		return explorable(st.st)
+	}
+	return nil
 }
 
 // walkChooser answers a run's draws from prefix, then with 0, and keeps

@@ -356,10 +356,13 @@ func (s starveStrategy) String() string {
 // victim reports whether t may be starved.
 func (s starveStrategy) victim(t *Task) bool { return !s.only || strings.HasPrefix(t.name, s.prefix) }
 
-func (s starveStrategy) NewPolicy(Chooser) Policy { return &starvePolicy{st: s} }
+func (s starveStrategy) NewPolicy(c Chooser) Policy {
+	return &starvePolicy{st: s, enum: enumerating(c)}
+}
 
 type starvePolicy struct {
 	st     starveStrategy
+	enum   bool // the chooser enumerates answers: draw each outcome once
 	victim *Task
 	until  time.Duration
 	match  []*Task // the live tasks that may be victims
@@ -378,8 +381,13 @@ func (p *starvePolicy) Pick(v *View) Decision {
 	if p.victim == nil {
 		// One draw says both whether a window starts and, if not, who runs;
 		// 0 is the calm answer: no window, the task at the point goes on.
-		r := c.Intn(p.st.startOdds * n)
-		if r/n != p.st.startOdds-1 {
+		// Sampled, a window starts with odds 1/startOdds; enumerated, the
+		// odds are nothing and each outcome is one answer, n the window.
+		if p.enum {
+			if r := c.Intn(n + 1); r < n {
+				return Pick(r)
+			}
+		} else if r := c.Intn(p.st.startOdds * n); r/n != p.st.startOdds-1 {
 			return Pick(r % n)
 		}
 		if v.liveVersion != p.seen {
