@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/llmdst/llmdst/task"
 )
@@ -34,6 +37,15 @@ type ExploreOptions struct {
 	// MaxRuns stops the exploration after this many runs, Complete false;
 	// 0 means no bound.
 	MaxRuns int
+	// Workers is how many goroutines run schedules at once (0 is 1). Each
+	// takes the schedules whose first departure is at a draw whose number
+	// is its own modulo Workers, in depth-first order, so main must share
+	// nothing writable between runs. Runs and Complete of an exploration
+	// that ends complete, and the failure of one that fails — the first in
+	// depth-first order, whichever worker found it — are the same for any
+	// number of workers; only Runs of one that fails depends on it. A
+	// worker other than the first has a Pool of its own.
+	Workers int
 }
 
 // ExploreResult is what Explore ran and found.
@@ -88,48 +100,143 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 		return res, errors.New("sim: Explore draws its own schedules: Options.Chooser must be nil")
 	case opts.CheckDeterminism:
 		return res, errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
+	case opts.Workers < 0:
+		return res, fmt.Errorf("sim: Explore: Workers must be ≥ 0, got %d", opts.Workers)
 	}
-	delays := opts.Delays
-	if delays == 0 {
-		delays = DefaultExploreDelays
+	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1)}
+	if x.delays == 0 {
+		x.delays = DefaultExploreDelays
 	}
 	run := opts.Options
 	run.Strategy = run.strategy()
 	run.NoRecord, run.NoHash, run.Trace = true, true, false
-	if run.Pool == nil {
-		run.Pool = NewPool()
-		defer run.Pool.Close()
+	var wg sync.WaitGroup
+	found := make([]explored, x.workers)
+	for w := range x.workers {
+		o := run
+		if o.Pool == nil || w > 0 {
+			o.Pool = NewPool()
+			defer o.Pool.Close()
+		}
+		wg.Go(func() { found[w] = x.walk(ctx, w, o, main) })
 	}
+	wg.Wait()
+	res.Complete = true
+	for _, f := range found {
+		res.Runs += f.runs
+		res.Deepest = max(res.Deepest, f.deepest)
+		res.Complete = res.Complete && f.complete
+	}
+	if x.err != nil {
+		return res, x.err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if x.failed == nil {
+		return res, nil
+	}
+	res.Draws = x.failed.draws
+	again := opts.Options
+	ac := &walkChooser{prefix: x.failed.draws, among: x.failed.ranges}
+	again.Strategy, again.Chooser = run.Strategy, ac
+	f := Run(again, main)
+	res.Failed = &f
+	return res, ac.err
+}
+
+// explorer is what Explore's workers share.
+type explorer struct {
+	delays  int
+	maxRuns int64
+	workers int
+	runs    atomic.Int64 // runs begun, counted against maxRuns when it is set
+	stop    atomic.Bool  // MaxRuns reached, or an error
+
+	mu     sync.Mutex
+	failed *walkChooser // the first failure in depth-first order found so far
+	err    error
+}
+
+// explored is what one worker ran.
+type explored struct {
+	runs, deepest int  // runs: those it counts (the calm one is the first worker's)
+	complete      bool // its share ran to the end without a failure
+}
+
+// walk runs worker w's share of the schedules, depth first, until it is
+// done, a failure comes before its next schedule in depth-first order, or
+// the exploration stops.
+func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt task.Runtime) error) explored {
+	var e explored
 	c := &walkChooser{}
 	run.Chooser = c
-	for {
-		if err := ctx.Err(); err != nil {
-			return res, err
+	owns := func(i int) bool { return i%x.workers == w }
+	for !x.stop.Load() && ctx.Err() == nil && !x.passed(c.prefix) {
+		// Every worker runs the calm schedule, to learn its draws; the
+		// first counts it.
+		counts := w == 0 || len(c.prefix) > 0
+		if counts && x.maxRuns > 0 && x.runs.Add(1) > x.maxRuns {
+			x.stop.Store(true)
+			break
 		}
 		c.start()
 		r := Run(run, main)
-		res.Runs++
-		res.Deepest = max(res.Deepest, len(c.draws))
+		if counts {
+			e.runs++
+		}
+		e.deepest = max(e.deepest, len(c.draws))
 		if c.err != nil {
-			return res, c.err
+			x.end(c.err)
+			return e
 		}
 		if r.Err != nil {
-			res.Draws = c.draws
-			again := opts.Options
-			ac := &walkChooser{prefix: c.draws, among: c.ranges}
-			again.Strategy, again.Chooser = run.Strategy, ac
-			f := Run(again, main)
-			res.Failed = &f
-			return res, ac.err
+			x.fail(c)
+			return e
 		}
-		if !c.next(delays) {
-			res.Complete = true
-			return res, nil
-		}
-		if opts.MaxRuns > 0 && res.Runs >= opts.MaxRuns {
-			return res, nil
+		if !c.next(x.delays, owns) {
+			e.complete = true
+			return e
 		}
 	}
+	return e
+}
+
+// end stops the exploration with err.
+func (x *explorer) end(err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err == nil {
+		x.err = err
+	}
+	x.stop.Store(true)
+}
+
+// fail records c's run as failed, if it comes before the one recorded.
+func (x *explorer) fail(c *walkChooser) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.failed == nil || slices.Compare(c.draws, x.failed.draws) < 0 {
+		x.failed = &walkChooser{draws: c.draws, ranges: c.ranges}
+	}
+}
+
+// passed reports whether the schedule of prefix, and so every one a worker
+// would run after it, comes after the failure found in depth-first order:
+// its draws are prefix and then 0s, and depth-first order is the order of
+// draws, number by number.
+func (x *explorer) passed(prefix []int) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.failed == nil {
+		return false
+	}
+	f := x.failed.draws
+	n := min(len(prefix), len(f))
+	if c := slices.Compare(prefix[:n], f[:n]); c != 0 {
+		return c > 0
+	}
+	return len(prefix) > len(f)
 }
 
 // explorable reports why Explore cannot walk the draws of st, if it cannot.
@@ -176,21 +283,25 @@ func (c *walkChooser) Intn(n int) int {
 }
 
 // next sets prefix to the schedule after the one just run, in depth-first
-// order: its draws up to the last one with an answer left untried whose
-// schedule departs from the calm one at most delays times (all of them
-// for delays < 0), and that answer. It reports false when there is none.
-func (c *walkChooser) next(delays int) bool {
-	departs := 0 // departures before draw i
-	for _, v := range c.draws {
+// order, among those whose first departure is at a draw i that owns(i):
+// its draws up to the last one with an answer left untried whose schedule
+// departs from the calm one at most delays times (all of them for delays
+// < 0), and that answer. It reports false when there is none.
+func (c *walkChooser) next(delays int, owns func(i int) bool) bool {
+	departs, first := 0, len(c.draws) // departures before draw i; the first
+	for i, v := range c.draws {
 		if v != 0 {
 			departs++
+			first = min(first, i)
 		}
 	}
 	for i := len(c.draws) - 1; i >= 0; i-- {
 		if c.draws[i] != 0 {
 			departs--
 		}
-		if c.draws[i]+1 < c.ranges[i] && (delays < 0 || departs+1 <= delays) {
+		// After the first departure, the schedule is this one's, which
+		// is the caller's; at or before it, it is a first departure.
+		if c.draws[i]+1 < c.ranges[i] && (delays < 0 || departs+1 <= delays) && (i > first || owns(i)) {
 			c.prefix = append(append(c.prefix[:0], c.draws[:i]...), c.draws[i]+1)
 			c.among = append(c.among[:0], c.ranges[:i+1]...)
 			return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,6 +191,68 @@ func TestExploreStarvesUnderStarve(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.Failed)
 	require.ErrorContains(t, res.Failed.Err, "a parcel")
+}
+
+// TestExploreWorkersSplitTheSchedulesAndAgree: on any number of workers,
+// an exploration that ends complete runs the same schedules, and one that
+// fails reports the same failure, the first in depth-first order.
+func TestExploreWorkersSplitTheSchedulesAndAgree(t *testing.T) {
+	var mu sync.Mutex
+	texts := map[string]bool{}
+	locked := func(rt task.Runtime) error {
+		seen := map[string]bool{}
+		err := writers(seen)(rt)
+		mu.Lock()
+		defer mu.Unlock()
+		for text := range seen {
+			texts[text] = true
+		}
+		return err
+	}
+	starve := sim.Options{Strategy: sim.Starve("receiver")}
+	chaos := sim.Options{Strategy: sim.Chaos()}
+	for _, tc := range []struct {
+		name string
+		opts sim.ExploreOptions
+		main func(rt task.Runtime) error
+	}{
+		{"writers", sim.ExploreOptions{Delays: -1}, locked},
+		{"locked incrementers", sim.ExploreOptions{Delays: 3}, increments(true, "inc-a", "inc-b", "inc-c")},
+		{"lost update", sim.ExploreOptions{Delays: 2}, lostUpdate},
+		{"courier starved", sim.ExploreOptions{Options: starve, Delays: 3}, courier},
+		{"courier under chaos", sim.ExploreOptions{Options: chaos, Delays: 3}, courier},
+	} {
+		one, err := sim.Explore(context.Background(), tc.opts, tc.main)
+		require.NoError(t, err, tc.name)
+		for _, workers := range []int{2, 3, 5} {
+			clear(texts)
+			opts := tc.opts
+			opts.Workers = workers
+			res, err := sim.Explore(context.Background(), opts, tc.main)
+			require.NoError(t, err, tc.name)
+			require.Equal(t, one.Complete, res.Complete, "%s on %d workers", tc.name, workers)
+			if one.Complete {
+				assert.Equal(t, one.Runs, res.Runs, "%s on %d workers", tc.name, workers)
+				assert.Equal(t, one.Deepest, res.Deepest, "%s on %d workers", tc.name, workers)
+				continue
+			}
+			require.NotNil(t, res.Failed, "%s on %d workers", tc.name, workers)
+			assert.Equal(t, one.Draws, res.Draws, "%s on %d workers", tc.name, workers)
+			assert.Equal(t, one.Failed.TraceHash, res.Failed.TraceHash, "%s on %d workers", tc.name, workers)
+			assert.Equal(t, one.Failed.Err.Error(), res.Failed.Err.Error(), "%s on %d workers", tc.name, workers)
+		}
+		if tc.name == "writers" {
+			assert.Len(t, texts, 20, "five workers leave every text between them")
+		}
+	}
+
+	res, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: -1, MaxRuns: 7, Workers: 3}, increments(true, "inc-a", "inc-b", "inc-c"))
+	require.NoError(t, err)
+	assert.Equal(t, 7, res.Runs, "MaxRuns bounds the runs of every worker together")
+	assert.False(t, res.Complete)
+
+	_, err = sim.Explore(context.Background(), sim.ExploreOptions{Workers: -1}, lostUpdate)
+	assert.EqualError(t, err, "sim: Explore: Workers must be ≥ 0, got -1")
 }
 
 func TestExploreStopsAtMaxRuns(t *testing.T) {
