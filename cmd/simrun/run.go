@@ -225,23 +225,42 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 	if errors.As(o.err, &hang) {
 		return reportHang(sp, o, hang, of, rp, stdout)
 	}
-	schedFile := ""
+	schedFile, err := writeArtifacts(sp, o, of, rp)
+	if err != nil {
+		return err
+	}
+	if of.json {
+		if err := writeJSON(stdout, o.json(sp, schedFile, rp)); err != nil {
+			return err
+		}
+		return failedErr(o)
+	}
+	if err := printRun(sp, o, of, rp, schedFile, stdout); err != nil {
+		return err
+	}
+	return failedErr(o)
+}
+
+// writeArtifacts writes what the flags ask of a run: its schedule (by
+// default a failing run's, under -out), trace and timeline. It returns the
+// schedule file written, "" for none.
+func writeArtifacts(sp *spec, o *outcome, of *outputFlags, rp *replayed) (schedFile string, err error) {
 	switch {
 	case rp != nil: // never rewrite the file being replayed
 	case of.schedule == "-":
 	case of.schedule != "":
 		schedFile = of.schedule
 	case o.failed():
-		schedFile = sp.scheduleFile(of.out, o.seed, "")
+		schedFile = sp.scheduleFile(of.out, o.seed, o.fileSuffix)
 	}
 	if schedFile != "" && !replaysFile(sp, schedFile) {
-		if err := writeSchedule(schedFile, sp, o); err != nil {
-			return err
+		if err := writeSchedule(schedFile, sp, o, o.meta...); err != nil {
+			return "", err
 		}
 	}
 	if of.trace != "" && o.res.Trace != nil {
 		if err := writeTrace(of.trace, o.res.Trace); err != nil {
-			return err
+			return "", err
 		}
 	}
 	if of.html != "" && o.res.Trace != nil {
@@ -250,66 +269,75 @@ func report(sp *spec, o *outcome, of *outputFlags, rp *replayed, stdout io.Write
 			again = rp.file
 		}
 		if err := writeHTML(of.html, sp, o, again); err != nil {
-			return err
+			return "", err
 		}
 	}
-	if of.json {
-		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: o.failed(),
-			Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile,
-			Reached: []string{}}
-		for _, s := range o.reached().List() {
-			j.Reached = append(j.Reached, s.String())
+	return schedFile, nil
+}
+
+// json is the run as run -json prints it.
+func (o *outcome) json(sp *spec, schedFile string, rp *replayed) runJSON {
+	j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: o.failed(),
+		Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile,
+		Reached: []string{}}
+	for _, s := range o.reached().List() {
+		j.Reached = append(j.Reached, s.String())
+	}
+	if rp != nil && rp.recorded {
+		j.Replayed = &rp.same
+	}
+	if o.failed() {
+		j.Error, j.Signature = o.err.Error(), signature(o.err)
+		if schedFile != "" {
+			j.Replay = sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)
 		}
-		if rp != nil && rp.recorded {
-			j.Replayed = &rp.same
-		}
-		if o.failed() {
-			j.Error, j.Signature = o.err.Error(), signature(o.err)
-			if schedFile != "" {
-				j.Replay = sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile)
-			}
-		}
-		if err := writeJSON(stdout, j); err != nil {
-			return err
-		}
+	}
+	return j
+}
+
+// printRun prints a run as text: what ran, how it ended, its hash and the
+// situations it reached, where its artifacts went, and its story if asked.
+func printRun(sp *spec, o *outcome, of *outputFlags, rp *replayed, schedFile string, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: ", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
+	return printOutcome(sp, o, of, rp, schedFile, stdout)
+}
+
+// printOutcome is printRun after the line's head: how the run ended, and
+// the rest.
+func printOutcome(sp *spec, o *outcome, of *outputFlags, rp *replayed, schedFile string, stdout io.Writer) error {
+	if o.failed() {
+		fmt.Fprintf(stdout, "FAIL after %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
+		fmt.Fprintf(stdout, "  %s\n", indent(o.err.Error(), "  "))
 	} else {
-		fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: ", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
-		if o.failed() {
-			fmt.Fprintf(stdout, "FAIL after %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
-			fmt.Fprintf(stdout, "  %s\n", indent(o.err.Error(), "  "))
-		} else {
-			fmt.Fprintf(stdout, "ok, %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
-		}
-		fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
-		if rp != nil {
-			switch {
-			case !rp.recorded:
-				fmt.Fprint(stdout, " (the schedule recorded none)")
-			case rp.same:
-				fmt.Fprint(stdout, " (the same as recorded)")
-			default:
-				fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
-			}
-		}
-		fmt.Fprintln(stdout)
-		fmt.Fprintf(stdout, "  reached: %s\n", o.reached())
-		if of.trace != "" {
-			fmt.Fprintf(stdout, "  trace: %s\n", of.trace)
-		}
-		if of.html != "" {
-			fmt.Fprintf(stdout, "  timeline: %s\n", of.html)
-		}
-		if o.failed() && schedFile != "" {
-			fmt.Fprintf(stdout, "  replay: %s\n", sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile))
-		}
-		if of.story && o.res.Trace != nil {
-			fmt.Fprintln(stdout)
-			if err := scenario.WriteStory(stdout, o.res.Trace); err != nil {
-				return err
-			}
+		fmt.Fprintf(stdout, "ok, %d steps, %v virtual\n", o.res.Steps, o.res.Elapsed)
+	}
+	fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
+	if rp != nil {
+		switch {
+		case !rp.recorded:
+			fmt.Fprint(stdout, " (the schedule recorded none)")
+		case rp.same:
+			fmt.Fprint(stdout, " (the same as recorded)")
+		default:
+			fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
 		}
 	}
-	return failedErr(o)
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "  reached: %s\n", o.reached())
+	if of.trace != "" {
+		fmt.Fprintf(stdout, "  trace: %s\n", of.trace)
+	}
+	if of.html != "" {
+		fmt.Fprintf(stdout, "  timeline: %s\n", of.html)
+	}
+	if o.failed() && schedFile != "" {
+		fmt.Fprintf(stdout, "  replay: %s\n", sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile))
+	}
+	if of.story && o.res.Trace != nil {
+		fmt.Fprintln(stdout)
+		return scenario.WriteStory(stdout, o.res.Trace)
+	}
+	return nil
 }
 
 // reportHang reports a run that did not end: there is no schedule, trace or

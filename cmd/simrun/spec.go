@@ -268,6 +268,11 @@ type outcome struct {
 	err      error // the run's error joined with the checker's
 	checker  *props.Checker
 	strategy string
+	// fileSuffix follows SEED in the name of the run's schedule file, and
+	// meta is written in it after the spec's: what tells a schedule
+	// Explore found from a seed's own.
+	fileSuffix string
+	meta       []sim.Meta
 }
 
 func (o *outcome) failed() bool { return o.err != nil }
