@@ -92,16 +92,8 @@ type ExploreResult struct {
 // ctx is done.
 func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime) error) (ExploreResult, error) {
 	var res ExploreResult
-	if err := explorable(opts.Strategy); err != nil {
+	if err := opts.Check(); err != nil {
 		return res, err
-	}
-	switch {
-	case opts.Chooser != nil:
-		return res, errors.New("sim: Explore draws its own schedules: Options.Chooser must be nil")
-	case opts.CheckDeterminism:
-		return res, errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
-	case opts.Workers < 0:
-		return res, fmt.Errorf("sim: Explore: Workers must be ≥ 0, got %d", opts.Workers)
 	}
 	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1)}
 	if x.delays == 0 {
@@ -143,6 +135,23 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	f := Run(again, main)
 	res.Failed = &f
 	return res, ac.err
+}
+
+// Check reports the first option Explore would refuse, saying why, so that
+// a caller can say so before anything runs.
+func (opts ExploreOptions) Check() error {
+	if err := explorable(opts.Strategy); err != nil {
+		return err
+	}
+	switch {
+	case opts.Chooser != nil:
+		return errors.New("sim: Explore draws its own schedules: Options.Chooser must be nil")
+	case opts.CheckDeterminism:
+		return errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
+	case opts.Workers < 0:
+		return fmt.Errorf("sim: Explore: Workers must be ≥ 0, got %d", opts.Workers)
+	}
+	return nil
 }
 
 // explorer is what Explore's workers share.

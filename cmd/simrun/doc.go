@@ -7,6 +7,7 @@
 //	simrun list [-failpoints | -situations]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
+//	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-max-runs N] [-story] [-html F.html] [-json]
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
@@ -31,6 +32,19 @@
 // the seeds that ran, the first ones of -seeds; stress given -for starts no
 // round once the budget is spent. An interrupted compare reports each
 // variant's sweep as far as it went, and no comparison.
+//
+// explore runs one seed's workload under every schedule that departs from
+// the strategy's calm one at most -delays times (sim.Explore): a task
+// other than the one that would go on, a starvation window opened, a
+// window longer than the shortest, each is a departure. It stops at the
+// first failure in depth-first order, the same on any -j, and writes its
+// schedule to OUT/SCENARIO-ENGINE-seedN-explored.schedule, which replay
+// and shrink take; a walk that ends says every schedule within the bound
+// passed, which a sweep, sampling, cannot say. The founding race takes
+// three departures under starve:output-handler: the legacy engine fails
+// within them, and the fixed engine passes all 1,100,372. PCT, whose draws
+// are priorities, and replay:FILE cannot be explored. A schedule that runs
+// past -seed-timeout ends the process with the stuck task's stack.
 //
 // Seeds that pass say nothing of a race whose window none of them opened.
 // The checker records the situations each run reached (props.Situation:

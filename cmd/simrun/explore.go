@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+func init() {
+	register(&command{name: "explore", summary: "run one seed under every schedule within a bound of departures from the calm one", run: cmdExplore})
+}
+
+// exploreJSON is what explore -json prints.
+type exploreJSON struct {
+	Scenario string   `json:"scenario"`
+	Seed     uint64   `json:"seed"`
+	Strategy string   `json:"strategy"`
+	Engine   string   `json:"engine"`
+	Config   []string `json:"config,omitempty"` // -config, sorted by key
+	Delays   int      `json:"delays"`           // -1: no bound
+	Workers  int      `json:"workers"`
+	// Schedules are the schedules run, each a fresh run of the seed.
+	Schedules int `json:"schedules"`
+	// Complete is set when every schedule within the bound ran and passed.
+	Complete bool `json:"complete"`
+	// Stopped says why the walk ended before its end: "max-runs" or
+	// "interrupted".
+	Stopped         string   `json:"stopped,omitempty"`
+	DeepestDraws    int      `json:"deepest_draws"`
+	Seconds         float64  `json:"elapsed_seconds"`
+	SchedulesPerSec float64  `json:"schedules_per_sec"`
+	Failed          bool     `json:"failed"`
+	Failure         *runJSON `json:"failure,omitempty"` // the first failing schedule, as run -json prints a run
+	Error           string   `json:"error,omitempty"`   // a run that drew differently from the one it followed
+}
+
+func cmdExplore(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf specFlags
+	var of outputFlags
+	sf.register(fs)
+	of.register(fs)
+	of.registerSchedule(fs)
+	seed := new(uint64(1))
+	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` whose workload is explored")
+	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
+	maxRuns := fs.Int("max-runs", 0, "stop after `N` schedules, not complete (0: no bound)")
+	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
+	var timeout time.Duration
+	registerSeedTimeout(fs, &timeout)
+	if _, err := parseFlags(fs, args, 0); err != nil {
+		return helpOK(err)
+	}
+	switch {
+	case *delays == 0 || *delays < -1:
+		return usagef("-delays must be at least 1, or -1 for no bound, got %d: 0 would run the calm schedule alone", *delays)
+	case *maxRuns < 0:
+		return usagef("-max-runs must be ≥ 0 (0 means no bound), got %d", *maxRuns)
+	case *jobs < 1 || *jobs > jobsMax:
+		return usagef("-j must be from 1 to %d, got %d", jobsMax, *jobs)
+	}
+	sp, err := sf.spec()
+	if err != nil {
+		return err
+	}
+	if _, ok := sp.strategy.(replayFile); ok {
+		return usagef("-strategy %s: explore walks the draws of a strategy, and a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay", sp.strategy)
+	}
+	strategy := sp.strategyOrDefault()
+	opts := sim.ExploreOptions{
+		Options: sim.Options{Seed: *seed, Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
+		Delays:  *delays, MaxRuns: *maxRuns, Workers: *jobs,
+	}
+	if err := opts.Check(); err != nil {
+		return &usageError{err.Error()}
+	}
+	undo, err := outputDirs(of.dirs(true)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
+	main := func(rt task.Runtime) error {
+		prog, _ := sp.scenario.Program(sp.options(*seed))
+		return prog(rt)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bound := departures(*delays)
+	fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
+	start := time.Now()
+	res, err := sim.Explore(ctx, opts, main)
+	elapsed := time.Since(start)
+	stopped := ""
+	switch {
+	case errors.Is(err, context.Canceled):
+		stopped, err = "interrupted", nil
+	case err == nil && !res.Complete && res.Failed == nil:
+		stopped = "max-runs"
+	}
+	j := exploreJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(),
+		Delays: max(*delays, -1), Workers: *jobs, Schedules: res.Runs, Complete: res.Complete, Stopped: stopped, DeepestDraws: res.Deepest,
+		Seconds: elapsed.Seconds(), SchedulesPerSec: float64(res.Runs) / max(elapsed.Seconds(), 1e-9)}
+	head := fmt.Sprintf("%s seed %d, strategy %s, %s, %s: ", sp.scenario.Name, *seed, strategy, sp.engineWords(), bound)
+	tally := fmt.Sprintf("%d schedules, %v on %d workers", res.Runs, elapsed.Round(time.Millisecond), *jobs)
+	if err != nil {
+		// A run drew differently from the one it followed: the code
+		// under test depends on more than the seed and the schedule.
+		j.Failed, j.Error = true, err.Error()
+		if of.json {
+			if err := writeJSON(stdout, j); err != nil {
+				return err
+			}
+			return errFailed
+		}
+		fmt.Fprintf(stdout, "%sNONDETERMINISTIC after %s\n  %s\n", head, tally, indent(err.Error(), "  "))
+		return errFailed
+	}
+	if res.Failed == nil {
+		if of.json {
+			return writeJSON(stdout, j)
+		}
+		switch stopped {
+		case "":
+			fmt.Fprintf(stdout, "%severy schedule passed: %s, the longest %d draws\n", head, tally, res.Deepest)
+		case "max-runs":
+			fmt.Fprintf(stdout, "%sstopped at -max-runs: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, tally)
+		default:
+			fmt.Fprintf(stdout, "%sinterrupted: %s, none failed; NOT complete\n", head, tally)
+		}
+		return nil
+	}
+	// Replayed, the failing schedule runs as run and replay run a seed:
+	// with the checker's outcome, the situations reached and the artifacts.
+	o := sp.run(*seed, sim.Options{Strategy: sim.Replay(res.Failed.Schedule), Trace: of.tracing()})
+	o.strategy = strategy.String()
+	o.fileSuffix = "-explored"
+	// The strategy's draws did not make this schedule, Explore's walk
+	// did: simrun run of the seed and strategy runs another.
+	o.meta = []sim.Meta{{Key: "explored", Value: bound}}
+	if !o.failed() {
+		return fmt.Errorf("the schedule that failed passed when replayed (%v): the run depends on more than its seed and schedule", res.Failed.Err)
+	}
+	schedFile, err := writeArtifacts(sp, &o, &of, nil)
+	if err != nil {
+		return err
+	}
+	if of.json {
+		j.Failed = true
+		f := o.json(sp, schedFile, nil)
+		j.Failure = &f
+		if err := writeJSON(stdout, j); err != nil {
+			return err
+		}
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "%sFAIL after %s\n", head, tally)
+	fmt.Fprintf(stdout, "  the failing schedule departs %s from the calm one: ", times(nonZero(res.Draws)))
+	if err := printOutcome(sp, &o, &of, nil, schedFile, stdout); err != nil {
+		return err
+	}
+	return errFailed
+}
+
+// departures says what a bound of d departures explores.
+func departures(d int) string {
+	switch d {
+	case -1:
+		return "with no bound on departures"
+	case 1:
+		return "within 1 departure"
+	}
+	return "within " + strconv.Itoa(d) + " departures"
+}
+
+// times says n times in words.
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return strconv.Itoa(n) + " times"
+}
+
+// nonZero counts the draws other than the calm 0.
+func nonZero(draws []int) int {
+	n := 0
+	for _, v := range draws {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// asyncBug is abort-reuse with vLLM's #42492 planted: under async
+// scheduling a step's output goes to whichever request holds its id.
+// Ordering alone never shows it; a starved output handler does, at two
+// departures from the calm schedule.
+var asyncBug = []string{"-scenario", "abort-reuse", "-legacy", "-config", "async-scheduling=on", "-failpoint", "core/async-output-by-id=return"}
+
+func TestExploreProvesABoundThenFindsTheFailureBeyondIt(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := simrun(t, append([]string{"explore", "-delays", "1", "-out", dir}, asyncBug...)...)
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "within 1 departure: every schedule passed: 184 schedules")
+	assert.Contains(t, out, "strategy starve:output-handler", "the scenario's default strategy is explored")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a walk that passed writes nothing")
+
+	code, out, errOut = simrun(t, append([]string{"explore", "-delays", "2", "-out", dir}, asyncBug...)...)
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "within 2 departures: FAIL after")
+	assert.Contains(t, out, "the failing schedule departs twice from the calm one: FAIL after")
+	files, err := filepath.Glob(filepath.Join(dir, "abort-reuse-legacy-*-seed1-explored.schedule"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "the schedule goes under -out, tagged with the settings and -explored")
+	file := files[0]
+	assert.Contains(t, out, "replay: simrun replay "+file)
+	sch, err := readSchedule(file)
+	require.NoError(t, err)
+	bound, _ := sch.Get("explored")
+	assert.Equal(t, "within 2 departures", bound, "the file says a walk found it, not the seed's own draws")
+
+	code, replayed, _ := simrun(t, "replay", file)
+	require.Equal(t, 1, code, replayed)
+	assert.Contains(t, replayed, "(the same as recorded)")
+
+	// The same failure, whatever the number of workers, and -json says
+	// it all in one object.
+	code, out, _ = simrun(t, append([]string{"explore", "-delays", "2", "-j", "1", "-json", "-out", dir}, asyncBug...)...)
+	require.Equal(t, 1, code, out)
+	var j exploreJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.True(t, j.Failed)
+	assert.False(t, j.Complete)
+	assert.Equal(t, 2, j.Delays)
+	assert.Equal(t, 1, j.Workers)
+	require.NotNil(t, j.Failure)
+	assert.Equal(t, "simrun replay "+file, j.Failure.Replay)
+	hash, _ := sch.Get("trace-hash")
+	assert.Equal(t, hash, j.Failure.TraceHash)
+	assert.Contains(t, j.Failure.Reached, "reuse-before-the-core-aborted")
+}
+
+func TestExploreOfTheFixedEngineIsCompleteOnAnyNumberOfWorkers(t *testing.T) {
+	var runs []int
+	for _, jobs := range []string{"1", "2", "3"} {
+		code, out, errOut := simrun(t, "explore", "-scenario", "abort-reuse", "-delays", "1", "-j", jobs, "-json")
+		require.Equal(t, 0, code, "%s%s", out, errOut)
+		var j exploreJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+		assert.True(t, j.Complete, out)
+		assert.False(t, j.Failed, out)
+		assert.Empty(t, j.Stopped, out)
+		assert.Equal(t, "fixed", j.Engine)
+		assert.Equal(t, "starve:output-handler", j.Strategy)
+		runs = append(runs, j.Schedules)
+	}
+	assert.Equal(t, []int{184, 184, 184}, runs)
+}
+
+func TestExploreStoppedAtMaxRunsSaysItIsNotComplete(t *testing.T) {
+	code, out, _ := simrun(t, "explore", "-scenario", "abort-reuse", "-legacy", "-delays", "3", "-max-runs", "50")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "stopped at -max-runs: 50 schedules")
+	assert.Contains(t, out, "NOT complete")
+
+	code, out, _ = simrun(t, "explore", "-scenario", "abort-reuse", "-legacy", "-delays", "3", "-max-runs", "50", "-json")
+	require.Equal(t, 0, code, out)
+	var j exploreJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.Equal(t, 50, j.Schedules)
+	assert.False(t, j.Complete)
+	assert.Equal(t, "max-runs", j.Stopped)
+}
+
+func TestExploreRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	code, _, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
+	require.Equal(t, 1, code)
+	recorded := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-delays", "0"}, "-delays must be at least 1, or -1 for no bound, got 0"},
+		{[]string{"-delays", "-2"}, "-delays must be at least 1, or -1 for no bound, got -2"},
+		{[]string{"-max-runs", "-1"}, "-max-runs must be ≥ 0 (0 means no bound), got -1"},
+		{[]string{"-j", "0"}, "-j must be from 1 to 1024, got 0"},
+		{[]string{"-strategy", "pct:3:100"}, "Explore cannot walk pct:3:100: its draws are priorities of 2^30 answers each"},
+		{[]string{"-legacy", "-strategy", "replay:" + recorded}, "a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay"},
+		{[]string{"-scenario", "nope"}, `unknown scenario "nope"`},
+	} {
+		args := append([]string{"explore", "-scenario", "abort-reuse"}, tc.args...)
+		code, out, errOut := simrun(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, out)
+		assert.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+}
