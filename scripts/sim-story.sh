@@ -2,8 +2,9 @@
 # The founding story, end to end: real processes of the legacy engine's
 # founding test hardly ever open the race's window; under the simulator the
 # legacy engine fails the founding test on many seeds, one failure is
-# replayed from its schedule file, and the fixed engine passes large sweeps.
-# Each step checks its exit code.
+# replayed from its schedule file, and the fixed engine passes large sweeps
+# and every schedule of the founding case within a bound. Each step checks
+# its exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ LEGACY_SEEDS=${LEGACY_SEEDS:-1-10000}
 FIXED_SEEDS=${FIXED_SEEDS:-1-100000}
 SWARM_SEEDS=${SWARM_SEEDS:-1-20000}
 MIN_REACHED=${MIN_REACHED:-1000} # seeds that must reach each target of steps 3 and 4
+EXPLORE_DELAYS=${EXPLORE_DELAYS:-3} # departures from the calm schedule step 5 explores
 mkdir -p "$OUT"
 
 step() { printf '\n== %s\n\n' "$*"; }
@@ -56,4 +58,8 @@ expect 0 "$SIMRUN" sweep -scenario abort-reuse -seeds "$FIXED_SEEDS" -min-reache
 step "4. The fixed engine under swarm: workloads drawn from the seed, seeds $SWARM_SEEDS, each reuse window reached on $MIN_REACHED of them"
 expect 0 "$SIMRUN" sweep -scenario swarm -seeds "$SWARM_SEEDS" -min-reached "$MIN_REACHED" -out "$OUT" -quiet
 
-printf '\nsim-story: the race is found and replayed on the legacy engine, and absent from the fixed one through thousands of openings of its window.\n'
+step "5. Every schedule of the founding case within $EXPLORE_DELAYS departures from starve:output-handler's calm one: the legacy engine fails within them, the fixed engine passes them all"
+expect 1 "$SIMRUN" explore -scenario abort-reuse -legacy -delays "$EXPLORE_DELAYS" -out "$OUT"
+expect 0 "$SIMRUN" explore -scenario abort-reuse -delays "$EXPLORE_DELAYS" -out "$OUT"
+
+printf '\nsim-story: the race is found and replayed on the legacy engine, and absent from the fixed one through thousands of openings of its window and every schedule within %s departures.\n' "$EXPLORE_DELAYS"
