@@ -32,6 +32,13 @@
 // Config.Targets was never reached: passing seeds that never opened a
 // race's window prove nothing of it.
 //
+// Config.Explore turns a sample into a bound: the first seed runs first
+// under every schedule within that many departures from each strategy's
+// calm one (sim.Explore; pct cannot be walked), and a failing schedule is
+// reported, shrunk and saved as a seed's is. For a program of a few tasks,
+// every interleaving within two or three departures takes seconds, and
+// the log says which walks were complete.
+//
 // The environment overrides the configuration, for the command a failure
 // prints and for longer sweeps in a nightly job: LLMDST_SIM_SEED (one seed,
 // no saved schedules), LLMDST_SIM_SEEDS (how many), LLMDST_SIM_STRATEGY

@@ -55,7 +55,9 @@ const (
 	// DefaultDeterminismEvery: one seed in this many runs twice.
 	DefaultDeterminismEvery = 100
 	DefaultShrinkTime       = 30 * time.Second
-	DefaultHangAfter        = time.Minute
+	// DefaultExploreRunsMax bounds each walk of Config.Explore.
+	DefaultExploreRunsMax = 100_000
+	DefaultHangAfter      = time.Minute
 	// DefaultDir is where failing schedules are saved, under the package
 	// of the test, as rapid and go test -fuzz keep theirs.
 	DefaultDir = "testdata/simtest"
@@ -109,6 +111,17 @@ type Config struct {
 	// Highlight picks the annotations (sim.Note) the timeline draws in
 	// red, as timeline.Options.Highlight; nil highlights none.
 	Highlight func(sim.Annotation) bool
+	// Explore, above 0, has FirstSeed run first under every schedule
+	// within that many departures from the calm one (sim.Explore), once
+	// for each of Strategies whose draws can be walked (random, chaos,
+	// starve:NAME; not pct), on the workers: for a program small enough,
+	// every interleaving within the bound instead of a sample of them. A
+	// failing schedule is reported as a seed is, shrunk, saved and drawn,
+	// and the seeds do not run. ExploreRunsMax bounds each walk (0 means
+	// DefaultExploreRunsMax); Summary.Walks and the log say which walks
+	// were complete. SeedEnv, which runs one seed, skips the walks.
+	Explore        int
+	ExploreRunsMax int
 	// Dir holds the failing schedules, one directory per test: a failure
 	// is saved there, and every Check runs the schedules saved for its
 	// test before any seed, so that an interleaving found once stays a
@@ -127,11 +140,23 @@ type Summary struct {
 	Strategies []string
 	// Reached counts the seeds that reached each situation (task.Reach).
 	Reached map[string]int
+	// Walks are the walks of Config.Explore, one per strategy walked.
+	Walks []Walk
 	// Failure is the failure Check reported, nil when it reported none.
 	Failure *Failure
 	// Log is the line Check logs when the seeds ran without a failure:
 	// which seeds, strategies, saved schedules, targets reached, how long.
 	Log string
+}
+
+// Walk is one walk of Config.Explore: the schedules of FirstSeed within
+// the bound under one strategy.
+type Walk struct {
+	Strategy string
+	// Runs are the schedules run; Complete is set when they were every one
+	// within the bound and all passed.
+	Runs     int
+	Complete bool
 }
 
 // Failure is a failing run, as Check reports it.
@@ -145,6 +170,9 @@ type Failure struct {
 	Steps     int64
 	// SavedFrom is the saved schedule that failed again, "" for a seed.
 	SavedFrom string
+	// Explored is set when a walk of Config.Explore found the failure: its
+	// schedule is the walk's, not the seed's own under Strategy.
+	Explored bool
 	// Schedule is the failing run's, shrunk when Shrunk is set, nil when
 	// the failure could not be recorded (a run that differs from itself).
 	Schedule *sim.Schedule
@@ -217,6 +245,9 @@ func run(name string, cfg Config, program func(rt task.Runtime) error, pkg strin
 	}
 	start := time.Now()
 	f, err := c.runSaved()
+	if err == nil && f == nil {
+		f, err = c.explore()
+	}
 	if err != nil {
 		return c.sum, fmt.Errorf("simtest: %v", err)
 	}
@@ -270,6 +301,15 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 	}
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("Config.Workers is %d: it is a count of workers, 0 for GOMAXPROCS", cfg.Workers)
+	}
+	if cfg.Explore < 0 {
+		return nil, fmt.Errorf("Config.Explore is %d: it is a count of departures, 0 for no walk", cfg.Explore)
+	}
+	if cfg.ExploreRunsMax < 0 {
+		return nil, fmt.Errorf("Config.ExploreRunsMax is %d: it is a count of schedules, 0 for the default", cfg.ExploreRunsMax)
+	}
+	if c.cfg.ExploreRunsMax == 0 {
+		c.cfg.ExploreRunsMax = DefaultExploreRunsMax
 	}
 	if c.cfg.Seeds == 0 {
 		c.cfg.Seeds = DefaultSeeds
@@ -503,6 +543,44 @@ func (c *checker) failure(found sim.Result) *Failure {
 		f.Err = fmt.Errorf("%w\n(and when run again to record its schedule it ended otherwise, with %v: the program is not deterministic)", found.Err, res.Err)
 		return f
 	}
+	c.keep(f, res, name)
+	return f
+}
+
+// explore makes the walks of Config.Explore, one strategy after another,
+// and returns the first failure, shrunk and saved.
+func (c *checker) explore() (*Failure, error) {
+	if c.cfg.Explore == 0 || c.seed != nil {
+		return nil, nil
+	}
+	seed := c.cfg.FirstSeed
+	for i, st := range c.strats {
+		opts := sim.ExploreOptions{Options: c.cfg.Options, Delays: c.cfg.Explore, MaxRuns: c.cfg.ExploreRunsMax, Workers: c.cfg.Workers}
+		opts.Seed, opts.Strategy = seed, st
+		opts.NoRecord, opts.CheckDeterminism = false, false // a walk checks its runs itself
+		if opts.Check() != nil {
+			continue // pct: its draws are priorities, not a walk's
+		}
+		res, err := sim.Explore(context.Background(), opts, c.program)
+		name := c.cfg.Strategies[i]
+		c.sum.Walks = append(c.sum.Walks, Walk{Strategy: name, Runs: res.Runs, Complete: res.Complete})
+		if err != nil {
+			return nil, fmt.Errorf("exploring seed %d under %s: %v", seed, name, err)
+		}
+		if res.Failed != nil {
+			r := *res.Failed
+			f := &Failure{Seed: seed, Strategy: name, Explored: true, Err: r.Err, Signature: sim.Signature(r.Err), Steps: r.Steps, Command: c.command(nil)}
+			c.keep(f, r, name+"-explored")
+			return f, nil
+		}
+	}
+	return nil, nil
+}
+
+// keep sets f's schedule from res, its recorded run, shrunk unless
+// shrinking is off, and saves it as seed-N-TAG.schedule.
+func (c *checker) keep(f *Failure, res sim.Result, tag string) {
+	seed := f.Seed
 	f.Schedule = res.Schedule
 	if c.cfg.ShrinkRunsMax >= 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShrinkTime)
@@ -529,10 +607,10 @@ func (c *checker) failure(found sim.Result) *Failure {
 	f.Schedule.Set(MetaTest, c.name)
 	f.Schedule.Set(MetaCommand, c.command(nil))
 	f.Schedule.Set("seed", strconv.FormatUint(seed, 10))
-	f.Schedule.Set("strategy", name)
+	f.Schedule.Set("strategy", f.Strategy)
 	f.Schedule.Set("signature", f.Signature)
 	if c.dir != "" {
-		file := filepath.Join(c.dir, fmt.Sprintf("seed-%d-%s.schedule", seed, fileName(name)))
+		file := filepath.Join(c.dir, fmt.Sprintf("seed-%d-%s.schedule", seed, fileName(tag)))
 		f.SaveErr = os.MkdirAll(c.dir, 0o755)
 		if f.SaveErr == nil {
 			f.SaveErr = os.WriteFile(file, []byte(f.Schedule.String()), 0o644)
@@ -541,15 +619,18 @@ func (c *checker) failure(found sim.Result) *Failure {
 			f.File = file
 		}
 	}
-	return f
 }
 
 // report is the text a failure fails the test with.
 func (c *checker) report(f *Failure) string {
 	var b strings.Builder
-	if f.SavedFrom != "" {
+	switch {
+	case f.SavedFrom != "":
 		fmt.Fprintf(&b, "simtest: the saved schedule %s (seed %d, strategy %s) fails again after %d decisions:\n", f.SavedFrom, f.Seed, f.Strategy, f.Steps)
-	} else {
+	case f.Explored:
+		w := c.sum.Walks[len(c.sum.Walks)-1]
+		fmt.Fprintf(&b, "simtest: seed %d failed (%d decisions) under a schedule within %s of strategy %s's calm one, after %d schedules of it:\n", f.Seed, f.Steps, departures(c.cfg.Explore), f.Strategy, w.Runs)
+	default:
 		fmt.Fprintf(&b, "simtest: seed %d failed (strategy %s, %d decisions), the lowest failing seed of %s:\n", f.Seed, f.Strategy, f.Steps, c.seeds())
 	}
 	fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(f.Err.Error(), "\n", "\n    "))
@@ -595,7 +676,11 @@ func (c *checker) writeViews(f *Failure, res sim.Result) (html, perfetto string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err
 	}
-	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(f.Strategy)))
+	tag := f.Strategy
+	if f.Explored {
+		tag += "-explored"
+	}
+	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(tag)))
 	opts := timeline.Options{
 		Title: fmt.Sprintf("%s seed %d, the %s run", c.name, f.Seed, f.which()),
 		Header: []timeline.Field{{Key: "test", Value: c.name}, {Key: "seed", Value: strconv.FormatUint(f.Seed, 10)},
@@ -657,10 +742,31 @@ func (c *checker) describe() string {
 	if c.sum.Saved > 0 {
 		fmt.Fprintf(&b, "; %d saved schedule(s) first", c.sum.Saved)
 	}
+	if len(c.sum.Walks) > 0 {
+		fmt.Fprintf(&b, "; seed %d first under every schedule within %s:", c.cfg.FirstSeed, departures(c.cfg.Explore))
+		for i, w := range c.sum.Walks {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if w.Complete {
+				fmt.Fprintf(&b, " %s all %d", w.Strategy, w.Runs)
+			} else {
+				fmt.Fprintf(&b, " %s cut at %d (ExploreRunsMax)", w.Strategy, w.Runs)
+			}
+		}
+	}
 	for _, target := range c.cfg.Targets {
 		fmt.Fprintf(&b, "; %q reached by %d", target, c.sum.Reached[target])
 	}
 	return b.String()
+}
+
+// departures says n departures in words.
+func departures(n int) string {
+	if n == 1 {
+		return "1 departure"
+	}
+	return strconv.Itoa(n) + " departures"
 }
 
 // seeds says which seeds were asked for.

@@ -1,6 +1,7 @@
 package simtest_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -187,6 +188,93 @@ func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
 	assert.Zero(t, sum.Seeds)
 	assert.Contains(t, ft.errors[0], "simtest: the saved schedule "+f.File+fmt.Sprintf(" (seed %d, strategy %s) fails again", f.Seed, f.Strategy))
 	assert.Contains(t, ft.errors[0], "again: go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest")
+}
+
+// courier: a sender stamps three parcels a millisecond apart, and the
+// receiver, started first, fails on one older than a millisecond: only a
+// receiver starved for longer than the sender's sleep loses the race.
+func courier(rt task.Runtime) error {
+	q := task.NewQueue[time.Time](rt)
+	var stale error
+	g := task.NewGroup(rt, "courier")
+	g.Go("receiver", func() {
+		for {
+			at, ok := q.Get()
+			if !ok {
+				return
+			}
+			if age := rt.Now().Sub(at); age > time.Millisecond && stale == nil {
+				stale = fmt.Errorf("a parcel %v old", age)
+			}
+		}
+	})
+	g.Go("sender", func() {
+		for range 3 {
+			q.Put(rt.Now())
+			rt.Sleep(time.Millisecond)
+		}
+		q.Close()
+	})
+	g.Wait()
+	return stale
+}
+
+// TestExploreWalksEachStrategyBeforeTheSeeds: with Explore, the first seed
+// runs under every schedule within the bound, once per strategy that can
+// be walked; a walk's failure is reported, shrunk and saved as a seed's,
+// and runs first from then on.
+func TestExploreWalksEachStrategyBeforeTheSeeds(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simtest.Config{Dir: dir, Seeds: 50, Explore: 3, Strategies: []string{"random", "pct:3", "starve:receiver"}}
+	sum, ft := check(t, "TestCourier", cfg, courier)
+	require.True(t, ft.failed(), "the starved receiver was not found")
+	f := sum.Failure
+	require.NotNil(t, f)
+	assert.True(t, f.Explored)
+	assert.Equal(t, "starve:receiver", f.Strategy)
+	assert.Zero(t, sum.Seeds, "a walk's failure ends the check before the seeds")
+	require.Len(t, sum.Walks, 2, "pct's draws cannot be walked: %v", sum.Walks)
+	assert.Equal(t, simtest.Walk{Strategy: "random", Runs: sum.Walks[0].Runs, Complete: true}, sum.Walks[0], "ordering alone never starves the receiver")
+	assert.False(t, sum.Walks[1].Complete)
+	assert.Equal(t, "starve:receiver", sum.Walks[1].Strategy)
+	assert.Contains(t, f.Err.Error(), "a parcel")
+	assert.Equal(t, filepath.Join(dir, "TestCourier", "seed-0-starve_receiver-explored.schedule"), f.File, "%v", f.SaveErr)
+	report := ft.errors[0]
+	assert.Contains(t, report, fmt.Sprintf("simtest: seed 0 failed (%d decisions) under a schedule within 3 departures of strategy starve:receiver's calm one, after %d schedules of it:", f.Steps, sum.Walks[1].Runs))
+	assert.Contains(t, report, "again: go test -run '^TestCourier$' github.com/llmdst/llmdst/sim/simtest", "the test runs the saved schedule first")
+
+	sum, ft = check(t, "TestCourier", cfg, courier)
+	require.True(t, ft.failed())
+	assert.Equal(t, f.File, sum.Failure.SavedFrom)
+	assert.Empty(t, sum.Walks, "the saved schedule fails before any walk")
+
+	// A bound the failure lies beyond: every walk complete, then the seeds.
+	cfg.Dir, cfg.Explore = "-", 1
+	sum, ft = check(t, "TestCourier", cfg, courier)
+	if ft.failed() {
+		assert.False(t, sum.Failure.Explored, "within 1 departure a window is the shortest")
+	}
+	require.Len(t, sum.Walks, 2)
+	for _, w := range sum.Walks {
+		assert.True(t, w.Complete, "%+v", w)
+		res, err := sim.Explore(context.Background(), sim.ExploreOptions{Options: sim.Options{Strategy: mustStrategy(t, w.Strategy)}, Delays: 1}, courier)
+		require.NoError(t, err)
+		assert.Equal(t, res.Runs, w.Runs, "%s: the walk is sim.Explore's", w.Strategy)
+	}
+
+	// Locked tellers: every walk complete and the seeds pass, as the log says.
+	sum, ft = check(t, "TestTellers", simtest.Config{Dir: "-", Seeds: 20, Explore: 2, ExploreRunsMax: 40, Strategies: []string{"random", "starve:deposit"}}, tellers(true))
+	require.False(t, ft.failed(), "%v", ft.errors)
+	require.Len(t, ft.logs, 1)
+	assert.Equal(t, 20, sum.Seeds)
+	assert.Regexp(t, `; seed 0 first under every schedule within 2 departures: random all \d+, starve:deposit cut at 40 \(ExploreRunsMax\); in `, ft.logs[0])
+}
+
+func mustStrategy(t *testing.T, name string) sim.Strategy {
+	t.Helper()
+	st, err := sim.ParseStrategy(name)
+	require.NoError(t, err)
+	return st
 }
 
 // TestTheFailureReportedDoesNotDependOnTheWorkers: one worker or four,
