@@ -46,6 +46,9 @@ type ExploreOptions struct {
 	// number of workers; only Runs of one that fails depends on it. A
 	// worker other than the first has a Pool of its own.
 	Workers int
+	// OnRun, if set, is called after each run Runs counts, from the worker
+	// that made it, so at once from several: for a progress display.
+	OnRun func()
 }
 
 // ExploreResult is what Explore ran and found.
@@ -95,7 +98,7 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	if err := opts.Check(); err != nil {
 		return res, err
 	}
-	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1)}
+	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1), onRun: opts.OnRun}
 	if x.delays == 0 {
 		x.delays = DefaultExploreDelays
 	}
@@ -159,6 +162,7 @@ type explorer struct {
 	delays  int
 	maxRuns int64
 	workers int
+	onRun   func()
 	runs    atomic.Int64 // runs begun, counted against maxRuns when it is set
 	stop    atomic.Bool  // MaxRuns reached, or an error
 
@@ -193,6 +197,9 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 		r := Run(run, main)
 		if counts {
 			e.runs++
+			if x.onRun != nil {
+				x.onRun()
+			}
 		}
 		e.deepest = max(e.deepest, len(c.draws))
 		if c.err != nil {

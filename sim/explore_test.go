@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,9 +247,12 @@ func TestExploreWorkersSplitTheSchedulesAndAgree(t *testing.T) {
 		}
 	}
 
-	res, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: -1, MaxRuns: 7, Workers: 3}, increments(true, "inc-a", "inc-b", "inc-c"))
+	var calls atomic.Int64
+	opts := sim.ExploreOptions{Delays: -1, MaxRuns: 7, Workers: 3, OnRun: func() { calls.Add(1) }}
+	res, err := sim.Explore(context.Background(), opts, increments(true, "inc-a", "inc-b", "inc-c"))
 	require.NoError(t, err)
 	assert.Equal(t, 7, res.Runs, "MaxRuns bounds the runs of every worker together")
+	assert.Equal(t, int64(7), calls.Load(), "OnRun is called once for each run counted")
 	assert.False(t, res.Complete)
 
 	_, err = sim.Explore(context.Background(), sim.ExploreOptions{Workers: -1}, lostUpdate)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
+
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -58,6 +60,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
 	maxRuns := fs.Int("max-runs", 0, "stop after `N` schedules, not complete (0: no bound)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
+	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	if _, err := parseFlags(fs, args, 0); err != nil {
@@ -99,9 +102,17 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	bound := departures(*delays)
 	fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
+	var bar *progressbar.ProgressBar
+	if !*quiet && !of.json && isTerminal(stderr) {
+		bar = newBar(stderr, -1, "schedules")
+		opts.OnRun = func() { bar.Add64(1) }
+	}
 	start := time.Now()
 	res, err := sim.Explore(ctx, opts, main)
 	elapsed := time.Since(start)
+	if bar != nil {
+		bar.Finish()
+	}
 	stopped := ""
 	switch {
 	case errors.Is(err, context.Canceled):
