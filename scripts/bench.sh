@@ -48,7 +48,14 @@ $GO test -c -pgo="$PGO" -o bin/engine.test ./engine
 bin/simrun stress -p 40 -rounds 5 -json -env LLMDST_LEGACY=1 -targets stale-frame-after-reuse -- \
 	bin/engine.test -test.run '^TestAbortReuseRealRuntime$' -test.count=1 >"$OUT/stress.json" || [ $? -eq 1 ]
 bin/simrun sweep -scenario abort-reuse -legacy -seeds 1-100000 -json -quiet -out "$OUT" >"$OUT/sweep.json" || [ $? -eq 1 ]
+# Every schedule of the same case within 1, 2 and 3 departures on the fixed
+# engine, and within 3 on the legacy one, which fails there.
+for d in 1 2 3; do
+	bin/simrun explore -scenario abort-reuse -delays "$d" -json -quiet -out "$OUT" >"$OUT/explore-fixed-$d.json"
+done
+bin/simrun explore -scenario abort-reuse -legacy -delays 3 -json -quiet -out "$OUT" >"$OUT/explore-legacy-3.json" || [ $? -eq 1 ]
 
-$GO run ./scripts/perfdoc -pgo "$PGO" -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" >docs/PERFORMANCE.md
+$GO run ./scripts/perfdoc -pgo "$PGO" -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" \
+	-explore "$OUT/explore-*.json" >docs/PERFORMANCE.md
 $BENCHSTAT "$OUT/bench.txt"
 echo "bench: wrote docs/PERFORMANCE.md"

@@ -1,12 +1,12 @@
 // Command perfdoc writes docs/PERFORMANCE.md from the output of make bench:
 // Go benchmark results (the medians of every count), a simrun stress of the
-// real-runtime founding test and a simrun sweep of the same case, and the
-// machine they ran on.
+// real-runtime founding test and a simrun sweep of the same case, simrun
+// explore's walks of it, and the machine they ran on.
 //
 // Usage:
 //
 //	go run ./scripts/perfdoc -bench out/bench/bench.txt -stress out/bench/stress.json \
-//		-sweep out/bench/sweep.json > docs/PERFORMANCE.md
+//		-sweep out/bench/sweep.json -explore 'out/bench/explore-*.json' > docs/PERFORMANCE.md
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -123,6 +124,46 @@ type sweepSummary struct {
 	Reached map[string]uint64 `json:"reached"`
 }
 
+// exploreSummary is what simrun explore -json prints.
+type exploreSummary struct {
+	Engine          string  `json:"engine"`
+	Delays          int     `json:"delays"`
+	Workers         int     `json:"workers"`
+	Schedules       int     `json:"schedules"`
+	Complete        bool    `json:"complete"`
+	Failed          bool    `json:"failed"`
+	Seconds         float64 `json:"elapsed_seconds"`
+	SchedulesPerSec float64 `json:"schedules_per_sec"`
+}
+
+// writeWalks sets out the walks of simrun explore over the founding case:
+// how many schedules each bound holds, to size a walk by, and how fast
+// they run.
+func writeWalks(p func(string, ...any), walks []exploreSummary) {
+	if len(walks) == 0 {
+		return
+	}
+	p("## Every schedule within a bound")
+	p("")
+	p("`simrun explore -scenario abort-reuse` runs seed 1 under every schedule within D departures")
+	p("from `starve:output-handler`'s calm one, on both cores. The schedules a bound holds grow by")
+	p("a factor of about the run's decisions with each departure; a walk's cost is theirs:")
+	p("")
+	p("| engine | departures | schedules | outcome | wall | schedules per second |")
+	p("|---|---|---|---|---|---|")
+	for _, w := range walks {
+		outcome := "stopped early, none failed"
+		switch {
+		case w.Failed:
+			outcome = "failed: the first failing schedule found"
+		case w.Complete:
+			outcome = "every one passed"
+		}
+		p("| %s | %d | %d | %s | %.2f s | %.0f |", w.Engine, w.Delays, w.Schedules, outcome, w.Seconds, w.SchedulesPerSec)
+	}
+	p("")
+}
+
 // founding is the situation the founding race needs: a legacy run fails
 // exactly when it reaches it.
 var founding = props.StaleFrameAfterReuse.String()
@@ -195,6 +236,7 @@ func main() {
 	stressFile := flag.String("stress", "out/bench/stress.json", "simrun stress -json output")
 	sweepFile := flag.String("sweep", "out/bench/sweep.json", "simrun sweep -json output")
 	pgo := flag.String("pgo", "off", "the profile the benchmarks were built with (go build -pgo), or off")
+	exploreGlob := flag.String("explore", "", "simrun explore -json outputs, a glob (\"\": none), set out in the order of their names")
 	flag.Parse()
 	f, err := os.Open(*benchFile)
 	if err != nil {
@@ -213,9 +255,24 @@ func main() {
 	if err := readJSON(*sweepFile, &sweep); err != nil {
 		fail(fmt.Errorf("sweep: %w", err))
 	}
+	var walks []exploreSummary
+	if *exploreGlob != "" {
+		files, err := filepath.Glob(*exploreGlob)
+		if err != nil {
+			fail(fmt.Errorf("-explore: %w", err))
+		}
+		slices.Sort(files)
+		for _, file := range files {
+			var w exploreSummary
+			if err := readJSON(file, &w); err != nil {
+				fail(fmt.Errorf("explore: %s: %w", file, err))
+			}
+			walks = append(walks, w)
+		}
+	}
 	w := bufio.NewWriter(os.Stdout)
 	// The benchmarks ran on this machine just before, with its GOMAXPROCS.
-	write(w, bench, env, &stress, &sweep, runtime.GOMAXPROCS(0), *pgo)
+	write(w, bench, env, &stress, &sweep, walks, runtime.GOMAXPROCS(0), *pgo)
 	if err := w.Flush(); err != nil {
 		fail(err)
 	}
@@ -266,7 +323,7 @@ func verdict(ok, met bool) string {
 	return "**not met**"
 }
 
-func write(w io.Writer, b map[string]*result, env map[string]string, stress *stressSummary, sweep *sweepSummary, procs int, pgo string) {
+func write(w io.Writer, b map[string]*result, env map[string]string, stress *stressSummary, sweep *sweepSummary, walks []exploreSummary, procs int, pgo string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	// at names a benchmark that make bench runs without -test.cpu: go test
 	// appends the GOMAXPROCS it ran at, "-4" on four cores, nothing at 1.
@@ -418,6 +475,8 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("256 concurrent Delta consumers, a model of no latency: %s tokens/s, %s allocations and %s bytes per token.",
 		num(tps, okT, "%.0f"), num(apt, okA, "%.2f"), num(bpt, okB, "%.0f"))
 	p("")
+
+	writeWalks(p, walks)
 
 	p("## How the cost grows")
 	p("")

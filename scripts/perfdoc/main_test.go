@@ -53,7 +53,7 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		b, env, err := parseBench(strings.NewReader(text))
 		require.NoError(t, err)
 		var out strings.Builder
-		write(&out, b, env, &stressSummary{}, &sweepSummary{}, tc.procs, "off")
+		write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, tc.procs, "off")
 		doc := out.String()
 		assert.Contains(t, doc, "| a task switch (decision and baton pass) | < 100 ns | 101 ns | 101 – 101 (1) | **not met** |", "procs %d", tc.procs)
 		assert.Contains(t, doc, "| Yield on the real runtime | < 2 ns | 0.55 ns |", "procs %d", tc.procs)
@@ -78,7 +78,7 @@ func TestWindowsCountWhatEachExecutionIsWorth(t *testing.T) {
 		Reached: map[string]uint64{founding: 800, props.LateCoreAbort.String(): 10}}
 	doc := func(s *stressSummary, sw *sweepSummary) string {
 		var out strings.Builder
-		write(&out, map[string]*result{}, map[string]string{}, s, sw, 2, "off")
+		write(&out, map[string]*result{}, map[string]string{}, s, sw, nil, 2, "off")
 		return out.String()
 	}
 
@@ -98,4 +98,24 @@ func TestWindowsCountWhatEachExecutionIsWorth(t *testing.T) {
 
 	assert.NotContains(t, doc(stress(0, nil), &sweepSummary{Seeds: 1000, Seconds: 0.5}), "sweep opened it on",
 		"a sweep without the count says nothing of it")
+}
+
+// TestWalksAreSetOutBound: each explore -json output is a row, its outcome
+// in words; without any, no section.
+func TestWalksAreSetOutBound(t *testing.T) {
+	walks := []exploreSummary{
+		{Engine: "fixed", Delays: 3, Workers: 2, Schedules: 1100372, Complete: true, Seconds: 21.7, SchedulesPerSec: 50708},
+		{Engine: "legacy", Delays: 3, Workers: 2, Schedules: 479938, Failed: true, Seconds: 9.6, SchedulesPerSec: 49993},
+		{Engine: "fixed", Delays: 4, Workers: 2, Schedules: 1000, Seconds: 0.1, SchedulesPerSec: 10000},
+	}
+	var out strings.Builder
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, walks, 2, "off")
+	doc := out.String()
+	assert.Contains(t, doc, "| fixed | 3 | 1100372 | every one passed | 21.70 s | 50708 |")
+	assert.Contains(t, doc, "| legacy | 3 | 479938 | failed: the first failing schedule found | 9.60 s | 49993 |")
+	assert.Contains(t, doc, "| fixed | 4 | 1000 | stopped early, none failed | 0.10 s | 10000 |")
+
+	out.Reset()
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	assert.NotContains(t, out.String(), "## Every schedule within a bound")
 }
