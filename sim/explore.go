@@ -92,7 +92,8 @@ type ExploreResult struct {
 // It returns an error, with the result so far, for options it cannot
 // honour, when a run drew differently from the run it was derived from
 // (main depends on something besides the seed and the draws), and when
-// ctx is done.
+// ctx is done; a failure found by then is in Failed, though another
+// worker might have found one earlier in depth-first order.
 func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime) error) (ExploreResult, error) {
 	var res ExploreResult
 	if err := opts.Check(); err != nil {
@@ -125,11 +126,8 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	if x.err != nil {
 		return res, x.err
 	}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
 	if x.failed == nil {
-		return res, nil
+		return res, ctx.Err()
 	}
 	res.Draws = x.failed.draws
 	again := opts.Options
@@ -137,7 +135,12 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	again.Strategy, again.Chooser = run.Strategy, ac
 	f := Run(again, main)
 	res.Failed = &f
-	return res, ac.err
+	if ac.err != nil {
+		return res, ac.err
+	}
+	// A failure found before ctx was done is kept: it is one, if not
+	// then the first in depth-first order.
+	return res, ctx.Err()
 }
 
 // Check reports the first option Explore would refuse, saying why, so that

@@ -270,6 +270,20 @@ func TestExploreStopsAtMaxRuns(t *testing.T) {
 	res, err = sim.Explore(ctx, sim.ExploreOptions{Delays: -1}, writers(map[string]bool{}))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Zero(t, res.Runs)
+
+	// A failure found before ctx is done is kept, with ctx's error.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	res, err = sim.Explore(ctx, sim.ExploreOptions{Delays: -1}, func(rt task.Runtime) error {
+		err := lostUpdate(rt)
+		if err != nil {
+			cancel()
+		}
+		return err
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotNil(t, res.Failed)
+	assert.ErrorContains(t, res.Failed.Err, "lost update")
 }
 
 func TestExploreRefusesWhatItCannotHonour(t *testing.T) {

@@ -60,7 +60,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
 	maxRuns := fs.Int("max-runs", 0, "stop after `N` schedules, not complete (0: no bound)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
-	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal")
+	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal, and no line saying what runs")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	if _, err := parseFlags(fs, args, 0); err != nil {
@@ -101,7 +101,9 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bound := departures(*delays)
-	fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
+	if !*quiet {
+		fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
+	}
 	var bar *progressbar.ProgressBar
 	if !*quiet && !of.json && isTerminal(stderr) {
 		bar = newBar(stderr, -1, "schedules")
@@ -121,7 +123,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		stopped = "max-runs"
 	}
 	j := exploreJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(),
-		Delays: max(*delays, -1), Workers: *jobs, Schedules: res.Runs, Complete: res.Complete, Stopped: stopped, DeepestDraws: res.Deepest,
+		Delays: *delays, Workers: *jobs, Schedules: res.Runs, Complete: res.Complete, Stopped: stopped, DeepestDraws: res.Deepest,
 		Seconds: elapsed.Seconds(), SchedulesPerSec: float64(res.Runs) / max(elapsed.Seconds(), 1e-9)}
 	head := fmt.Sprintf("%s seed %d, strategy %s, %s, %s: ", sp.scenario.Name, *seed, strategy, sp.engineWords(), bound)
 	tally := fmt.Sprintf("%d schedules, %v on %d workers", res.Runs, elapsed.Round(time.Millisecond), *jobs)
