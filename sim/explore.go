@@ -69,6 +69,18 @@ type ExploreResult struct {
 	Deepest int
 }
 
+// Departures is how many of Draws are not the calm answer 0: how far the
+// failing schedule departs from the calm one.
+func (r ExploreResult) Departures() int {
+	n := 0
+	for _, v := range r.Draws {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Explore runs main under every schedule that departs from the calm one
 // at most opts.Delays times, one after another, depth first, and stops at
 // the first that fails. It is stateless model checking in the manner of

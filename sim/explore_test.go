@@ -7,11 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/internal/simprog"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -84,7 +84,8 @@ func TestExploreFindsTheLostUpdateAndProvesTheLock(t *testing.T) {
 	require.NotNil(t, res.Failed)
 	assert.False(t, res.Complete)
 	require.ErrorContains(t, res.Failed.Err, "lost update")
-	assert.Equal(t, 1, departures(res.Draws), "draws %v", res.Draws)
+	assert.Equal(t, 1, res.Departures(), "draws %v", res.Draws)
+	assert.Equal(t, 2, sim.ExploreResult{Draws: []int{0, 2, 0, 0, 1, 0}}.Departures())
 	require.NotNil(t, res.Failed.Schedule, "the failing run is run again with the caller's options, recorded")
 	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Failed.Schedule)}, lostUpdate)
 	require.ErrorContains(t, again.Err, "lost update")
@@ -107,88 +108,46 @@ type calm struct{}
 
 func (calm) Intn(int) int { return 0 }
 
-// departures counts a schedule's draws other than the calm 0.
-func departures(draws []int) int {
-	n := 0
-	for _, v := range draws {
-		if v != 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// courier: a sender stamps three parcels a millisecond apart, and the
-// receiver, started first, fails on one older than a millisecond when it
-// takes it. A task
-// takes no virtual time unless a strategy withholds it, so only a receiver
-// starved for longer than the sender's sleep loses the race.
-func courier(rt task.Runtime) error {
-	q := task.NewQueue[time.Time](rt)
-	var stale error
-	g := task.NewGroup(rt, "courier")
-	g.Go("receiver", func() {
-		for {
-			at, ok := q.Get()
-			if !ok {
-				return
-			}
-			if age := rt.Now().Sub(at); age > time.Millisecond && stale == nil {
-				stale = fmt.Errorf("a parcel %v old", age)
-			}
-		}
-	})
-	g.Go("sender", func() {
-		for range 3 {
-			q.Put(rt.Now())
-			rt.Sleep(time.Millisecond)
-		}
-		q.Close()
-	})
-	g.Wait()
-	return stale
-}
-
 // TestExploreStarvesUnderStarve: ordering alone never makes the
-// courier's parcel stale, however far it departs; under Starve, a window
+// parcel of simprog.Courier stale, however far it departs; under Starve, a window
 // may open at any decision, and one longer than the sender's sleep is two
 // departures (opening it, and a length past the shortest). The failure
 // found replays.
 func TestExploreStarvesUnderStarve(t *testing.T) {
-	res, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: -1}, courier)
+	res, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: -1}, simprog.Courier)
 	require.NoError(t, err)
 	assert.True(t, res.Complete, "random orders tasks and withholds none: %v", res.Failed)
 
-	ordered, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: 1}, courier)
+	ordered, err := sim.Explore(context.Background(), sim.ExploreOptions{Delays: 1}, simprog.Courier)
 	require.NoError(t, err)
 	starve := sim.Options{Strategy: sim.Starve("receiver")}
-	res, err = sim.Explore(context.Background(), sim.ExploreOptions{Options: starve, Delays: 1}, courier)
+	res, err = sim.Explore(context.Background(), sim.ExploreOptions{Options: starve, Delays: 1}, simprog.Courier)
 	require.NoError(t, err)
 	assert.True(t, res.Complete, "within one departure a window is the shortest, %v: %v", sim.StarveWindowMin, res.Failed)
 	// One departure is an order, as under Random, or a window opened at
 	// one of the calm run's decisions: one schedule each, not one for
 	// every answer that would open it when sampled.
 	picks := 0
-	sim.Run(sim.Options{Strategy: sim.Observe(sim.Random(), func(sim.Choice) { picks++ }), Chooser: calm{}}, courier)
+	sim.Run(sim.Options{Strategy: sim.Observe(sim.Random(), func(sim.Choice) { picks++ }), Chooser: calm{}}, simprog.Courier)
 	assert.Equal(t, ordered.Runs+picks, res.Runs, "%d orders within one departure, %d decisions to open a window at", ordered.Runs, picks)
 
-	res, err = sim.Explore(context.Background(), sim.ExploreOptions{Options: starve, Delays: 2}, courier)
+	res, err = sim.Explore(context.Background(), sim.ExploreOptions{Options: starve, Delays: 2}, simprog.Courier)
 	require.NoError(t, err)
 	require.NotNil(t, res.Failed)
 	require.ErrorContains(t, res.Failed.Err, "a parcel")
-	assert.Equal(t, 2, departures(res.Draws), "draws %v", res.Draws)
+	assert.Equal(t, 2, res.Departures(), "draws %v", res.Draws)
 	assert.Equal(t, "starve:receiver", res.Failed.Strategy, "the failure is run again under the strategy explored")
-	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Failed.Schedule)}, courier)
+	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Failed.Schedule)}, simprog.Courier)
 	require.ErrorContains(t, again.Err, "a parcel")
 	assert.Equal(t, res.Failed.TraceHash, again.TraceHash)
 
 	// Chaos may starve either task, and the receiver is not the first.
 	chaos := sim.ExploreOptions{Options: sim.Options{Strategy: sim.Chaos()}, Delays: 2}
-	res, err = sim.Explore(context.Background(), chaos, courier)
+	res, err = sim.Explore(context.Background(), chaos, simprog.Courier)
 	require.NoError(t, err)
 	assert.True(t, res.Complete, "%v", res.Failed)
 	chaos.Delays = 3
-	res, err = sim.Explore(context.Background(), chaos, courier)
+	res, err = sim.Explore(context.Background(), chaos, simprog.Courier)
 	require.NoError(t, err)
 	require.NotNil(t, res.Failed)
 	require.ErrorContains(t, res.Failed.Err, "a parcel")
@@ -220,8 +179,8 @@ func TestExploreWorkersSplitTheSchedulesAndAgree(t *testing.T) {
 		{"writers", sim.ExploreOptions{Delays: -1}, locked},
 		{"locked incrementers", sim.ExploreOptions{Delays: 3}, increments(true, "inc-a", "inc-b", "inc-c")},
 		{"lost update", sim.ExploreOptions{Delays: 2}, lostUpdate},
-		{"courier starved", sim.ExploreOptions{Options: starve, Delays: 3}, courier},
-		{"courier under chaos", sim.ExploreOptions{Options: chaos, Delays: 3}, courier},
+		{"courier starved", sim.ExploreOptions{Options: starve, Delays: 3}, simprog.Courier},
+		{"courier under chaos", sim.ExploreOptions{Options: chaos, Delays: 3}, simprog.Courier},
 	} {
 		one, err := sim.Explore(context.Background(), tc.opts, tc.main)
 		require.NoError(t, err, tc.name)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,15 +47,7 @@ type exploreJSON struct {
 }
 
 func cmdExplore(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("explore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var sf specFlags
-	var of outputFlags
-	sf.register(fs)
-	of.register(fs)
-	of.registerSchedule(fs)
-	seed := new(uint64(1))
-	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` whose workload is explored")
+	fs, sf, of, seed := seedCommand("explore", stderr, "the seed `N` whose workload is explored")
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
 	maxRuns := fs.Int("max-runs", 0, "stop after `N` schedules, not complete (0: no bound)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
@@ -165,7 +156,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if !o.failed() {
 		return fmt.Errorf("the schedule that failed passed when replayed (%v): the run depends on more than its seed and schedule", res.Failed.Err)
 	}
-	schedFile, err := writeArtifacts(sp, &o, &of, nil)
+	schedFile, err := writeArtifacts(sp, &o, of, nil)
 	if err != nil {
 		return err
 	}
@@ -179,8 +170,8 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return errFailed
 	}
 	fmt.Fprintf(stdout, "%sFAIL after %s\n", head, tally)
-	fmt.Fprintf(stdout, "  the failing schedule departs %s from the calm one: ", times(nonZero(res.Draws)))
-	if err := printOutcome(sp, &o, &of, nil, schedFile, stdout); err != nil {
+	fmt.Fprintf(stdout, "  the failing schedule departs %s from the calm one: ", times(res.Departures()))
+	if err := printOutcome(sp, &o, of, nil, schedFile, stdout); err != nil {
 		return err
 	}
 	return errFailed
@@ -206,15 +197,4 @@ func times(n int) string {
 		return "twice"
 	}
 	return strconv.Itoa(n) + " times"
-}
-
-// nonZero counts the draws other than the calm 0.
-func nonZero(draws []int) int {
-	n := 0
-	for _, v := range draws {
-		if v != 0 {
-			n++
-		}
-	}
-	return n
 }

@@ -125,16 +125,22 @@ type runJSON struct {
 	Reached []string `json:"reached"`
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+// seedCommand makes the flags of a command that runs one seed of a
+// scenario (run, explore): the spec's, the outputs', and -seed.
+func seedCommand(name string, stderr io.Writer, seedDoc string) (*flag.FlagSet, *specFlags, *outputFlags, *uint64) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var sf specFlags
-	var of outputFlags
+	sf, of := &specFlags{}, &outputFlags{}
 	sf.register(fs)
 	of.register(fs)
 	of.registerSchedule(fs)
 	seed := new(uint64(1))
-	fs.Var((*wholeNumber)(seed), "seed", "the seed `N` to run")
+	fs.Var((*wholeNumber)(seed), "seed", seedDoc)
+	return fs, sf, of, seed
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) error {
+	fs, sf, of, seed := seedCommand("run", stderr, "the seed `N` to run")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
@@ -165,7 +171,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	for _, w := range o.res.Warnings {
 		fmt.Fprintf(stderr, "simrun run: warning: %s\n", w)
 	}
-	return report(sp, &o, &of, nil, stdout)
+	return report(sp, &o, of, nil, stdout)
 }
 
 func cmdReplay(args []string, stdout, stderr io.Writer) error {

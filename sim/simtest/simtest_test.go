@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/internal/simprog"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/sim/simtest"
 	"github.com/llmdst/llmdst/task"
@@ -190,35 +191,6 @@ func TestCheckFindsShrinksAndSavesTheLostUpdate(t *testing.T) {
 	assert.Contains(t, ft.errors[0], "again: go test -run '^TestTellers$' github.com/llmdst/llmdst/sim/simtest")
 }
 
-// courier: a sender stamps three parcels a millisecond apart, and the
-// receiver, started first, fails on one older than a millisecond: only a
-// receiver starved for longer than the sender's sleep loses the race.
-func courier(rt task.Runtime) error {
-	q := task.NewQueue[time.Time](rt)
-	var stale error
-	g := task.NewGroup(rt, "courier")
-	g.Go("receiver", func() {
-		for {
-			at, ok := q.Get()
-			if !ok {
-				return
-			}
-			if age := rt.Now().Sub(at); age > time.Millisecond && stale == nil {
-				stale = fmt.Errorf("a parcel %v old", age)
-			}
-		}
-	})
-	g.Go("sender", func() {
-		for range 3 {
-			q.Put(rt.Now())
-			rt.Sleep(time.Millisecond)
-		}
-		q.Close()
-	})
-	g.Wait()
-	return stale
-}
-
 // TestExploreWalksEachStrategyBeforeTheSeeds: with Explore, the first seed
 // runs under every schedule within the bound, once per strategy that can
 // be walked; a walk's failure is reported, shrunk and saved as a seed's,
@@ -226,7 +198,7 @@ func courier(rt task.Runtime) error {
 func TestExploreWalksEachStrategyBeforeTheSeeds(t *testing.T) {
 	dir := t.TempDir()
 	cfg := simtest.Config{Dir: dir, Seeds: 50, Explore: 3, Strategies: []string{"random", "pct:3", "starve:receiver"}}
-	sum, ft := check(t, "TestCourier", cfg, courier)
+	sum, ft := check(t, "TestCourier", cfg, simprog.Courier)
 	require.True(t, ft.failed(), "the starved receiver was not found")
 	f := sum.Failure
 	require.NotNil(t, f)
@@ -243,21 +215,21 @@ func TestExploreWalksEachStrategyBeforeTheSeeds(t *testing.T) {
 	assert.Contains(t, report, fmt.Sprintf("simtest: seed 0 failed (%d decisions) under a schedule within 3 departures of strategy starve:receiver's calm one, after %d schedules of it:", f.Steps, sum.Walks[1].Runs))
 	assert.Contains(t, report, "again: go test -run '^TestCourier$' github.com/llmdst/llmdst/sim/simtest", "the test runs the saved schedule first")
 
-	sum, ft = check(t, "TestCourier", cfg, courier)
+	sum, ft = check(t, "TestCourier", cfg, simprog.Courier)
 	require.True(t, ft.failed())
 	assert.Equal(t, f.File, sum.Failure.SavedFrom)
 	assert.Empty(t, sum.Walks, "the saved schedule fails before any walk")
 
 	// A bound the failure lies beyond: every walk complete, then the seeds.
 	cfg.Dir, cfg.Explore = "-", 1
-	sum, ft = check(t, "TestCourier", cfg, courier)
+	sum, ft = check(t, "TestCourier", cfg, simprog.Courier)
 	if ft.failed() {
 		assert.False(t, sum.Failure.Explored, "within 1 departure a window is the shortest")
 	}
 	require.Len(t, sum.Walks, 2)
 	for _, w := range sum.Walks {
 		assert.True(t, w.Complete, "%+v", w)
-		res, err := sim.Explore(context.Background(), sim.ExploreOptions{Options: sim.Options{Strategy: mustStrategy(t, w.Strategy)}, Delays: 1}, courier)
+		res, err := sim.Explore(context.Background(), sim.ExploreOptions{Options: sim.Options{Strategy: mustStrategy(t, w.Strategy)}, Delays: 1}, simprog.Courier)
 		require.NoError(t, err)
 		assert.Equal(t, res.Runs, w.Runs, "%s: the walk is sim.Explore's", w.Strategy)
 	}
