@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,6 +44,16 @@ func TestExploreProvesABoundThenFindsTheFailureBeyondIt(t *testing.T) {
 	code, replayed, _ := simrun(t, "replay", file)
 	require.Equal(t, 1, code, replayed)
 	assert.Contains(t, replayed, "(the same as recorded)")
+
+	// Shrunk, it stays a walk's: beside the seed's own files, not over them.
+	code, out, errOut = simrun(t, "shrink", "-out", dir, file)
+	require.Equal(t, 1, code, "the shrunk run fails: %s%s", out, errOut)
+	shrunk := strings.TrimSuffix(file, ".schedule") + ".shrunk.schedule"
+	assert.Contains(t, out, "shrunk schedule: "+shrunk)
+	ssch, err := readSchedule(shrunk)
+	require.NoError(t, err)
+	bound, _ = ssch.Get("explored")
+	assert.Equal(t, "within 2 departures", bound)
 
 	// The same failure, whatever the number of workers, and -json says
 	// it all in one object.

@@ -100,6 +100,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	var sp *spec
 	var o outcome
 	from := ""
+	explored := "" // the bound of the walk that found the file's schedule, if one did
 	if len(rest) == 1 {
 		for _, name := range append(specFlagNames(), "seed") {
 			if flagGiven(fs, name) {
@@ -120,6 +121,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		sp.seedTimeout = timeout
 		o = sp.run(s, sim.Options{Strategy: sim.Replay(sch)})
 		o.strategy, _ = sch.Get("strategy")
+		explored, _ = sch.Get("explored")
 		if err := diverged(from, o.res.Err); err != nil {
 			return err
 		}
@@ -248,6 +250,12 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if *reach != "" {
 		suffix = ".reach-" + *reach
 		extra = append(extra, sim.Meta{Key: "reaches", Value: *reach})
+	}
+	if explored != "" {
+		// A walk's schedule, not the seed's own: its shrunk file must not
+		// take the place of the seed's.
+		suffix = "-explored" + suffix
+		extra = append(extra, sim.Meta{Key: "explored", Value: explored})
 	}
 	file := sp.scheduleFile(*out, *seed, suffix)
 	if err := writeSchedule(file, sp, &so, extra...); err != nil {
