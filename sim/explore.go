@@ -199,6 +199,17 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 	var e explored
 	c := &walkChooser{}
 	run.Chooser = c
+	// One watch for the worker's runs, not one made and torn down by each.
+	var hang *hangWatch
+	if run.HangAfter > 0 {
+		// A hang names the seed and the strategy walked, not the walk's
+		// chooser.
+		watched := run
+		watched.Chooser = nil
+		hang = newHangWatch(&watched)
+		run.HangAfter = 0
+		defer hang.t.Stop()
+	}
 	owns := func(i int) bool { return i%x.workers == w }
 	for !x.stop.Load() && ctx.Err() == nil && !x.passed(c.prefix) {
 		// Every worker runs the calm schedule, to learn its draws; the
@@ -209,7 +220,13 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 			break
 		}
 		c.start()
+		if hang != nil {
+			hang.begin()
+		}
 		r := Run(run, main)
+		if hang != nil {
+			hang.end()
+		}
 		if counts {
 			e.runs++
 			if x.onRun != nil {

@@ -70,26 +70,51 @@ func newHangError(opts *Options, after time.Duration, runner uint64, dump []byte
 	return &HangError{Seed: opts.Seed, Strategy: opts.strategy().String(), OwnChooser: opts.Chooser != nil, After: after, Stuck: stuck, Stacks: dump}
 }
 
-// watchHang panics the process, from a timer's goroutine, if the run on the
-// calling goroutine has not ended after opts.HangAfter; the returned func
-// ends the watch. A run that ends while the stacks are being read is not a hang.
-func watchHang(opts *Options) (stop func()) {
-	runner := stacks.ID()
-	start := time.Now()
-	var mu sync.Mutex
-	ended := false
-	t := time.AfterFunc(opts.HangAfter, func() {
-		dump := stacks.All()
-		mu.Lock()
-		defer mu.Unlock()
-		if !ended {
-			panic(newHangError(opts, time.Since(start).Round(time.Millisecond), runner, dump))
-		}
-	})
-	return func() {
-		mu.Lock()
-		ended = true
-		mu.Unlock()
-		t.Stop()
+// hangWatch panics the process, from a timer's goroutine, when a run on
+// the goroutine that made it has gone on past opts.HangAfter. One watch
+// serves the runs of its goroutine one after another (Explore's worker),
+// so that a run pays a timer's Reset and Stop, not a goroutine's ID and a
+// timer of its own. A run that ends while the stacks are being read is not
+// a hang, and neither is one younger than HangAfter, which a firing meant
+// for the run before it finds.
+type hangWatch struct {
+	opts   *Options
+	runner uint64 // the goroutine that runs the runs
+	t      *time.Timer
+	mu     sync.Mutex
+	start  time.Time
+	live   bool
+}
+
+// newHangWatch returns a watch of the runs of the calling goroutine.
+func newHangWatch(opts *Options) *hangWatch {
+	w := &hangWatch{opts: opts, runner: stacks.ID()}
+	w.t = time.AfterFunc(opts.HangAfter, w.fire)
+	w.t.Stop()
+	return w
+}
+
+// begin watches a run that starts now.
+func (w *hangWatch) begin() {
+	w.mu.Lock()
+	w.start, w.live = time.Now(), true
+	w.mu.Unlock()
+	w.t.Reset(w.opts.HangAfter)
+}
+
+// end stops watching the run.
+func (w *hangWatch) end() {
+	w.mu.Lock()
+	w.live = false
+	w.mu.Unlock()
+	w.t.Stop()
+}
+
+func (w *hangWatch) fire() {
+	dump := stacks.All()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if after := time.Since(w.start); w.live && after >= w.opts.HangAfter {
+		panic(newHangError(w.opts, after.Round(time.Millisecond), w.runner, dump))
 	}
 }

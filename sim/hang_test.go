@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"runtime"
@@ -100,4 +101,56 @@ func TestTaskFrameIsInEveryTasksStack(t *testing.T) {
 	for _, st := range seen {
 		assert.True(t, strings.Contains(st, stacks.TaskFrame), st)
 	}
+}
+
+// hangsOutOfTurn spins for good in the schedules where task b is the
+// first of the two to pass its yield, which the calm schedule is not.
+func hangsOutOfTurn(rt task.Runtime) error {
+	first := ""
+	g := task.NewGroup(rt, "turns")
+	for _, name := range []string{"a", "b"} {
+		g.Go(name, func() {
+			rt.Yield("turn")
+			if first == "" {
+				first = name
+			}
+			if first == "b" {
+				spinForever()
+			}
+		})
+	}
+	g.Wait()
+	return nil
+}
+
+// TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask: a schedule of a
+// walk that hangs ends the process as a run's would, naming the seed and
+// the strategy walked.
+func TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
+	if os.Getenv("SIM_EXPLORE_HANG_CHILD") != "" {
+		opts := sim.ExploreOptions{Options: sim.Options{Seed: 7, HangAfter: 100 * time.Millisecond}, Delays: -1, Workers: 2}
+		_, _ = sim.Explore(context.Background(), opts, hangsOutOfTurn)
+		t.Fatal("the walk of a stuck task returned")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SIM_EXPLORE_HANG_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, 2, exit.ExitCode(), "a panic")
+	assert.Contains(t, string(out), "panic: hang: seed 7 (strategy random) had not ended after ")
+	assert.Contains(t, string(out), "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point")
+}
+
+// TestExploreHangAfterLeavesRunsThatEndAlone: a walk far longer than
+// HangAfter, of runs each far shorter, is no hang, and no watch is left
+// running after it.
+func TestExploreHangAfterLeavesRunsThatEndAlone(t *testing.T) {
+	start := time.Now()
+	opts := sim.ExploreOptions{Options: sim.Options{HangAfter: 20 * time.Millisecond}, Delays: -1, MaxRuns: 50_000, Workers: 2}
+	res, err := sim.Explore(context.Background(), opts, increments(true, "inc-a", "inc-b", "inc-c"))
+	require.NoError(t, err)
+	assert.Equal(t, 50_000, res.Runs)
+	assert.Greater(t, time.Since(start), 20*time.Millisecond, "the walk outlasts HangAfter, or it tests nothing")
+	time.Sleep(60 * time.Millisecond) // past the limit: a watch left running would panic now
 }

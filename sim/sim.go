@@ -124,7 +124,9 @@ func (r Result) StepLimited() bool {
 // every other task has been unwound. No goroutine outlives Run.
 func Run(opts Options, main func(rt task.Runtime) error) Result {
 	if opts.HangAfter > 0 {
-		defer watchHang(&opts)()
+		w := newHangWatch(&opts)
+		w.begin()
+		defer w.end()
 	}
 	if opts.CheckDeterminism {
 		opts.NoHash = false
