@@ -77,12 +77,26 @@ func (c *pullCoro) stop()       { c.stopf() }
 
 // Pool keeps the goroutines of tasks that finished, for the tasks of later
 // runs: a sweep then neither creates a goroutine per task per run nor grows
-// its stack again. Runs that share a Pool must not run at the same time;
-// give each worker of a sweep its own. The goroutines a Pool holds outlive
+// its stack again, and runs with Options.HangAfter share one watch. Runs
+// that share a Pool must not run at the same time; give each worker of a
+// sweep its own, and keep it on the worker's goroutine. The goroutines a Pool holds outlive
 // the runs that made them until Close.
 type Pool struct {
 	idle   []*pullCoro
 	points pointCache // hashes of point names, the same from run to run
+	hang   *hangWatch // the watch of its runs with Options.HangAfter, made by the first
+}
+
+// hangWatch returns the watch of the pool's runs, made on the first call,
+// or a new one for a run without a pool (nil p).
+func (p *Pool) hangWatch() *hangWatch {
+	if p == nil {
+		return newHangWatch()
+	}
+	if p.hang == nil {
+		p.hang = newHangWatch()
+	}
+	return p.hang
 }
 
 // poolMax bounds the goroutines a Pool keeps.

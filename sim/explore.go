@@ -43,8 +43,8 @@ type ExploreOptions struct {
 	// nothing writable between runs. Runs and Complete of an exploration
 	// that ends complete, and the failure of one that fails — the first in
 	// depth-first order, whichever worker found it — are the same for any
-	// number of workers; only Runs of one that fails depends on it. A
-	// worker other than the first has a Pool of its own.
+	// number of workers; only Runs of one that fails depends on it. Each
+	// worker has a Pool of its own: Options.Pool is not used.
 	Workers int
 	// OnRun, if set, is called after each run Runs counts, from the worker
 	// that made it, so at once from several: for a progress display.
@@ -121,11 +121,11 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	var wg sync.WaitGroup
 	found := make([]explored, x.workers)
 	for w := range x.workers {
+		// A pool of the worker's own, whose goroutines and hang watch
+		// are its goroutine's.
 		o := run
-		if o.Pool == nil || w > 0 {
-			o.Pool = NewPool()
-			defer o.Pool.Close()
-		}
+		o.Pool = NewPool()
+		defer o.Pool.Close()
 		wg.Go(func() { found[w] = x.walk(ctx, w, o, main) })
 	}
 	wg.Wait()
@@ -199,17 +199,6 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 	var e explored
 	c := &walkChooser{}
 	run.Chooser = c
-	// One watch for the worker's runs, not one made and torn down by each.
-	var hang *hangWatch
-	if run.HangAfter > 0 {
-		// A hang names the seed and the strategy walked, not the walk's
-		// chooser.
-		watched := run
-		watched.Chooser = nil
-		hang = newHangWatch(&watched)
-		run.HangAfter = 0
-		defer hang.t.Stop()
-	}
 	owns := func(i int) bool { return i%x.workers == w }
 	for !x.stop.Load() && ctx.Err() == nil && !x.passed(c.prefix) {
 		// Every worker runs the calm schedule, to learn its draws; the
@@ -220,13 +209,7 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 			break
 		}
 		c.start()
-		if hang != nil {
-			hang.begin()
-		}
 		r := Run(run, main)
-		if hang != nil {
-			hang.end()
-		}
 		if counts {
 			e.runs++
 			if x.onRun != nil {

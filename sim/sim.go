@@ -124,8 +124,8 @@ func (r Result) StepLimited() bool {
 // every other task has been unwound. No goroutine outlives Run.
 func Run(opts Options, main func(rt task.Runtime) error) Result {
 	if opts.HangAfter > 0 {
-		w := newHangWatch(&opts)
-		w.begin()
+		w := opts.Pool.hangWatch()
+		w.begin(&opts)
 		defer w.end()
 	}
 	if opts.CheckDeterminism {

@@ -364,6 +364,20 @@ func BenchmarkRunPooled(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
 }
 
+// BenchmarkRunPooledHangAfter is BenchmarkRunPooled with a hang watch,
+// as simtest runs its seeds: the pool's one watch, reset each run.
+func BenchmarkRunPooledHangAfter(b *testing.B) {
+	pool := NewPool()
+	defer pool.Close()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if res := Run(Options{Seed: uint64(i), Pool: pool, HangAfter: time.Minute}, twoTasks200); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
+
 // BenchmarkDecision is a scheduling point where the task goes on: the cost
 // of a decision with no switch (strategy, record, hash).
 func BenchmarkDecision(b *testing.B) {
