@@ -8,6 +8,7 @@
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-max-runs N] [-story] [-html F.html] [-json]
+//	simrun explore -scenario swarm -seeds 1-1000 -delays 1
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
@@ -43,7 +44,10 @@
 // passed, which a sweep, sampling, cannot say. The founding race takes
 // three departures under starve:output-handler: the legacy engine fails
 // within them, and the fixed engine passes all 1,100,372. PCT, whose draws
-// are priorities, and replay:FILE cannot be explored. A schedule that runs
+// are priorities, and replay:FILE cannot be explored. -seeds walks one
+// seed after another, each as -seed walks it, and stops at the first that
+// fails: a scenario that draws its workload from the seed (swarm,
+// pause-resume) is a different program for each. A schedule that runs
 // past -seed-timeout ends the process with the stuck task's stack.
 //
 // Seeds that pass say nothing of a race whose window none of them opened.

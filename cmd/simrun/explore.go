@@ -31,7 +31,11 @@ type exploreJSON struct {
 	Config   []string `json:"config,omitempty"` // -config, sorted by key
 	Delays   int      `json:"delays"`           // -1: no bound
 	Workers  int      `json:"workers"`
-	// Schedules are the schedules run, each a fresh run of the seed.
+	// Seeds are the seeds -seeds asked for ("" for -seed), Walks the walks
+	// made, one a seed, Seed the last walked: the failing one, if any.
+	Seeds string `json:"seeds,omitempty"`
+	Walks int    `json:"walks"`
+	// Schedules are the schedules run, each a fresh run of a seed.
 	Schedules int `json:"schedules"`
 	// Complete is set when every schedule within the bound ran and passed.
 	Complete bool `json:"complete"`
@@ -48,8 +52,9 @@ type exploreJSON struct {
 
 func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	fs, sf, of, seed := seedCommand("explore", stderr, "the seed `N` whose workload is explored")
+	seedsFlag := fs.String("seeds", "", "walk each of these seeds in turn instead of -seed, as -seeds A-B or a list such as 1,5,9-12, until one fails: for scenarios that draw their workload from the seed (swarm, pause-resume)")
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
-	maxRuns := fs.Int("max-runs", 0, "stop after `N` schedules, not complete (0: no bound)")
+	maxRuns := fs.Int("max-runs", 0, "stop a seed's walk after `N` schedules, not complete (0: no bound)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal, and no line saying what runs")
 	var timeout time.Duration
@@ -64,6 +69,15 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return usagef("-max-runs must be ≥ 0 (0 means no bound), got %d", *maxRuns)
 	case *jobs < 1 || *jobs > jobsMax:
 		return usagef("-j must be from 1 to %d, got %d", jobsMax, *jobs)
+	case *seedsFlag != "" && flagGiven(fs, "seed"):
+		return usagef("-seed and -seeds do not go together: -seeds 5 walks seed 5 alone")
+	}
+	seeds := seedSet{spans: []span{{*seed, *seed}}, n: 1}
+	if *seedsFlag != "" {
+		var err error
+		if seeds, err = parseSeeds(*seedsFlag); err != nil {
+			return err
+		}
 	}
 	sp, err := sf.spec()
 	if err != nil {
@@ -74,7 +88,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	}
 	strategy := sp.strategyOrDefault()
 	opts := sim.ExploreOptions{
-		Options: sim.Options{Seed: *seed, Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
+		Options: sim.Options{Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
 		Delays:  *delays, MaxRuns: *maxRuns, Workers: *jobs,
 	}
 	if err := opts.Check(); err != nil {
@@ -85,10 +99,6 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer undo()
-	main := func(rt task.Runtime) error {
-		prog, _ := sp.scenario.Program(sp.options(*seed))
-		return prog(rt)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bound := departures(*delays)
@@ -100,24 +110,58 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		bar = newBar(stderr, -1, "schedules")
 		opts.OnRun = func() { bar.Add64(1) }
 	}
+
+	// The seeds' walks, one after another, until one fails or ends
+	// otherwise than complete for a reason other than -max-runs.
 	start := time.Now()
-	res, err := sim.Explore(ctx, opts, main)
+	var res sim.ExploreResult
+	j := exploreJSON{Scenario: sp.scenario.Name, Seed: seeds.at(0), Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(),
+		Delays: *delays, Workers: *jobs, Complete: true}
+	if seeds.n > 1 {
+		j.Seeds = seeds.String()
+	}
+	cut := 0 // walks stopped at -max-runs
+	for i := uint64(0); i < seeds.n; i++ {
+		s := seeds.at(i)
+		j.Seed = s
+		opts.Seed = s
+		main := func(rt task.Runtime) error {
+			prog, _ := sp.scenario.Program(sp.options(s))
+			return prog(rt)
+		}
+		res, err = sim.Explore(ctx, opts, main)
+		j.Walks++
+		j.Schedules += res.Runs
+		j.DeepestDraws = max(j.DeepestDraws, res.Deepest)
+		j.Complete = j.Complete && res.Complete
+		if errors.Is(err, context.Canceled) {
+			j.Stopped, err = "interrupted", nil
+			break
+		}
+		if err != nil || res.Failed != nil {
+			break
+		}
+		if !res.Complete {
+			cut++
+		}
+	}
 	elapsed := time.Since(start)
 	if bar != nil {
 		bar.Finish()
 	}
-	stopped := ""
-	switch {
-	case errors.Is(err, context.Canceled):
-		stopped, err = "interrupted", nil
-	case err == nil && !res.Complete && res.Failed == nil:
-		stopped = "max-runs"
+	if j.Stopped == "" && cut > 0 {
+		j.Stopped = "max-runs"
 	}
-	j := exploreJSON{Scenario: sp.scenario.Name, Seed: *seed, Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(),
-		Delays: *delays, Workers: *jobs, Schedules: res.Runs, Complete: res.Complete, Stopped: stopped, DeepestDraws: res.Deepest,
-		Seconds: elapsed.Seconds(), SchedulesPerSec: float64(res.Runs) / max(elapsed.Seconds(), 1e-9)}
-	head := fmt.Sprintf("%s seed %d, strategy %s, %s, %s: ", sp.scenario.Name, *seed, strategy, sp.engineWords(), bound)
-	tally := fmt.Sprintf("%d schedules, %v on %d workers", res.Runs, elapsed.Round(time.Millisecond), *jobs)
+	j.Seconds, j.SchedulesPerSec = elapsed.Seconds(), float64(j.Schedules)/max(elapsed.Seconds(), 1e-9)
+	what := fmt.Sprintf("seed %d", seeds.at(0))
+	if seeds.n > 1 {
+		what = "seeds " + seeds.String()
+	}
+	head := fmt.Sprintf("%s %s, strategy %s, %s, %s: ", sp.scenario.Name, what, strategy, sp.engineWords(), bound)
+	tally := fmt.Sprintf("%d schedules, %v on %d workers", j.Schedules, elapsed.Round(time.Millisecond), *jobs)
+	if seeds.n > 1 {
+		tally = fmt.Sprintf("%d seeds, %s", j.Walks, tally)
+	}
 	if err != nil {
 		// A run drew differently from the one it followed: the code
 		// under test depends on more than the seed and the schedule.
@@ -128,18 +172,23 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 			}
 			return errFailed
 		}
-		fmt.Fprintf(stdout, "%sNONDETERMINISTIC after %s\n  %s\n", head, tally, indent(err.Error(), "  "))
+		fmt.Fprintf(stdout, "%sNONDETERMINISTIC in seed %d after %s\n  %s\n", head, j.Seed, tally, indent(err.Error(), "  "))
 		return errFailed
 	}
 	if res.Failed == nil {
+		j.Complete = j.Complete && j.Stopped == ""
 		if of.json {
 			return writeJSON(stdout, j)
 		}
-		switch stopped {
+		switch j.Stopped {
 		case "":
-			fmt.Fprintf(stdout, "%severy schedule passed: %s, the longest %d draws\n", head, tally, res.Deepest)
+			fmt.Fprintf(stdout, "%severy schedule passed: %s, the longest %d draws\n", head, tally, j.DeepestDraws)
 		case "max-runs":
-			fmt.Fprintf(stdout, "%sstopped at -max-runs: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, tally)
+			where := ""
+			if seeds.n > 1 {
+				where = fmt.Sprintf(" in %d of %d walks", cut, j.Walks)
+			}
+			fmt.Fprintf(stdout, "%sstopped at -max-runs%s: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, where, tally)
 		default:
 			fmt.Fprintf(stdout, "%sinterrupted: %s, none failed; NOT complete\n", head, tally)
 		}
@@ -147,7 +196,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	}
 	// Replayed, the failing schedule runs as run and replay run a seed:
 	// with the checker's outcome, the situations reached and the artifacts.
-	o := sp.run(*seed, sim.Options{Strategy: sim.Replay(res.Failed.Schedule), Trace: of.tracing()})
+	o := sp.run(j.Seed, sim.Options{Strategy: sim.Replay(res.Failed.Schedule), Trace: of.tracing()})
 	o.strategy = strategy.String()
 	o.fileSuffix = "-explored"
 	// The strategy's draws did not make this schedule, Explore's walk
@@ -161,7 +210,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if of.json {
-		j.Failed = true
+		j.Failed, j.Complete = true, false
 		f := o.json(sp, schedFile, nil)
 		j.Failure = &f
 		if err := writeJSON(stdout, j); err != nil {
@@ -170,7 +219,15 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return errFailed
 	}
 	fmt.Fprintf(stdout, "%sFAIL after %s\n", head, tally)
-	fmt.Fprintf(stdout, "  the failing schedule departs %s from the calm one: ", times(res.Departures()))
+	which := "the failing schedule"
+	if seeds.n > 1 {
+		which = fmt.Sprintf("seed %d's failing schedule", j.Seed)
+	}
+	if d := res.Departures(); d == 0 {
+		fmt.Fprintf(stdout, "  %s is the calm one itself: ", which)
+	} else {
+		fmt.Fprintf(stdout, "  %s departs %s from the calm one: ", which, times(d))
+	}
 	if err := printOutcome(sp, &o, of, nil, schedFile, stdout); err != nil {
 		return err
 	}

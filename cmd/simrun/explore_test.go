@@ -127,3 +127,49 @@ func TestExploreRefusesBadInput(t *testing.T) {
 		assert.Contains(t, errOut, tc.want, "%v", tc.args)
 	}
 }
+
+// TestExploreWalksEachSeedUntilOneFails: -seeds walks one seed after
+// another, each as -seed walks it alone, and stops at the first that
+// fails: swarm draws each seed's workload, and with a planted bug in the
+// prefix cache seed 5 is the first to fail, in its calm schedule.
+func TestExploreWalksEachSeedUntilOneFails(t *testing.T) {
+	total := 0
+	for _, seed := range []string{"1", "2", "3"} {
+		code, out, _ := simrun(t, "explore", "-scenario", "swarm", "-seed", seed, "-delays", "1", "-json")
+		require.Equal(t, 0, code, out)
+		var j exploreJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+		assert.Equal(t, 1, j.Walks)
+		total += j.Schedules
+	}
+	code, out, _ := simrun(t, "explore", "-scenario", "swarm", "-seeds", "1-3", "-delays", "1", "-json")
+	require.Equal(t, 0, code, out)
+	var j exploreJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.Equal(t, "1-3", j.Seeds)
+	assert.Equal(t, 3, j.Walks)
+	assert.Equal(t, total, j.Schedules, "the walks of the seeds one by one")
+	assert.True(t, j.Complete)
+
+	dir := t.TempDir()
+	bug := []string{"explore", "-scenario", "swarm", "-seeds", "1-60", "-delays", "1", "-failpoint", "core/kv-keep-evicted-hash=return", "-config", "prefix-caching=on", "-out", dir}
+	code, out, errOut := simrun(t, bug...)
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "swarm seeds 1-60, strategy chaos, fixed engine, config prefix-caching=on, within 1 departure: FAIL after 5 seeds, ")
+	assert.Contains(t, out, "seed 5's failing schedule is the calm one itself: FAIL after")
+	files, err := filepath.Glob(filepath.Join(dir, "swarm-fixed-*-seed5-explored.schedule"))
+	require.NoError(t, err)
+	assert.Len(t, files, 1)
+
+	code, out, _ = simrun(t, append(bug, "-json")...)
+	require.Equal(t, 1, code, out)
+	j = exploreJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.Equal(t, uint64(5), j.Seed)
+	assert.Equal(t, 5, j.Walks)
+	assert.True(t, j.Failed)
+
+	code, _, errOut = simrun(t, "explore", "-scenario", "swarm", "-seed", "2", "-seeds", "1-3")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-seed and -seeds do not go together")
+}
