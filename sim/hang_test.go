@@ -47,6 +47,20 @@ func hangChild(how string) func(rt task.Runtime) error {
 	}
 }
 
+// panicsInAChild runs test alone in a child process of this test binary,
+// with env set, and returns what it printed: the child is to end in a
+// panic, which ends the process, so it cannot run in this one.
+func panicsInAChild(t *testing.T, test, env string) []byte {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s: %s", env, out)
+	assert.Equal(t, 2, exit.ExitCode(), "%s: a panic", env)
+	return out
+}
+
 // TestHangAfterPanicsWithTheSeedAndTheStuckTask runs a hanging program in a
 // child process, since the panic ends the process: it fails at once with
 // the seed, its strategy and where the task is stuck, instead of waiting out go test's
@@ -60,12 +74,7 @@ func TestHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 		"spin":  "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point",
 		"block": "a task is blocked in github.com/llmdst/llmdst/sim_test.blockOnARealChannel [chan receive] on something the simulator cannot see",
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHangAfterPanicsWithTheSeedAndTheStuckTask$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "SIM_HANG_CHILD="+how)
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit, "%s: %s", how, out)
-		assert.Equal(t, 2, exit.ExitCode(), "%s: a panic", how)
+		out := panicsInAChild(t, "TestHangAfterPanicsWithTheSeedAndTheStuckTask", "SIM_HANG_CHILD="+how)
 		assert.Contains(t, string(out), "panic: hang: seed 42 (strategy pct:2) had not ended after ", how)
 		assert.Contains(t, string(out), want, how)
 		assert.Contains(t, string(out), stacks.TaskFrame, "%s: the stuck task's stack", how)
@@ -132,12 +141,7 @@ func TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 		_, _ = sim.Explore(context.Background(), opts, hangsOutOfTurn)
 		t.Fatal("the walk of a stuck task returned")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SIM_EXPLORE_HANG_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out)
-	assert.Equal(t, 2, exit.ExitCode(), "a panic")
+	out := panicsInAChild(t, "TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask", "SIM_EXPLORE_HANG_CHILD=1")
 	assert.Contains(t, string(out), "panic: hang: seed 7 (strategy random) had not ended after ")
 	assert.Contains(t, string(out), "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point")
 }
@@ -147,10 +151,13 @@ func TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 // running after it.
 func TestExploreHangAfterLeavesRunsThatEndAlone(t *testing.T) {
 	start := time.Now()
-	opts := sim.ExploreOptions{Options: sim.Options{HangAfter: 20 * time.Millisecond}, Delays: -1, MaxRuns: 50_000, Workers: 2}
+	// A run takes microseconds, and the limit leaves room for a loaded
+	// machine to stall one; the walk takes a third of a second or more.
+	const limit = 100 * time.Millisecond
+	opts := sim.ExploreOptions{Options: sim.Options{HangAfter: limit}, Delays: -1, MaxRuns: 30_000, Workers: 2}
 	res, err := sim.Explore(context.Background(), opts, increments(true, "inc-a", "inc-b", "inc-c"))
 	require.NoError(t, err)
-	assert.Equal(t, 50_000, res.Runs)
-	assert.Greater(t, time.Since(start), 20*time.Millisecond, "the walk outlasts HangAfter, or it tests nothing")
-	time.Sleep(60 * time.Millisecond) // past the limit: a watch left running would panic now
+	assert.Equal(t, 30_000, res.Runs)
+	assert.Greater(t, time.Since(start), limit, "the walk outlasts HangAfter, or it tests nothing")
+	time.Sleep(3 * limit) // past the limit: a watch left running would panic now
 }
