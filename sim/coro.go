@@ -79,8 +79,8 @@ func (c *pullCoro) stop()       { c.stopf() }
 // runs: a sweep then neither creates a goroutine per task per run nor grows
 // its stack again, and runs with Options.HangAfter share one watch. Runs
 // that share a Pool must not run at the same time; give each worker of a
-// sweep its own, and keep it on the worker's goroutine. The goroutines a Pool holds outlive
-// the runs that made them until Close.
+// sweep its own, and keep it on the worker's goroutine. The goroutines a
+// Pool holds outlive the runs that made them until Close.
 type Pool struct {
 	idle   []*pullCoro
 	points pointCache // hashes of point names, the same from run to run

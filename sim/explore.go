@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,19 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	// A failure found before ctx was done is kept: it is one, if not
 	// then the first in depth-first order.
 	return res, ctx.Err()
+}
+
+// Bound says in words which schedules opts lets Explore run: "within 2
+// departures", "with no bound on departures".
+func (opts ExploreOptions) Bound() string {
+	switch d := cmp.Or(opts.Delays, DefaultExploreDelays); {
+	case d < 0:
+		return "with no bound on departures"
+	case d == 1:
+		return "within 1 departure"
+	default:
+		return fmt.Sprintf("within %d departures", d)
+	}
 }
 
 // Check reports the first option Explore would refuse, saying why, so that

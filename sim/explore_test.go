@@ -86,6 +86,9 @@ func TestExploreFindsTheLostUpdateAndProvesTheLock(t *testing.T) {
 	require.ErrorContains(t, res.Failed.Err, "lost update")
 	assert.Equal(t, 1, res.Departures(), "draws %v", res.Draws)
 	assert.Equal(t, 2, sim.ExploreResult{Draws: []int{0, 2, 0, 0, 1, 0}}.Departures())
+	for delays, want := range map[int]string{0: "within 2 departures", 1: "within 1 departure", 3: "within 3 departures", -1: "with no bound on departures"} {
+		assert.Equal(t, want, sim.ExploreOptions{Delays: delays}.Bound())
+	}
 	require.NotNil(t, res.Failed.Schedule, "the failing run is run again with the caller's options, recorded")
 	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Failed.Schedule)}, lostUpdate)
 	require.ErrorContains(t, again.Err, "lost update")

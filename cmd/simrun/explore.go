@@ -101,7 +101,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	defer undo()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bound := departures(*delays)
+	bound := opts.Bound()
 	if !*quiet {
 		fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
 	}
@@ -232,17 +232,6 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return errFailed
-}
-
-// departures says what a bound of d departures explores.
-func departures(d int) string {
-	switch d {
-	case -1:
-		return "with no bound on departures"
-	case 1:
-		return "within 1 departure"
-	}
-	return "within " + strconv.Itoa(d) + " departures"
 }
 
 // times says n times in words.

@@ -200,6 +200,15 @@ type Failure struct {
 	cut     int
 }
 
+// tag names f's files after the seed: its strategy, and "-explored" when a
+// walk found it, so that its files are not taken for the seed's own.
+func (f *Failure) tag() string {
+	if f.Explored {
+		return f.Strategy + "-explored"
+	}
+	return f.Strategy
+}
+
 // which names the run Schedule is, for the report.
 func (f *Failure) which() string {
 	if f.Shrunk {
@@ -543,7 +552,7 @@ func (c *checker) failure(found sim.Result) *Failure {
 		f.Err = fmt.Errorf("%w\n(and when run again to record its schedule it ended otherwise, with %v: the program is not deterministic)", found.Err, res.Err)
 		return f
 	}
-	c.keep(f, res, name)
+	c.keep(f, res)
 	return f
 }
 
@@ -570,7 +579,7 @@ func (c *checker) explore() (*Failure, error) {
 		if res.Failed != nil {
 			r := *res.Failed
 			f := &Failure{Seed: seed, Strategy: name, Explored: true, Err: r.Err, Signature: sim.Signature(r.Err), Steps: r.Steps, Command: c.command(nil)}
-			c.keep(f, r, name+"-explored")
+			c.keep(f, r)
 			return f, nil
 		}
 	}
@@ -578,8 +587,8 @@ func (c *checker) explore() (*Failure, error) {
 }
 
 // keep sets f's schedule from res, its recorded run, shrunk unless
-// shrinking is off, and saves it as seed-N-TAG.schedule.
-func (c *checker) keep(f *Failure, res sim.Result, tag string) {
+// shrinking is off, and saves it as seed-N-TAG.schedule (f.tag).
+func (c *checker) keep(f *Failure, res sim.Result) {
 	seed := f.Seed
 	f.Schedule = res.Schedule
 	if c.cfg.ShrinkRunsMax >= 0 {
@@ -610,7 +619,7 @@ func (c *checker) keep(f *Failure, res sim.Result, tag string) {
 	f.Schedule.Set("strategy", f.Strategy)
 	f.Schedule.Set("signature", f.Signature)
 	if c.dir != "" {
-		file := filepath.Join(c.dir, fmt.Sprintf("seed-%d-%s.schedule", seed, fileName(tag)))
+		file := filepath.Join(c.dir, fmt.Sprintf("seed-%d-%s.schedule", seed, fileName(f.tag())))
 		f.SaveErr = os.MkdirAll(c.dir, 0o755)
 		if f.SaveErr == nil {
 			f.SaveErr = os.WriteFile(file, []byte(f.Schedule.String()), 0o644)
@@ -629,7 +638,7 @@ func (c *checker) report(f *Failure) string {
 		fmt.Fprintf(&b, "simtest: the saved schedule %s (seed %d, strategy %s) fails again after %d decisions:\n", f.SavedFrom, f.Seed, f.Strategy, f.Steps)
 	case f.Explored:
 		w := c.sum.Walks[len(c.sum.Walks)-1]
-		fmt.Fprintf(&b, "simtest: seed %d failed (%d decisions) under a schedule within %s of strategy %s's calm one, after %d schedules of it:\n", f.Seed, f.Steps, departures(c.cfg.Explore), f.Strategy, w.Runs)
+		fmt.Fprintf(&b, "simtest: seed %d failed (%d decisions) under a schedule %s of strategy %s's calm one, after %d schedules of it:\n", f.Seed, f.Steps, c.bound(), f.Strategy, w.Runs)
 	default:
 		fmt.Fprintf(&b, "simtest: seed %d failed (strategy %s, %d decisions), the lowest failing seed of %s:\n", f.Seed, f.Strategy, f.Steps, c.seeds())
 	}
@@ -676,11 +685,7 @@ func (c *checker) writeViews(f *Failure, res sim.Result) (html, perfetto string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err
 	}
-	tag := f.Strategy
-	if f.Explored {
-		tag += "-explored"
-	}
-	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(tag)))
+	base := filepath.Join(dir, fmt.Sprintf("seed-%d-%s", f.Seed, fileName(f.tag())))
 	opts := timeline.Options{
 		Title: fmt.Sprintf("%s seed %d, the %s run", c.name, f.Seed, f.which()),
 		Header: []timeline.Field{{Key: "test", Value: c.name}, {Key: "seed", Value: strconv.FormatUint(f.Seed, 10)},
@@ -743,7 +748,7 @@ func (c *checker) describe() string {
 		fmt.Fprintf(&b, "; %d saved schedule(s) first", c.sum.Saved)
 	}
 	if len(c.sum.Walks) > 0 {
-		fmt.Fprintf(&b, "; seed %d first under every schedule within %s:", c.cfg.FirstSeed, departures(c.cfg.Explore))
+		fmt.Fprintf(&b, "; seed %d first under every schedule %s:", c.cfg.FirstSeed, c.bound())
 		for i, w := range c.sum.Walks {
 			if i > 0 {
 				b.WriteByte(',')
@@ -761,13 +766,8 @@ func (c *checker) describe() string {
 	return b.String()
 }
 
-// departures says n departures in words.
-func departures(n int) string {
-	if n == 1 {
-		return "1 departure"
-	}
-	return strconv.Itoa(n) + " departures"
-}
+// bound says in words which schedules Config.Explore walks.
+func (c *checker) bound() string { return sim.ExploreOptions{Delays: c.cfg.Explore}.Bound() }
 
 // seeds says which seeds were asked for.
 func (c *checker) seeds() string {
