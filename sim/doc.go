@@ -53,7 +53,10 @@
 // orders tasks at scheduling points; under Chaos or Starve it also opens
 // their windows, at every decision, for each of their lengths, so that a
 // race that needs a task starved while time passes (the founding race) is
-// within its reach: three departures under starve:output-handler.
+// within its reach: three departures under starve:output-handler. A
+// schedule of the walk is its Draws, written by their departures
+// ("24:2,25:5,62:1"); FollowDraws runs it again, a hung one included
+// (HangError.Draws).
 //
 // Package simtest does all of this for a Go test: seeds on every core over
 // the strategies, the lowest failing seed shrunk, saved as a regression

@@ -50,6 +50,13 @@ type ExploreOptions struct {
 	// OnRun, if set, is called after each run Runs counts, from the worker
 	// that made it, so at once from several: for a progress display.
 	OnRun func()
+	// ReturnHang, with HangAfter set, makes a run that hangs end the
+	// exploration with a *HangError, whose Draws are the run's, instead of
+	// panicking the process. The run's goroutine cannot be stopped: it is
+	// left behind, spinning or blocked, and so are its worker's. This is
+	// for a tool that reports the hang and exits (simrun explore); in a
+	// test, the panic is the better end.
+	ReturnHang bool
 }
 
 // ExploreResult is what Explore ran and found.
@@ -64,23 +71,16 @@ type ExploreResult struct {
 	// none did), run again with the caller's Options: its Schedule, when
 	// recorded, replays it (Replay) and shrinks (Shrink).
 	Failed *Result
-	// Draws are the failing run's draws, at most Delays of them other than 0.
-	Draws []int
+	// Draws are the failing run's draws, at most Delays of them other than
+	// 0: FollowDraws runs it again.
+	Draws Draws
 	// Deepest is the most draws one run made.
 	Deepest int
 }
 
 // Departures is how many of Draws are not the calm answer 0: how far the
 // failing schedule departs from the calm one.
-func (r ExploreResult) Departures() int {
-	n := 0
-	for _, v := range r.Draws {
-		if v != 0 {
-			n++
-		}
-	}
-	return n
-}
+func (r ExploreResult) Departures() int { return r.Draws.Departures() }
 
 // Explore runs main under every schedule that departs from the calm one
 // at most opts.Delays times, one after another, depth first, and stops at
@@ -113,28 +113,49 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 		return res, err
 	}
 	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1), onRun: opts.OnRun}
+	x.hung, x.hungNow = map[int]bool{}, make(chan struct{}, x.workers)
 	if x.delays == 0 {
 		x.delays = DefaultExploreDelays
 	}
 	run := opts.Options
 	run.Strategy = run.strategy()
 	run.NoRecord, run.NoHash, run.Trace = true, true, false
-	var wg sync.WaitGroup
-	found := make([]explored, x.workers)
+	// Each worker reports what it ran on done, unless its run hung first:
+	// then Explore does not wait for it, since it may never end.
+	done := make(chan explored, x.workers)
 	for w := range x.workers {
-		// A pool of the worker's own, whose goroutines and hang watch
-		// are its goroutine's.
-		o := run
-		o.Pool = NewPool()
-		defer o.Pool.Close()
-		wg.Go(func() { found[w] = x.walk(ctx, w, o, main) })
+		go func() {
+			// A pool of the worker's own, whose goroutines and hang
+			// watch are its goroutine's.
+			o := run
+			o.Pool = NewPool()
+			defer o.Pool.Close()
+			if opts.ReturnHang {
+				o.onHang = func(h *HangError) { x.hang(w, h) }
+			}
+			f := x.walk(ctx, w, o, main)
+			f.worker = w
+			done <- f
+		}()
 	}
-	wg.Wait()
 	res.Complete = true
-	for _, f := range found {
-		res.Runs += f.runs
-		res.Deepest = max(res.Deepest, f.deepest)
-		res.Complete = res.Complete && f.complete
+	for ended := 0; ended < x.workers; {
+		select {
+		case f := <-done:
+			if x.isHung(f.worker) {
+				continue // counted when it hung
+			}
+			ended++
+			res.Runs += f.runs
+			res.Deepest = max(res.Deepest, f.deepest)
+			res.Complete = res.Complete && f.complete
+		case <-x.hungNow:
+			ended++
+			res.Complete = false
+		}
+	}
+	if x.hangErr != nil {
+		return res, x.hangErr
 	}
 	if x.err != nil {
 		return res, x.err
@@ -195,15 +216,40 @@ type explorer struct {
 	runs    atomic.Int64 // runs begun, counted against maxRuns when it is set
 	stop    atomic.Bool  // MaxRuns reached, or an error
 
-	mu     sync.Mutex
-	failed *walkChooser // the first failure in depth-first order found so far
-	err    error
+	mu      sync.Mutex
+	failed  *walkChooser // the first failure in depth-first order found so far
+	err     error
+	hangErr *HangError    // the first run that hung (ReturnHang)
+	hung    map[int]bool  // the workers whose run hung
+	hungNow chan struct{} // a send for each, buffered for all
 }
 
 // explored is what one worker ran.
 type explored struct {
+	worker        int
 	runs, deepest int  // runs: those it counts (the calm one is the first worker's)
 	complete      bool // its share ran to the end without a failure
+}
+
+// hang records the hang of a run of worker w and stops the others. It is
+// called from the hung run's watch, which holds the run's goroutine back
+// from going on to its next run until it returns.
+func (x *explorer) hang(w int, h *HangError) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.hangErr == nil {
+		x.hangErr = h
+	}
+	x.hung[w] = true
+	x.stop.Store(true)
+	x.hungNow <- struct{}{}
+}
+
+// isHung reports whether worker w's run hung.
+func (x *explorer) isHung(w int) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.hung[w]
 }
 
 // walk runs worker w's share of the schedules, depth first, until it is
@@ -317,7 +363,7 @@ func (c *walkChooser) Intn(n int) int {
 	i, v := len(c.draws), 0
 	if i < len(c.prefix) {
 		v = c.prefix[i]
-		if n != c.among[i] && c.err == nil {
+		if i < len(c.among) && n != c.among[i] && c.err == nil {
 			c.err = fmt.Errorf("sim: Explore: draw %d of a run had %d answers where the run it follows had %d: main depends on something besides the seed and the draws", i+1, n, c.among[i])
 		}
 		v = min(v, n-1)

@@ -143,6 +143,13 @@ func TestExploreStarvesUnderStarve(t *testing.T) {
 	again := sim.Run(sim.Options{Strategy: sim.Replay(res.Failed.Schedule)}, simprog.Courier)
 	require.ErrorContains(t, again.Err, "a parcel")
 	assert.Equal(t, res.Failed.TraceHash, again.TraceHash)
+	// The draws, as simrun prints and reads them, are the schedule too:
+	// followed under the strategy explored, they run it again.
+	draws, err := sim.ParseDraws(res.Draws.String())
+	require.NoError(t, err)
+	followed := sim.Run(sim.Options{Strategy: starve.Strategy, Chooser: sim.FollowDraws(draws)}, simprog.Courier)
+	require.ErrorContains(t, followed.Err, "a parcel")
+	assert.Equal(t, res.Failed.TraceHash, followed.TraceHash, "draws %s", res.Draws)
 
 	// Chaos may starve either task, and the receiver is not the first.
 	chaos := sim.ExploreOptions{Options: sim.Options{Strategy: sim.Chaos()}, Delays: 2}
@@ -154,6 +161,11 @@ func TestExploreStarvesUnderStarve(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.Failed)
 	require.ErrorContains(t, res.Failed.Err, "a parcel")
+	// Chaos samples a window at odds of 1 in 16, and a walk opens one with
+	// a single answer: FollowDraws answers as the walk did.
+	followed = sim.Run(sim.Options{Strategy: chaos.Strategy, Chooser: sim.FollowDraws(res.Draws)}, simprog.Courier)
+	require.ErrorContains(t, followed.Err, "a parcel")
+	assert.Equal(t, res.Failed.TraceHash, followed.TraceHash, "draws %s", res.Draws)
 }
 
 // TestExploreWorkersSplitTheSchedulesAndAgree: on any number of workers,
@@ -333,4 +345,38 @@ func BenchmarkExplore(b *testing.B) {
 		runs += res.Runs
 	}
 	b.ReportMetric(float64(runs)/b.Elapsed().Seconds(), "schedules/s")
+}
+
+// TestDrawsAreWrittenAsTheirDepartures: a schedule of a walk is hundreds of
+// draws and a few departures, so they are written as N:V, and read back;
+// what cannot be a schedule is refused, saying why.
+func TestDrawsAreWrittenAsTheirDepartures(t *testing.T) {
+	for text, d := range map[string]sim.Draws{
+		"calm":        nil,
+		"2:2,5:1":     {0, 2, 0, 0, 1, 0},
+		"1:3":         {3},
+		"300:1,301:4": append(make(sim.Draws, 299), 1, 4),
+	} {
+		assert.Equal(t, text, d.String())
+		back, err := sim.ParseDraws(text)
+		require.NoError(t, err, text)
+		assert.Equal(t, d.String(), back.String(), text)
+		assert.Equal(t, d.Departures(), back.Departures(), text)
+	}
+	empty, err := sim.ParseDraws("")
+	require.NoError(t, err)
+	assert.Equal(t, 0, empty.Departures())
+	for text, want := range map[string]string{
+		"5":             `"5" is not N:V`,
+		"0:1":           "the draw's number must be a whole number from 1",
+		"x:1":           "the draw's number must be a whole number from 1",
+		"99999999999:1": "the draw's number must be a whole number from 1",
+		"3:0":           "the answer must be a whole number ≥ 1",
+		"3:-2":          "the answer must be a whole number ≥ 1",
+		"4:1,2:1":       "draw 2 comes after draw 4: give the draws in increasing order, each once",
+		"4:1,4:2":       "draw 4 comes after draw 4",
+	} {
+		_, err := sim.ParseDraws(text)
+		assert.ErrorContains(t, err, want, text)
+	}
 }

@@ -22,7 +22,11 @@ type HangError struct {
 	// OwnChooser is set when the run drew from Options.Chooser (rapid's,
 	// say) rather than from Seed.
 	OwnChooser bool
-	After      time.Duration // the run had gone on at least this long
+	// Draws, for a run of Explore's walk or of FollowDraws, are its draws
+	// up to its last departure: with Seed and Strategy, FollowDraws runs
+	// the schedule that hung again.
+	Draws Draws
+	After time.Duration // the run had gone on at least this long
 	// Stuck is the task's goroutine: Status ("running" or "runnable" when it
 	// spins, "chan receive" and the like when it waits; "" when no task was
 	// found outside the simulator), Func (the innermost function of its own
@@ -39,10 +43,18 @@ func (e *HangError) Error() string {
 	run := "a run drawn from Options.Chooser"
 	switch {
 	case e.OwnChooser:
-	case e.Strategy != "":
-		run = fmt.Sprintf("seed %d (strategy %s)", e.Seed, e.Strategy)
 	default:
 		run = fmt.Sprintf("seed %d", e.Seed)
+		var what []string
+		if e.Strategy != "" {
+			what = append(what, "strategy "+e.Strategy)
+		}
+		if e.Draws != nil {
+			what = append(what, "draws "+e.Draws.String())
+		}
+		if len(what) > 0 {
+			run += " (" + strings.Join(what, ", ") + ")"
+		}
 	}
 	fmt.Fprintf(&b, "hang: %s had not ended after %v of wall time", run, e.After)
 	switch {
@@ -67,8 +79,15 @@ func (e *HangError) Error() string {
 // the goroutines that runner, the goroutine that called Run, started.
 func newHangError(opts *Options, after time.Duration, runner uint64, dump []byte) *HangError {
 	stuck, _ := stacks.FindStuck(dump, runner)
-	_, walk := opts.Chooser.(*walkChooser) // Explore's: the seed and strategy say what was walked
-	return &HangError{Seed: opts.Seed, Strategy: opts.strategy().String(), OwnChooser: opts.Chooser != nil && !walk, After: after, Stuck: stuck, Stacks: dump}
+	h := &HangError{Seed: opts.Seed, Strategy: opts.strategy().String(), OwnChooser: opts.Chooser != nil, After: after, Stuck: stuck, Stacks: dump}
+	if walk, ok := opts.Chooser.(*walkChooser); ok {
+		// Explore's, or FollowDraws': the seed, the strategy and the
+		// draws say what ran. The run's goroutine cannot have gone on
+		// to change them: it is stuck, or waits for the watch's lock
+		// to end the run.
+		h.OwnChooser, h.Draws = false, append(Draws{}, walk.prefix...) // not nil: the calm schedule is one too
+	}
+	return h
 }
 
 // hangWatch panics the process, from a timer's goroutine, when a run on
@@ -117,6 +136,11 @@ func (w *hangWatch) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if after := time.Since(w.start); w.live && after >= w.opts.HangAfter {
-		panic(newHangError(w.opts, after.Round(time.Millisecond), w.runner, dump))
+		h := newHangError(w.opts, after.Round(time.Millisecond), w.runner, dump)
+		if w.opts.onHang != nil {
+			w.opts.onHang(h)
+			return
+		}
+		panic(h)
 	}
 }

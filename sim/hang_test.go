@@ -2,6 +2,8 @@ package sim_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -17,12 +19,11 @@ import (
 	"github.com/llmdst/llmdst/task"
 )
 
-var spinSink int
-
 //go:noinline
 func spinForever() {
-	for i := 0; ; i++ {
-		spinSink += i
+	n := 0
+	for {
+		n++ // a local: two runs may spin at once
 	}
 }
 
@@ -142,7 +143,7 @@ func TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 		t.Fatal("the walk of a stuck task returned")
 	}
 	out := panicsInAChild(t, "TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask", "SIM_EXPLORE_HANG_CHILD=1")
-	assert.Contains(t, string(out), "panic: hang: seed 7 (strategy random) had not ended after ")
+	assert.Contains(t, string(out), "panic: hang: seed 7 (strategy random, draws ", "the schedule that hung, which FollowDraws runs again")
 	assert.Contains(t, string(out), "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point")
 }
 
@@ -160,4 +161,50 @@ func TestExploreHangAfterLeavesRunsThatEndAlone(t *testing.T) {
 	assert.Equal(t, 30_000, res.Runs)
 	assert.Greater(t, time.Since(start), limit, "the walk outlasts HangAfter, or it tests nothing")
 	time.Sleep(3 * limit) // past the limit: a watch left running would panic now
+}
+
+// TestExploreReturnHangEndsTheWalkWithTheHungSchedule: with ReturnHang, the
+// walk of a program that spins in some schedules returns a *HangError with
+// those draws instead of panicking; FollowDraws runs that schedule again,
+// and it hangs again. The spinning goroutine cannot be stopped, so each
+// part runs in a child process, which exits at once.
+func TestExploreReturnHangEndsTheWalkWithTheHungSchedule(t *testing.T) {
+	switch draws := os.Getenv("SIM_EXPLORE_RETURN_HANG"); draws {
+	case "":
+	case "walk":
+		opts := sim.ExploreOptions{Options: sim.Options{Seed: 7, HangAfter: 100 * time.Millisecond}, Delays: -1, Workers: 2, ReturnHang: true}
+		res, err := sim.Explore(context.Background(), opts, hangsOutOfTurn)
+		var h *sim.HangError
+		if !errors.As(err, &h) {
+			fmt.Printf("no hang: %+v, %v\n", res, err)
+			os.Exit(1)
+		}
+		fmt.Printf("complete %v\nerror: %v\nDRAWS %s\n", res.Complete, h, h.Draws)
+		os.Exit(3) // with the spinning goroutine
+	default:
+		d, err := sim.ParseDraws(draws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.Run(sim.Options{Seed: 7, HangAfter: 100 * time.Millisecond, Chooser: sim.FollowDraws(d)}, hangsOutOfTurn)
+		t.Fatal("the run of a stuck task returned")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExploreReturnHangEndsTheWalkWithTheHungSchedule$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SIM_EXPLORE_RETURN_HANG=walk")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 3, exit.ExitCode(), "the walk returned the hang: %s", out)
+	assert.Contains(t, string(out), "complete false\n")
+	assert.Contains(t, string(out), "error: hang: seed 7 (strategy random, draws ")
+	assert.Contains(t, string(out), "a task runs in github.com/llmdst/llmdst/sim_test.spinForever without reaching a scheduling point")
+	_, draws, ok := strings.Cut(string(out), "DRAWS ")
+	require.True(t, ok, "%s", out)
+	draws, _, _ = strings.Cut(draws, "\n")
+	d, err := sim.ParseDraws(draws)
+	require.NoError(t, err)
+	assert.Equal(t, 1, d.Departures(), "b goes first after one departure: %s", draws)
+
+	again := panicsInAChild(t, "TestExploreReturnHangEndsTheWalkWithTheHungSchedule", "SIM_EXPLORE_RETURN_HANG="+draws)
+	assert.Contains(t, string(again), "panic: hang: seed 7 (strategy random, draws "+draws+") had not ended after ")
 }

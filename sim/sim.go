@@ -69,6 +69,7 @@ type Options struct {
 	HangAfter time.Duration
 
 	switcher Switcher
+	onHang   func(*HangError) // ExploreOptions.ReturnHang: called in place of the panic
 }
 
 func (o *Options) strategy() Strategy {
