@@ -9,6 +9,7 @@
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-max-runs N] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
+//	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
@@ -47,8 +48,12 @@
 // are priorities, and replay:FILE cannot be explored. -seeds walks one
 // seed after another, each as -seed walks it, and stops at the first that
 // fails: a scenario that draws its workload from the seed (swarm,
-// pause-resume) is a different program for each. A schedule that runs
-// past -seed-timeout ends the process with the stuck task's stack.
+// pause-resume) is a different program for each. It names a schedule by
+// its departures, "draws 24:2,25:5,62:1" (the 24th draw answered 2, …,
+// every other 0), which run -draws follows in place of the seed's draws.
+// A schedule that runs past -seed-timeout is reported as run reports a
+// hang, with the stuck task's stack and the run -draws command that runs
+// it again.
 //
 // Seeds that pass say nothing of a race whose window none of them opened.
 // The checker records the situations each run reached (props.Situation:

@@ -90,6 +90,9 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	opts := sim.ExploreOptions{
 		Options: sim.Options{Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
 		Delays:  *delays, MaxRuns: *maxRuns, Workers: *jobs,
+		// A hang is reported as run and sweep report one; its goroutine
+		// is left behind, and simrun exits.
+		ReturnHang: true,
 	}
 	if err := opts.Check(); err != nil {
 		return &usageError{err.Error()}
@@ -162,6 +165,10 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if seeds.n > 1 {
 		tally = fmt.Sprintf("%d seeds, %s", j.Walks, tally)
 	}
+	var hang *sim.HangError
+	if errors.As(err, &hang) {
+		return exploreHang(sp, &j, hang, of, head+"HANG after "+tally, stdout)
+	}
 	if err != nil {
 		// A run drew differently from the one it followed: the code
 		// under test depends on more than the seed and the schedule.
@@ -212,6 +219,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if of.json {
 		j.Failed, j.Complete = true, false
 		f := o.json(sp, schedFile, nil)
+		f.Draws = res.Draws.String()
 		j.Failure = &f
 		if err := writeJSON(stdout, j); err != nil {
 			return err
@@ -226,11 +234,35 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if d := res.Departures(); d == 0 {
 		fmt.Fprintf(stdout, "  %s is the calm one itself: ", which)
 	} else {
-		fmt.Fprintf(stdout, "  %s departs %s from the calm one: ", which, times(d))
+		fmt.Fprintf(stdout, "  %s departs %s from the calm one (draws %s): ", which, times(d), res.Draws)
 	}
 	if err := printOutcome(sp, &o, of, nil, schedFile, stdout); err != nil {
 		return err
 	}
+	return errFailed
+}
+
+// exploreHang reports a schedule of the walk that did not end: there is no
+// schedule file to give, since the run never ended, but its draws, with the
+// seed and the strategy, are a run -draws that runs it again. Its stacks go
+// beside the schedules, named as an explored schedule is.
+func exploreHang(sp *spec, j *exploreJSON, h *sim.HangError, of *outputFlags, line string, stdout io.Writer) error {
+	again := *sp
+	again.draws = h.Draws
+	cmd := again.runCommand(h.Seed, h.Strategy)
+	if err := writeStacksTo(sp.seedFile(of.out, h.Seed, "-explored.stacks.txt"), h); err != nil {
+		return err
+	}
+	if of.json {
+		j.Failed, j.Complete = true, false
+		f := again.hangJSON(h.Seed, h.Strategy, h, cmd)
+		j.Failure = &f
+		if err := writeJSON(stdout, j); err != nil {
+			return err
+		}
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "%s\n  %s\n  run again: %s\n", line, indent(h.Error(), "  "), cmd)
 	return errFailed
 }
 

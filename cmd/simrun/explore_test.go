@@ -30,7 +30,7 @@ func TestExploreProvesABoundThenFindsTheFailureBeyondIt(t *testing.T) {
 	code, out, errOut = simrun(t, append([]string{"explore", "-delays", "2", "-out", dir}, asyncBug...)...)
 	require.Equal(t, 1, code, "%s%s", out, errOut)
 	assert.Contains(t, out, "within 2 departures: FAIL after")
-	assert.Contains(t, out, "the failing schedule departs twice from the calm one: FAIL after")
+	assert.Contains(t, out, "the failing schedule departs twice from the calm one (draws 24:2,25:5): FAIL after")
 	files, err := filepath.Glob(filepath.Join(dir, "abort-reuse-legacy-*-seed1-explored.schedule"))
 	require.NoError(t, err)
 	require.Len(t, files, 1, "the schedule goes under -out, tagged with the settings and -explored")
@@ -172,4 +172,85 @@ func TestExploreWalksEachSeedUntilOneFails(t *testing.T) {
 	code, _, errOut = simrun(t, "explore", "-scenario", "swarm", "-seed", "2", "-seeds", "1-3")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "-seed and -seeds do not go together")
+}
+
+// TestExploreReportsAHungScheduleAndRunRunsItAgain: a schedule of the walk
+// that never ends is reported as run reports a hang, with the stuck task,
+// a stacks file, and the draws that run -draws follows to run it again.
+func TestExploreReportsAHungScheduleAndRunRunsItAgain(t *testing.T) {
+	armHang(t)
+	dir := t.TempDir()
+	code, out, errOut := simrun(t, "explore", "-scenario", "test-hang", "-seed", "60", "-delays", "1", "-seed-timeout", "200ms", "-out", dir)
+	require.Equal(t, 1, code, "%s%s", out, errOut)
+	assert.Contains(t, out, "test-hang seed 60, strategy random, fixed engine, within 1 departure: HANG after ")
+	assert.Contains(t, out, "hang: seed 60 (strategy random, draws ")
+	assert.Contains(t, out, "a task runs in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding without reaching a scheduling point")
+	stacks := filepath.Join(dir, "test-hang-fixed-seed60-explored.stacks.txt")
+	assert.Contains(t, out, "every goroutine's stack: "+stacks)
+	assert.FileExists(t, stacks)
+	_, cmd, ok := strings.Cut(out, "run again: simrun ")
+	require.True(t, ok, out)
+	cmd, _, _ = strings.Cut(cmd, "\n")
+	args := strings.Fields(cmd)
+	require.Equal(t, []string{"run", "-scenario", "test-hang", "-seed", "60", "-strategy", "random", "-draws"}, args[:len(args)-1])
+	draws := args[len(args)-1]
+
+	code, again, _ := simrun(t, append(args, "-seed-timeout", "200ms", "-out", dir)...)
+	require.Equal(t, 1, code, again)
+	assert.Contains(t, again, "test-hang seed 60, strategy random, draws "+draws+", fixed engine: HANG")
+	assert.Contains(t, again, "hang: seed 60 (draws "+draws+") had not ended")
+	assert.Contains(t, again, "a task runs in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding without reaching a scheduling point")
+	assert.Contains(t, again, "run again: simrun "+cmd)
+	code, calm, _ := simrun(t, "run", "-scenario", "test-hang", "-seed", "60", "-strategy", "random", "-draws", "calm", "-seed-timeout", "200ms", "-out", dir)
+	assert.Equal(t, 0, code, "the calm schedule passes: %s", calm)
+
+	code, out, _ = simrun(t, "explore", "-scenario", "test-hang", "-seed", "60", "-delays", "1", "-seed-timeout", "200ms", "-out", dir, "-json")
+	require.Equal(t, 1, code, out)
+	var j exploreJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.True(t, j.Failed)
+	assert.False(t, j.Complete)
+	require.NotNil(t, j.Failure)
+	assert.Equal(t, "hang in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding", j.Failure.Signature)
+	assert.Equal(t, "simrun "+cmd, j.Failure.Replay)
+	assert.Equal(t, draws, j.Failure.Draws)
+}
+
+// TestRunFollowsTheDrawsOfAnExploredFailure: the draws of the schedule
+// explore found failing run it again, to the same trace hash as the
+// schedule file it wrote; what run -draws cannot follow is refused.
+func TestRunFollowsTheDrawsOfAnExploredFailure(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := simrun(t, append([]string{"explore", "-delays", "2", "-j", "1", "-json", "-out", dir}, asyncBug...)...)
+	require.Equal(t, 1, code, out)
+	var j exploreJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	require.NotNil(t, j.Failure)
+	draws := j.Failure.Draws
+	require.NotEmpty(t, draws, "explore says the failing schedule's draws")
+
+	code, out, _ = simrun(t, append([]string{"run", "-seed", "1", "-draws", draws, "-json", "-out", dir}, asyncBug...)...)
+	require.Equal(t, 1, code, out)
+	var r runJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	assert.Equal(t, j.Failure.TraceHash, r.TraceHash, "draws %s", draws)
+	assert.Equal(t, draws, r.Draws)
+	assert.True(t, strings.HasSuffix(r.Schedule, "-seed1-explored.schedule"), "an explored schedule's file, not the seed's: %s", r.Schedule)
+	code, replayed, _ := simrun(t, "replay", r.Schedule)
+	require.Equal(t, 1, code, replayed)
+	assert.Contains(t, replayed, "(the same as recorded)")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-draws", "3"}, `-draws: draws "3": "3" is not N:V`},
+		{[]string{"-draws", "2:0"}, "the answer must be a whole number ≥ 1"},
+		{[]string{"-draws", "2:1", "-check-determinism"}, "-draws and -check-determinism do not go together"},
+		{[]string{"-draws", "2:1", "-strategy", "pct:3:100"}, "-draws: cannot walk pct:3:100"},
+	} {
+		code, out, errOut := simrun(t, append([]string{"run", "-scenario", "abort-reuse"}, tc.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, out)
+		assert.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
 }

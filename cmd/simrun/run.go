@@ -121,6 +121,7 @@ type runJSON struct {
 	Schedule  string   `json:"schedule,omitempty"`
 	Replay    string   `json:"replay,omitempty"`
 	Replayed  *bool    `json:"same_hash_as_recorded,omitempty"`
+	Draws     string   `json:"draws,omitempty"` // run -draws
 	// Reached are the situations the run reached (props.Situation).
 	Reached []string `json:"reached"`
 }
@@ -142,6 +143,7 @@ func seedCommand(name string, stderr io.Writer, seedDoc string) (*flag.FlagSet, 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs, sf, of, seed := seedCommand("run", stderr, "the seed `N` to run")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
+	drawsFlag := fs.String("draws", "", "answer the strategy's draws with `D`, a schedule simrun explore ran (as it prints them: N:V,… the draw N answered V, every other 0; calm for none), in place of the seed's")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	if _, err := parseFlags(fs, args, 0); err != nil {
@@ -152,6 +154,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp.seedTimeout = timeout
+	if flagGiven(fs, "draws") {
+		if sp.draws, err = runDraws(sp, *drawsFlag, *check); err != nil {
+			return err
+		}
+	}
 	if err := sp.checkReplaySeeds(seedSet{spans: []span{{*seed, *seed}}, n: 1}, "-seed"); err != nil {
 		return err
 	}
@@ -162,6 +169,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer undo()
 	r, replaying := sp.strategy.(replayFile)
 	o := sp.run(*seed, sim.Options{Trace: of.tracing(), CheckDeterminism: *check})
+	if sp.draws != nil {
+		// A schedule of explore's, named as explore names its files,
+		// not the seed's own.
+		o.fileSuffix = "-explored"
+		o.meta = []sim.Meta{{Key: "draws", Value: sp.draws.String()}}
+	}
 	if replaying {
 		// As simrun replay says it: the flags match what the file records.
 		if err := diverged(r.file, o.res.Err); err != nil {
@@ -172,6 +185,25 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "simrun run: warning: %s\n", w)
 	}
 	return report(sp, &o, of, nil, stdout)
+}
+
+// runDraws reads run -draws for the strategy of sp: one that explore
+// walks, and never with -check-determinism, which draws from the seed.
+func runDraws(sp *spec, text string, check bool) (sim.Draws, error) {
+	d, err := sim.ParseDraws(text)
+	if err != nil {
+		return nil, usagef("-draws: %v", err)
+	}
+	if check {
+		return nil, usagef("-draws and -check-determinism do not go together: a run that follows draws has no seed's draws to check against")
+	}
+	if _, ok := sp.strategy.(replayFile); ok {
+		return nil, usagef("-draws and -strategy %s do not go together: a replay draws nothing", sp.strategy)
+	}
+	if err := (sim.ExploreOptions{Options: sim.Options{Strategy: sp.strategyOrDefault()}}).Check(); err != nil {
+		return nil, usagef("-draws: %v", strings.TrimPrefix(err.Error(), "sim: Explore "))
+	}
+	return append(sim.Draws{}, d...), nil // not nil: the calm schedule is one too
 }
 
 func cmdReplay(args []string, stdout, stderr io.Writer) error {
@@ -285,7 +317,7 @@ func writeArtifacts(sp *spec, o *outcome, of *outputFlags, rp *replayed) (schedF
 func (o *outcome) json(sp *spec, schedFile string, rp *replayed) runJSON {
 	j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: o.failed(),
 		Steps: o.res.Steps, ElapsedNS: int64(o.res.Elapsed), TraceHash: fmt.Sprintf("%016x", o.res.TraceHash), Schedule: schedFile,
-		Reached: []string{}}
+		Reached: []string{}, Draws: sp.drawsString()}
 	for _, s := range o.reached().List() {
 		j.Reached = append(j.Reached, s.String())
 	}
@@ -304,7 +336,7 @@ func (o *outcome) json(sp *spec, schedFile string, rp *replayed) runJSON {
 // printRun prints a run as text: what ran, how it ended, its hash and the
 // situations it reached, where its artifacts went, and its story if asked.
 func printRun(sp *spec, o *outcome, of *outputFlags, rp *replayed, schedFile string, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: ", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
+	fmt.Fprintf(stdout, "%s: ", sp.runWords(o))
 	return printOutcome(sp, o, of, rp, schedFile, stdout)
 }
 
@@ -358,17 +390,30 @@ func reportHang(sp *spec, o *outcome, h *sim.HangError, of *outputFlags, rp *rep
 		return err
 	}
 	if of.json {
-		j := runJSON{Scenario: sp.scenario.Name, Seed: o.seed, Strategy: o.strategy, Engine: sp.engineName(), Config: sp.configStrings(), Failed: true,
-			Error: h.Error(), Signature: h.Signature(), Replay: again}
-		if err := writeJSON(stdout, j); err != nil {
+		if err := writeJSON(stdout, sp.hangJSON(o.seed, o.strategy, h, again)); err != nil {
 			return err
 		}
 		return errFailed
 	}
-	fmt.Fprintf(stdout, "%s seed %d, strategy %s, %s: HANG\n", sp.scenario.Name, o.seed, o.strategy, sp.engineWords())
+	fmt.Fprintf(stdout, "%s: HANG\n", sp.runWords(o))
 	fmt.Fprintf(stdout, "  %s\n", indent(h.Error(), "  "))
 	fmt.Fprintf(stdout, "  run again: %s\n", again)
 	return errFailed
+}
+
+// hangJSON is a hung run as run -json prints it, again the command that
+// runs it again.
+func (s *spec) hangJSON(seed uint64, strategy string, h *sim.HangError, again string) runJSON {
+	return runJSON{Scenario: s.scenario.Name, Seed: seed, Strategy: strategy, Engine: s.engineName(), Config: s.configStrings(), Failed: true,
+		Error: h.Error(), Signature: h.Signature(), Replay: again, Draws: s.drawsString()}
+}
+
+// drawsString is run -draws as given, "" without it.
+func (s *spec) drawsString() string {
+	if s.draws == nil {
+		return ""
+	}
+	return s.draws.String()
 }
 
 // checkRecorded refuses the replay of a schedule that simrun recorded on

@@ -43,6 +43,9 @@ type spec struct {
 	// reported as a hang (-seed-timeout); 0: never. It is no part of what
 	// a run does.
 	seedTimeout time.Duration
+	// draws, when set (run -draws), are the draws a run follows in place
+	// of drawing from its seed: a schedule explore ran.
+	draws sim.Draws
 }
 
 // specFlags registers the flags every subcommand that runs scenarios has.
@@ -306,6 +309,16 @@ func (s *spec) configStrings() []string { return settingStrings(s.config) }
 // engineWords names the spec's engine and its settings.
 func (s *spec) engineWords() string { return engineWords(s.engineName(), s.configStrings()) }
 
+// runWords names a run of the spec: "abort-reuse seed 7, strategy chaos,
+// draws 3:1, fixed engine".
+func (s *spec) runWords(o *outcome) string {
+	draws := ""
+	if d := s.drawsString(); d != "" {
+		draws = ", draws " + d
+	}
+	return fmt.Sprintf("%s seed %d, strategy %s%s, %s", s.scenario.Name, o.seed, o.strategy, draws, s.engineWords())
+}
+
 // run runs one seed, under a watchdog of its own when s.seedTimeout is set.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
 	o, h := runOne(s.seedTimeout, seed, func() outcome { return s.runSeed(seed, opts) })
@@ -318,6 +331,7 @@ func (s *spec) run(seed uint64, opts sim.Options) outcome {
 // hung is the outcome of a seed that hung under strategy (nil: the
 // default): no result, the hang as its error.
 func (s *spec) hung(h *sim.HangError, strategy sim.Strategy) outcome {
+	h.Draws = s.draws
 	return outcome{seed: h.Seed, err: h, strategy: cmp.Or(strategy, s.strategyOrDefault()).String()}
 }
 
@@ -330,6 +344,9 @@ func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 	}
 	if opts.StepsMax == 0 {
 		opts.StepsMax = s.stepsMax
+	}
+	if s.draws != nil && opts.Chooser == nil {
+		opts.Chooser = sim.FollowDraws(s.draws)
 	}
 	res := sim.Run(opts, prog)
 	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: res.Strategy}
@@ -376,10 +393,15 @@ func (s *spec) settingsTag() string {
 // writeStacks writes the goroutine dump of a hung seed to dir, once, and
 // notes the file in the error.
 func (s *spec) writeStacks(dir string, h *sim.HangError) error {
+	return writeStacksTo(s.seedFile(dir, h.Seed, ".stacks.txt"), h)
+}
+
+// writeStacksTo writes the goroutine dump of a hung seed to file, once, and
+// notes the file in the error.
+func writeStacksTo(file string, h *sim.HangError) error {
 	if h.StacksFile != "" {
 		return nil
 	}
-	file := s.seedFile(dir, h.Seed, ".stacks.txt")
 	if err := writeFile(file, func(w io.Writer) error {
 		_, err := w.Write(h.Stacks)
 		return err
@@ -574,6 +596,9 @@ func (s *spec) runCommand(seed uint64, strategy string) string {
 	}
 	for _, c := range s.configStrings() {
 		cmd += " -config " + shell.Quote(c)
+	}
+	if d := s.drawsString(); d != "" {
+		cmd += " -draws " + d
 	}
 	return cmd
 }

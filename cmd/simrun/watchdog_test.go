@@ -17,10 +17,13 @@ import (
 
 // The hang scenario's seed spinSeed loops without a scheduling point, and
 // its seed blockSeed waits on a real channel, until the test that armed
-// them lets them go; every other seed yields a few times and ends.
+// them lets them go; every other seed yields a few times and ends. Seed
+// turnSeed spins as spinSeed does in the schedules where the worker passes
+// its yield before main passes its first, which the calm one does not.
 const (
 	spinSeed  = 5
 	blockSeed = 30
+	turnSeed  = 60
 )
 
 var hangGate struct {
@@ -74,9 +77,11 @@ func blockOnRealChannel(release chan struct{}) { <-release }
 func init() {
 	scenario.Register(&scenario.Scenario{Name: "test-hang", Summary: "a scenario two seeds of which hang: one spins, one blocks on a real channel", DefaultStrategy: "random",
 		Run: func(x *scenario.Run) error {
+			mainGoesOn := false
 			x.RT.Go("worker", func() {
 				x.RT.Yield("worker")
-				if x.Opts.Seed != spinSeed && x.Opts.Seed != blockSeed {
+				outOfTurn := x.Opts.Seed == turnSeed && !mainGoesOn
+				if x.Opts.Seed != spinSeed && x.Opts.Seed != blockSeed && !outOfTurn {
 					return
 				}
 				release, armed := enterGate()
@@ -85,7 +90,7 @@ func init() {
 				}
 				defer hangGate.stuck.Done()
 				switch x.Opts.Seed {
-				case spinSeed:
+				case spinSeed, turnSeed:
 					var released atomic.Bool
 					go func() { <-release; released.Store(true) }()
 					spinWithoutYielding(&released)
@@ -95,6 +100,7 @@ func init() {
 			})
 			for range 3 {
 				x.RT.Yield("main")
+				mainGoesOn = true
 			}
 			return nil
 		}})
