@@ -370,6 +370,39 @@ func TestStarveOfANameNoTaskHasWarns(t *testing.T) {
 	}
 }
 
+// TestStarveWindowCutAtItsDecisionCapWarns: a window is a length of
+// virtual time, and where the others run without the clock moving it ends
+// at its cap of decisions instead. The run does not fail for it, but its
+// result says so: under a model that takes no time a step a seed runs
+// thousands of times its decisions. When the clock moves, nothing is said.
+func TestStarveWindowCutAtItsDecisionCapWarns(t *testing.T) {
+	program := func(tick time.Duration) func(rt task.Runtime) error {
+		return func(rt task.Runtime) error {
+			rt.Go("victim", func() {
+				for range 10 {
+					rt.Yield("victim")
+				}
+			})
+			for range 3 * sim.StarveWindowDecisionsMax {
+				if tick > 0 {
+					rt.Sleep(tick)
+				} else {
+					rt.Yield("busy")
+				}
+			}
+			return nil
+		}
+	}
+	res := sim.Run(sim.Options{Seed: 1, Strategy: sim.Starve("victim")}, program(0))
+	require.NoError(t, res.Err)
+	require.Len(t, res.Warnings, 1)
+	assert.Regexp(t, `^sim: strategy starve:victim: [1-9][0-9]* of its [1-9][0-9]* starvation windows ended at their cap of 10000 decisions before the clock reached their end`, res.Warnings[0])
+
+	res = sim.Run(sim.Options{Seed: 1, Strategy: sim.Starve("victim")}, program(time.Microsecond))
+	require.NoError(t, res.Err)
+	assert.Empty(t, res.Warnings, "the clock moves, and every window ends at its length")
+}
+
 func TestChaosStarvesRandomVictimsIncludingMain(t *testing.T) {
 	starved := map[string]int{}
 	for seed := uint64(0); seed < 30; seed++ {

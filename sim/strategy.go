@@ -370,11 +370,17 @@ type starvePolicy struct {
 	// last is the window's last decision: it ends after it even when the
 	// clock has not reached until (see StarveWindowDecisionsMax).
 	last int64
+	// windows are the windows opened, cut those that ended at last with
+	// the clock short of until, for Warnings.
+	windows, cut int
 }
 
 func (p *starvePolicy) Pick(v *View) Decision {
 	c := v.Chooser
 	if p.victim != nil && (v.Now >= p.until || v.Step > p.last || p.victim.state == stateDone) {
+		if v.Now < p.until && v.Step > p.last && p.victim.state != stateDone {
+			p.cut++
+		}
 		p.victim = nil
 	}
 	n := len(v.Candidates)
@@ -404,6 +410,7 @@ func (p *starvePolicy) Pick(v *View) Decision {
 			w := p.st.windows[c.Intn(len(p.st.windows))]
 			p.until = v.Now + w
 			p.last = v.Step + StarveWindowDecisionsMax
+			p.windows++
 			if v.Tracing() {
 				v.Note(fmt.Sprintf("%s: withhold task %d %q for %v", p.st.name, p.victim.id, p.victim.name, w))
 			}
@@ -432,13 +439,17 @@ func (p *starvePolicy) Pick(v *View) Decision {
 }
 
 func (p *starvePolicy) Warnings(tasks []*Task) []string {
-	if !p.st.only {
-		return nil
+	var ws []string
+	if p.cut > 0 {
+		// A window is its length in virtual time; where the clock hardly
+		// moves (a model with no step time), it is its decision cap
+		// instead, and a seed takes thousands of times its decisions.
+		ws = append(ws, fmt.Sprintf("sim: strategy %s: %d of its %d starvation windows ended at their cap of %d decisions before the clock reached their end: the other tasks ran that long without virtual time moving (a model that takes no time a step?), so those windows withheld their task far longer than their length says, and the run took that many more decisions", p.st, p.cut, p.windows, StarveWindowDecisionsMax))
 	}
-	if slices.ContainsFunc(tasks, p.st.victim) {
-		return nil
+	if p.st.only && !slices.ContainsFunc(tasks, p.st.victim) {
+		ws = append(ws, fmt.Sprintf("sim: strategy %s starved nothing: no task of the run has a name starting with %q; the run's tasks were %s", p.st, p.st.prefix, taskNames(tasks)))
 	}
-	return []string{fmt.Sprintf("sim: strategy %s starved nothing: no task of the run has a name starting with %q; the run's tasks were %s", p.st, p.st.prefix, taskNames(tasks))}
+	return ws
 }
 
 // taskNamesMax bounds the names a warning lists.

@@ -68,7 +68,7 @@ var configKeys = []configKey{
 		}},
 	{"prefix-caching", "on or off", "vLLM's --enable-prefix-caching (EnablePrefixCaching): a request whose prompt starts with full KV blocks computed before takes them from the cache",
 		onOff(func(c *engine.Config, on bool) { c.EnablePrefixCaching = on })},
-	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time",
+	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time (a starvation window, a length of virtual time, may then last its cap of 10000 decisions, and a seed far longer: the run warns)",
 		func(v string) (string, func(*engine.Config), error) {
 			if v == "none" {
 				return v, func(c *engine.Config) { c.StepTime = -1 }, nil
