@@ -47,6 +47,15 @@ type ExploreOptions struct {
 	// number of workers; only Runs of one that fails depends on it. Each
 	// worker has a Pool of its own: Options.Pool is not used.
 	Workers int
+	// Shard and Shards, when Shards is above 1, make this exploration one
+	// of Shards (a CI matrix's job): it runs the schedules whose first
+	// departure is at a draw whose number is Shard modulo Shards, 0 ≤
+	// Shard < Shards, split among its Workers as a whole walk is. The
+	// split depends on neither Workers nor the machine: the shards' Runs
+	// add up to the whole walk's, it is complete when every shard is, and
+	// its failure is the first, in depth-first order (by Draws), of the
+	// shards' failures. Shard 0 counts the calm schedule.
+	Shard, Shards int
 	// OnRun, if set, is called after each run Runs counts, from the worker
 	// that made it, so at once from several: for a progress display.
 	OnRun func()
@@ -112,7 +121,8 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	if err := opts.Check(); err != nil {
 		return res, err
 	}
-	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1), onRun: opts.OnRun}
+	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1), onRun: opts.OnRun,
+		shard: opts.Shard, shards: max(opts.Shards, 1)}
 	x.hung, x.hungNow = map[int]bool{}, make(chan struct{}, x.workers)
 	if x.delays == 0 {
 		x.delays = DefaultExploreDelays
@@ -203,6 +213,10 @@ func (opts ExploreOptions) Check() error {
 		return errors.New("sim: Explore checks each run against the one it was derived from: Options.CheckDeterminism must be false")
 	case opts.Workers < 0:
 		return fmt.Errorf("sim: Explore: Workers must be ≥ 0, got %d", opts.Workers)
+	case opts.Shards < 0:
+		return fmt.Errorf("sim: Explore: Shards must be ≥ 0, got %d", opts.Shards)
+	case opts.Shard < 0 || opts.Shard >= max(opts.Shards, 1):
+		return fmt.Errorf("sim: Explore: Shard must be from 0 to Shards-1 (%d), got %d", max(opts.Shards, 1)-1, opts.Shard)
 	}
 	return nil
 }
@@ -212,6 +226,8 @@ type explorer struct {
 	delays  int
 	maxRuns int64
 	workers int
+	shard   int // this exploration's, of shards
+	shards  int
 	onRun   func()
 	runs    atomic.Int64 // runs begun, counted against maxRuns when it is set
 	stop    atomic.Bool  // MaxRuns reached, or an error
@@ -259,11 +275,13 @@ func (x *explorer) walk(ctx context.Context, w int, run Options, main func(rt ta
 	var e explored
 	c := &walkChooser{}
 	run.Chooser = c
-	owns := func(i int) bool { return i%x.workers == w }
+	// Draw i is first departed from by shard i mod shards, and within it
+	// by worker (i div shards) mod workers.
+	owns := func(i int) bool { return i%x.shards == x.shard && i/x.shards%x.workers == w }
 	for !x.stop.Load() && ctx.Err() == nil && !x.passed(c.prefix) {
 		// Every worker runs the calm schedule, to learn its draws; the
-		// first counts it.
-		counts := w == 0 || len(c.prefix) > 0
+		// first of shard 0 counts it.
+		counts := (w == 0 && x.shard == 0) || len(c.prefix) > 0
 		if counts && x.maxRuns > 0 && x.runs.Add(1) > x.maxRuns {
 			x.stop.Store(true)
 			break

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,6 +232,54 @@ func TestExploreWorkersSplitTheSchedulesAndAgree(t *testing.T) {
 
 	_, err = sim.Explore(context.Background(), sim.ExploreOptions{Workers: -1}, lostUpdate)
 	assert.EqualError(t, err, "sim: Explore: Workers must be ≥ 0, got -1")
+}
+
+// TestExploreShardsAddUpToTheWhole: the shards of a walk, each on any
+// number of workers, run between them every schedule of the whole walk
+// once: their runs add up to its, each is complete when it is, and the
+// first of their failures in depth-first order is its failure.
+func TestExploreShardsAddUpToTheWhole(t *testing.T) {
+	starve := sim.Options{Strategy: sim.Starve("receiver")}
+	for _, tc := range []struct {
+		name string
+		opts sim.ExploreOptions
+		main func(rt task.Runtime) error
+	}{
+		{"locked incrementers", sim.ExploreOptions{Delays: 3}, increments(true, "inc-a", "inc-b", "inc-c")},
+		{"lost update", sim.ExploreOptions{Delays: 2}, lostUpdate},
+		{"courier starved", sim.ExploreOptions{Options: starve, Delays: 3}, simprog.Courier},
+	} {
+		whole, err := sim.Explore(context.Background(), tc.opts, tc.main)
+		require.NoError(t, err, tc.name)
+		for _, shards := range []int{2, 3, 7} {
+			for _, workers := range []int{1, 2} {
+				runs, complete := 0, true
+				var first sim.Draws
+				for shard := range shards {
+					opts := tc.opts
+					opts.Shard, opts.Shards, opts.Workers = shard, shards, workers
+					res, err := sim.Explore(context.Background(), opts, tc.main)
+					require.NoError(t, err, tc.name)
+					runs += res.Runs
+					complete = complete && res.Complete
+					if res.Failed != nil && (first == nil || slices.Compare(res.Draws, first) < 0) {
+						first = res.Draws
+					}
+				}
+				what := fmt.Sprintf("%s in %d shards on %d workers", tc.name, shards, workers)
+				require.Equal(t, whole.Complete, complete, what)
+				if whole.Complete {
+					assert.Equal(t, whole.Runs, runs, what)
+					continue
+				}
+				assert.Equal(t, whole.Draws, first, what)
+			}
+		}
+	}
+	for _, opts := range []sim.ExploreOptions{{Shards: -1}, {Shard: 2, Shards: 2}, {Shard: -1, Shards: 3}, {Shard: 1}} {
+		_, err := sim.Explore(context.Background(), opts, lostUpdate)
+		assert.ErrorContains(t, err, "sim: Explore: Shard", "%+v", opts)
+	}
 }
 
 func TestExploreStopsAtMaxRuns(t *testing.T) {
