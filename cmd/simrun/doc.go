@@ -7,7 +7,7 @@
 //	simrun list [-failpoints | -situations]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
-//	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-max-runs N] [-story] [-html F.html] [-json]
+//	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
 //	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
@@ -48,7 +48,10 @@
 // are priorities, and replay:FILE cannot be explored. -seeds walks one
 // seed after another, each as -seed walks it, and stops at the first that
 // fails: a scenario that draws its workload from the seed (swarm,
-// pause-resume) is a different program for each. It names a schedule by
+// pause-resume) is a different program for each. -shard I/N runs one
+// share of a walk, the schedules whose first departure is at a draw
+// numbered I-1 modulo N, for a CI matrix; merge adds the shards' -json up
+// to the whole walk. It names a schedule by
 // its departures, "draws 24:2,25:5,62:1" (the 24th draw answered 2, …,
 // every other 0), which run -draws follows in place of the seed's draws.
 // A schedule that runs past -seed-timeout is reported as run reports a

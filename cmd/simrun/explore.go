@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,13 +25,17 @@ func init() {
 
 // exploreJSON is what explore -json prints.
 type exploreJSON struct {
-	Scenario string   `json:"scenario"`
-	Seed     uint64   `json:"seed"`
-	Strategy string   `json:"strategy"`
-	Engine   string   `json:"engine"`
-	Config   []string `json:"config,omitempty"` // -config, sorted by key
-	Delays   int      `json:"delays"`           // -1: no bound
-	Workers  int      `json:"workers"`
+	Scenario   string   `json:"scenario"`
+	Seed       uint64   `json:"seed"`
+	Strategy   string   `json:"strategy"`
+	Engine     string   `json:"engine"`
+	Config     []string `json:"config,omitempty"` // -config, sorted by key
+	Failpoints []string `json:"failpoints,omitempty"`
+	Delays     int      `json:"delays"` // -1: no bound
+	Workers    int      `json:"workers"`
+	// Shard is -shard I/N: the walk ran the schedules whose first
+	// departure is at a draw numbered I-1 modulo N; "" for the whole.
+	Shard string `json:"shard,omitempty"`
 	// Seeds are the seeds -seeds asked for ("" for -seed), Walks the walks
 	// made, one a seed, Seed the last walked: the failing one, if any.
 	Seeds string `json:"seeds,omitempty"`
@@ -57,6 +62,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	maxRuns := fs.Int("max-runs", 0, "stop a seed's walk after `N` schedules, not complete (0: no bound)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal, and no line saying what runs")
+	shardFlag := fs.String("shard", "", "run only shard `I/N` of the schedules, those whose first departure is at a draw numbered I-1 modulo N, for a CI matrix; simrun merge adds the shards' -json up to the whole walk")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	if _, err := parseFlags(fs, args, 0); err != nil {
@@ -86,6 +92,15 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if _, ok := sp.strategy.(replayFile); ok {
 		return usagef("-strategy %s: explore walks the draws of a strategy, and a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay", sp.strategy)
 	}
+	var shard, shards uint64
+	if *shardFlag != "" {
+		if shard, shards, err = parseShard(*shardFlag); err != nil {
+			return err
+		}
+		if shards > jobsMax {
+			return usagef("-shard %s: at most %d shards", *shardFlag, jobsMax)
+		}
+	}
 	strategy := sp.strategyOrDefault()
 	opts := sim.ExploreOptions{
 		Options: sim.Options{Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
@@ -93,6 +108,9 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		// A hang is reported as run and sweep report one; its goroutine
 		// is left behind, and simrun exits.
 		ReturnHang: true,
+	}
+	if shards > 1 {
+		opts.Shard, opts.Shards = int(shard-1), int(shards)
 	}
 	if err := opts.Check(); err != nil {
 		return &usageError{err.Error()}
@@ -118,8 +136,8 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	// otherwise than complete for a reason other than -max-runs.
 	start := time.Now()
 	var res sim.ExploreResult
-	j := exploreJSON{Scenario: sp.scenario.Name, Seed: seeds.at(0), Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(),
-		Delays: *delays, Workers: *jobs, Complete: true}
+	j := exploreJSON{Scenario: sp.scenario.Name, Seed: seeds.at(0), Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(), Failpoints: sp.failpoints,
+		Delays: *delays, Workers: *jobs, Shard: *shardFlag, Complete: true}
 	if seeds.n > 1 {
 		j.Seeds = seeds.String()
 	}
@@ -159,6 +177,9 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	what := fmt.Sprintf("seed %d", seeds.at(0))
 	if seeds.n > 1 {
 		what = "seeds " + seeds.String()
+	}
+	if *shardFlag != "" {
+		bound += ", shard " + *shardFlag
 	}
 	head := fmt.Sprintf("%s %s, strategy %s, %s, %s: ", sp.scenario.Name, what, strategy, sp.engineWords(), bound)
 	tally := fmt.Sprintf("%d schedules, %v on %d workers", j.Schedules, elapsed.Round(time.Millisecond), *jobs)
@@ -205,7 +226,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	// with the checker's outcome, the situations reached and the artifacts.
 	o := sp.run(j.Seed, sim.Options{Strategy: sim.Replay(res.Failed.Schedule), Trace: of.tracing()})
 	o.strategy = strategy.String()
-	o.fileSuffix = "-explored"
+	o.fileSuffix = exploredSuffix(*shardFlag)
 	// The strategy's draws did not make this schedule, Explore's walk
 	// did: simrun run of the seed and strategy runs another.
 	o.meta = []sim.Meta{{Key: "explored", Value: bound}}
@@ -250,7 +271,7 @@ func exploreHang(sp *spec, j *exploreJSON, h *sim.HangError, of *outputFlags, li
 	again := *sp
 	again.draws = h.Draws
 	cmd := again.runCommand(h.Seed, h.Strategy)
-	if err := writeStacksTo(sp.seedFile(of.out, h.Seed, "-explored.stacks.txt"), h); err != nil {
+	if err := writeStacksTo(sp.seedFile(of.out, h.Seed, exploredSuffix(j.Shard)+".stacks.txt"), h); err != nil {
 		return err
 	}
 	if of.json {
@@ -264,6 +285,16 @@ func exploreHang(sp *spec, j *exploreJSON, h *sim.HangError, of *outputFlags, li
 	}
 	fmt.Fprintf(stdout, "%s\n  %s\n  run again: %s\n", line, indent(h.Error(), "  "), cmd)
 	return errFailed
+}
+
+// exploredSuffix ends the names of the files of a walk's schedule:
+// -explored, and the shard, -explored-shard2of3, so that the shards of a
+// walk run into one directory keep their own.
+func exploredSuffix(shard string) string {
+	if shard == "" {
+		return "-explored"
+	}
+	return "-explored-shard" + strings.Replace(shard, "/", "of", 1)
 }
 
 // times says n times in words.

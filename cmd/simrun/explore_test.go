@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,5 +253,80 @@ func TestRunFollowsTheDrawsOfAnExploredFailure(t *testing.T) {
 		code, out, errOut := simrun(t, append([]string{"run", "-scenario", "abort-reuse"}, tc.args...)...)
 		assert.Equal(t, 2, code, "%v: %s", tc.args, out)
 		assert.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+}
+
+// TestExploreShardsMergeIntoTheWholeWalk: explore -shard I/N jobs split a
+// walk, and merge adds their -json up to it: the same schedules, complete
+// only with every shard, and the whole walk's failure, whichever shard
+// found it; shards of different walks are refused.
+func TestExploreShardsMergeIntoTheWholeWalk(t *testing.T) {
+	dir := t.TempDir()
+	explore := func(file string, args ...string) int {
+		code, out, errOut := simrun(t, append([]string{"explore", "-json", "-quiet", "-out", dir}, args...)...)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(out), 0o644), errOut)
+		return code
+	}
+	path := func(files ...string) []string {
+		for i, f := range files {
+			files[i] = filepath.Join(dir, f)
+		}
+		return files
+	}
+	fixed := []string{"-scenario", "abort-reuse", "-delays", "2"}
+	require.Equal(t, 0, explore("whole.json", fixed...))
+	var whole exploreJSON
+	data, err := os.ReadFile(filepath.Join(dir, "whole.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &whole))
+	for i := range 3 {
+		shard := []string{"-shard", []string{"1/3", "2/3", "3/3"}[i], "-j", []string{"1", "2", "1"}[i]}
+		require.Equal(t, 0, explore(fmt.Sprintf("s%d.json", i+1), append(fixed, shard...)...))
+	}
+	code, out, _ := simrun(t, append([]string{"merge", "-json"}, path("s1.json", "s2.json", "s3.json")...)...)
+	require.Equal(t, 0, code, out)
+	var m exploreMerge
+	require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+	assert.True(t, m.Complete)
+	assert.Equal(t, whole.Schedules, m.Schedules, "the shards run the whole walk's schedules between them")
+	assert.Equal(t, whole.DeepestDraws, m.DeepestDraws)
+	assert.Equal(t, []string{"1/3", "2/3", "3/3"}, m.Shards)
+
+	code, out, _ = simrun(t, append([]string{"merge"}, path("s1.json", "s3.json")...)...)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "within 2 departures: none failed, NOT complete: ")
+	assert.Contains(t, out, "missing shards: 2/3 — their schedules did not run")
+
+	for i, shard := range []string{"1/2", "2/2"} {
+		require.Equal(t, 1, explore(fmt.Sprintf("f%d.json", i+1), append([]string{"-delays", "2", "-shard", shard}, asyncBug...)...))
+	}
+	code, out, _ = simrun(t, append([]string{"merge", "-json"}, path("f1.json", "f2.json")...)...)
+	require.Equal(t, 1, code, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+	assert.False(t, m.Complete)
+	require.NotNil(t, m.Failure)
+	assert.Equal(t, "24:2,25:5", m.Failure.Draws, "the whole walk's failure, the first in depth-first order")
+	schedule := strings.TrimPrefix(m.Failure.Replay, "simrun replay ")
+	assert.Contains(t, schedule, "-seed1-explored-shard"+strings.Replace(m.FailedShard, "/", "of", 1)+".schedule", "each shard's file its own")
+	assert.FileExists(t, schedule)
+
+	require.Equal(t, 0, explore("d1.json", "-scenario", "abort-reuse", "-delays", "1", "-shard", "2/3"))
+	for _, tc := range []struct {
+		files []string
+		want  string
+	}{
+		{path("s1.json", "d1.json"), "delays 1 against 2; shards must come from one walk"},
+		{path("s1.json", "s1.json"), "are both shard 1/3"},
+		{path("s1.json", "f1.json"), "cannot merge"},
+		{path("whole.json"), "is a whole walk, not an explore -shard I/N"},
+	} {
+		code, _, errOut := simrun(t, append([]string{"merge"}, tc.files...)...)
+		assert.Equal(t, 2, code, "%v", tc.files)
+		assert.Contains(t, errOut, tc.want, "%v", tc.files)
+	}
+	for _, shard := range []string{"0/3", "4/3", "x"} {
+		code, _, errOut := simrun(t, "explore", "-scenario", "abort-reuse", "-shard", shard)
+		assert.Equal(t, 2, code, shard)
+		assert.Contains(t, errOut, "-shard", shard)
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "merge", summary: "add up the -json results of sweep shards", run: cmdMerge})
+	register(&command{name: "merge", summary: "add up the -json results of sweep or explore shards", run: cmdMerge})
 }
 
 // mergeResult is a sweep's result added up from its shards: the fields a
@@ -44,7 +44,8 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun merge [-json] SHARD.json...")
-		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep.")
+		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep,")
+		fmt.Fprintln(stderr, "or those of simrun explore -json -shard I/N into one walk.")
 		fs.PrintDefaults()
 	}
 	jsonOut := fs.Bool("json", false, "print the merged JSON object instead of text")
@@ -56,6 +57,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(files) == 0 {
 		return usagef("want the JSON files of the shards to merge: simrun merge shard1.json shard2.json ...")
+	}
+	if data, err := os.ReadFile(files[0]); err == nil && isExploreJSON(data) {
+		return mergeExploreFiles(files, *jsonOut, stdout)
 	}
 	var shards []sweepResult
 	for _, f := range files {
@@ -98,6 +102,35 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 		return usagef("-min-reached %d: the shards name no target situations", minReached)
 	}
 	return checkReached(stderr, "merge", &m.sweepResult, uint64(minReached))
+}
+
+// mergeExploreFiles merges the -json of explore -shard I/N jobs: one walk,
+// complete when every shard is, failed when any is, with the first failure
+// in depth-first order.
+func mergeExploreFiles(files []string, jsonOut bool, stdout io.Writer) error {
+	var shards []exploreJSON
+	for _, f := range files {
+		j, err := readExploreJSON(f)
+		if err != nil {
+			return err
+		}
+		shards = append(shards, j)
+	}
+	m, err := mergeExplores(shards, files)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		if err := writeJSON(stdout, m); err != nil {
+			return err
+		}
+	} else {
+		printExploreMerge(stdout, m)
+	}
+	if m.Failed {
+		return errFailed
+	}
+	return nil
 }
 
 // readSweepJSON reads one shard's simrun sweep -json output.
@@ -185,7 +218,11 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 			spanFile = append(spanFile, files[i])
 		}
 	}
-	m.MissingShards, m.MissingCount = missingShards(shards)
+	names := make([]string, len(shards))
+	for i, r := range shards {
+		names[i] = r.Shard
+	}
+	m.MissingShards, m.MissingCount = missingShards(names)
 	// Sweeps of other seed lists may each have a shard 1/2: where a name
 	// comes twice, the seeds tell its shards apart.
 	times := map[string]int{}
@@ -349,13 +386,13 @@ func describeShard(r sweepResult) string {
 const missingShardsMax = 100
 
 // missingShards names the first missingShardsMax shards of an I/N split
-// that were not given, and counts them all, when every shard given is one
-// of the same N.
-func missingShards(shards []sweepResult) ([]string, uint64) {
+// that were not given, and counts them all, when every shard given (as
+// -shard names it) is one of the same N.
+func missingShards(shards []string) ([]string, uint64) {
 	n := uint64(0)
 	have := map[uint64]bool{} // looked up, never ranged
-	for _, r := range shards {
-		i, k, err := parseShard(r.Shard)
+	for _, shard := range shards {
+		i, k, err := parseShard(shard)
 		if err != nil || (n != 0 && k != n) {
 			return nil, 0
 		}

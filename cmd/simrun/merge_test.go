@@ -217,12 +217,12 @@ func TestMergeOfOneShardOfManyListsAFewMissingAndCountsTheRest(t *testing.T) {
 	// A sweep split a million ways, and one shard given: the merge names
 	// the first missing shards and counts the others, where it used to
 	// build a name for each of them (and, split 10^12 ways, never ended).
-	missing, count := missingShards([]sweepResult{{Shard: "3/1000000"}})
+	missing, count := missingShards([]string{"3/1000000"})
 	assert.Len(t, missing, missingShardsMax)
 	assert.Equal(t, []string{"1/1000000", "2/1000000", "4/1000000"}, missing[:3])
 	assert.Equal(t, uint64(999999), count)
 
-	missing, count = missingShards([]sweepResult{{Shard: "1/3"}, {Shard: "3/3"}})
+	missing, count = missingShards([]string{"1/3", "3/3"})
 	assert.Equal(t, []string{"2/3"}, missing)
 	assert.Equal(t, uint64(1), count)
 
