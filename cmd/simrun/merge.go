@@ -61,13 +61,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	if data, err := os.ReadFile(files[0]); err == nil && isExploreJSON(data) {
 		return mergeExploreFiles(files, *jsonOut, stdout)
 	}
-	var shards []sweepResult
-	for _, f := range files {
-		r, err := readSweepJSON(f)
-		if err != nil {
-			return err
-		}
-		shards = append(shards, r)
+	shards, err := readShards(files, readSweepJSON)
+	if err != nil {
+		return err
 	}
 	m, err := mergeSweeps(shards, files)
 	if err != nil {
@@ -108,13 +104,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 // complete when every shard is, failed when any is, with the first failure
 // in depth-first order.
 func mergeExploreFiles(files []string, jsonOut bool, stdout io.Writer) error {
-	var shards []exploreJSON
-	for _, f := range files {
-		j, err := readExploreJSON(f)
-		if err != nil {
-			return err
-		}
-		shards = append(shards, j)
+	shards, err := readShards(files, readExploreJSON)
+	if err != nil {
+		return err
 	}
 	m, err := mergeExplores(shards, files)
 	if err != nil {
@@ -131,6 +123,20 @@ func mergeExploreFiles(files []string, jsonOut bool, stdout io.Writer) error {
 		return errFailed
 	}
 	return nil
+}
+
+// readShards reads the shards' files with read, in order, stopping at the
+// first it cannot.
+func readShards[T any](files []string, read func(file string) (T, error)) ([]T, error) {
+	var shards []T
+	for _, f := range files {
+		r, err := read(f)
+		if err != nil {
+			return nil, err
+		}
+		shards = append(shards, r)
+	}
+	return shards, nil
 }
 
 // readSweepJSON reads one shard's simrun sweep -json output.
