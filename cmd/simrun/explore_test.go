@@ -189,6 +189,7 @@ func TestExploreReportsAHungScheduleAndRunRunsItAgain(t *testing.T) {
 	stacks := filepath.Join(dir, "test-hang-fixed-seed60-explored.stacks.txt")
 	assert.Contains(t, out, "every goroutine's stack: "+stacks)
 	assert.FileExists(t, stacks)
+	require.NoError(t, os.Remove(stacks)) // run -draws writes its own: an explored schedule's
 	_, cmd, ok := strings.Cut(out, "run again: simrun ")
 	require.True(t, ok, out)
 	cmd, _, _ = strings.Cut(cmd, "\n")
@@ -202,6 +203,7 @@ func TestExploreReportsAHungScheduleAndRunRunsItAgain(t *testing.T) {
 	assert.Contains(t, again, "hang: seed 60 (draws "+draws+") had not ended")
 	assert.Contains(t, again, "a task runs in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding without reaching a scheduling point")
 	assert.Contains(t, again, "run again: simrun "+cmd)
+	assert.FileExists(t, stacks, "named as an explored schedule's, not the seed's own")
 	code, calm, _ := simrun(t, "run", "-scenario", "test-hang", "-seed", "60", "-strategy", "random", "-draws", "calm", "-seed-timeout", "200ms", "-out", dir)
 	assert.Equal(t, 0, code, "the calm schedule passes: %s", calm)
 

@@ -386,7 +386,7 @@ func reportHang(sp *spec, o *outcome, h *sim.HangError, of *outputFlags, rp *rep
 	if rp != nil {
 		dir, again = filepath.Dir(rp.file), replayCommand(rp.file)
 	}
-	if err := sp.writeStacks(dir, h); err != nil {
+	if err := writeStacksTo(sp.seedFile(dir, h.Seed, o.fileSuffix+".stacks.txt"), h); err != nil {
 		return err
 	}
 	if of.json {
