@@ -7,7 +7,7 @@
 //	simrun list [-failpoints | -situations]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
-//	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-story] [-html F.html] [-json]
+//	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-for D] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
 //	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule

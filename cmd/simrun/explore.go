@@ -44,8 +44,8 @@ type exploreJSON struct {
 	Schedules int `json:"schedules"`
 	// Complete is set when every schedule within the bound ran and passed.
 	Complete bool `json:"complete"`
-	// Stopped says why the walk ended before its end: "max-runs" or
-	// "interrupted".
+	// Stopped says why the walk ended before its end: "max-runs",
+	// "for" (the -for budget ran out) or "interrupted".
 	Stopped         string   `json:"stopped,omitempty"`
 	DeepestDraws    int      `json:"deepest_draws"`
 	Seconds         float64  `json:"elapsed_seconds"`
@@ -60,6 +60,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	seedsFlag := fs.String("seeds", "", "walk each of these seeds in turn instead of -seed, as -seeds A-B or a list such as 1,5,9-12, until one fails: for scenarios that draw their workload from the seed (swarm, pause-resume)")
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
 	maxRuns := fs.Int("max-runs", 0, "stop a seed's walk after `N` schedules, not complete (0: no bound)")
+	budget := fs.Duration("for", 0, "stop the walk once `DURATION` of wall time is spent (a CI budget), not complete; what ran is reported (0: no budget)")
 	jobs := fs.Int("j", min(runtime.GOMAXPROCS(0), jobsMax), fmt.Sprintf("workers (one per core), at most %d", jobsMax))
 	quiet := fs.Bool("quiet", false, "no progress bar, even on a terminal, and no line saying what runs")
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the schedules, those whose first departure is at a draw numbered I-1 modulo N, for a CI matrix; simrun merge adds the shards' -json up to the whole walk")
@@ -73,6 +74,8 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		return usagef("-delays must be at least 1, or -1 for no bound, got %d: 0 would run the calm schedule alone", *delays)
 	case *maxRuns < 0:
 		return usagef("-max-runs must be ≥ 0 (0 means no bound), got %d", *maxRuns)
+	case *budget < 0:
+		return usagef("-for must be ≥ 0 (0 means no budget), got %v", *budget)
 	case *jobs < 1 || *jobs > jobsMax:
 		return usagef("-j must be from 1 to %d, got %d", jobsMax, *jobs)
 	case *seedsFlag != "" && flagGiven(fs, "seed"):
@@ -122,6 +125,11 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	defer undo()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *budget)
+		defer cancel()
+	}
 	bound := opts.Bound()
 	if !*quiet {
 		fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
@@ -157,6 +165,10 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		j.Complete = j.Complete && res.Complete
 		if errors.Is(err, context.Canceled) {
 			j.Stopped, err = "interrupted", nil
+			break
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			j.Stopped, err = "for", nil
 			break
 		}
 		if err != nil || res.Failed != nil {
@@ -217,6 +229,8 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 				where = fmt.Sprintf(" in %d of %d walks", cut, j.Walks)
 			}
 			fmt.Fprintf(stdout, "%sstopped at -max-runs%s: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, where, tally)
+		case "for":
+			fmt.Fprintf(stdout, "%sthe %v budget (-for) ran out: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, *budget, tally)
 		default:
 			fmt.Fprintf(stdout, "%sinterrupted: %s, none failed; NOT complete\n", head, tally)
 		}

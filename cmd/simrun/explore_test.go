@@ -103,6 +103,23 @@ func TestExploreStoppedAtMaxRunsSaysItIsNotComplete(t *testing.T) {
 	assert.Equal(t, 50, j.Schedules)
 	assert.False(t, j.Complete)
 	assert.Equal(t, "max-runs", j.Stopped)
+
+	// A budget of wall time stops a walk too, far short of the 1,100,372
+	// schedules of this one, and a failure found within it is reported.
+	code, out, _ = simrun(t, "explore", "-scenario", "abort-reuse", "-delays", "3", "-for", "300ms", "-json")
+	require.Equal(t, 0, code, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &j), out)
+	assert.False(t, j.Complete)
+	assert.Equal(t, "for", j.Stopped)
+	assert.Positive(t, j.Schedules)
+	assert.Less(t, j.Schedules, 1_100_372)
+	code, out, _ = simrun(t, "explore", "-scenario", "abort-reuse", "-delays", "3", "-for", "300ms")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "the 300ms budget (-for) ran out: ")
+	assert.Contains(t, out, "NOT complete")
+	code, out, _ = simrun(t, append([]string{"explore", "-delays", "2", "-for", "10m", "-out", t.TempDir()}, asyncBug...)...)
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "within 2 departures: FAIL after")
 }
 
 func TestExploreRefusesBadInput(t *testing.T) {
@@ -117,6 +134,7 @@ func TestExploreRefusesBadInput(t *testing.T) {
 		{[]string{"-delays", "0"}, "-delays must be at least 1, or -1 for no bound, got 0"},
 		{[]string{"-delays", "-2"}, "-delays must be at least 1, or -1 for no bound, got -2"},
 		{[]string{"-max-runs", "-1"}, "-max-runs must be ≥ 0 (0 means no bound), got -1"},
+		{[]string{"-for", "-1s"}, "-for must be ≥ 0 (0 means no budget), got -1s"},
 		{[]string{"-j", "0"}, "-j must be from 1 to 1024, got 0"},
 		{[]string{"-strategy", "pct:3:100"}, "Explore cannot walk pct:3:100: its draws are priorities of 2^30 answers each"},
 		{[]string{"-legacy", "-strategy", "replay:" + recorded}, "a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay"},
