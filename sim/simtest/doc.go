@@ -42,14 +42,18 @@
 // The environment overrides the configuration, for the command a failure
 // prints and for longer sweeps in a nightly job: LLMDST_SIM_SEED (one seed,
 // no saved schedules), LLMDST_SIM_SEEDS (how many), LLMDST_SIM_STRATEGY
-// (one strategy for every seed), LLMDST_SIM_OUT (where failing runs are
-// drawn: a CI job's artifacts directory).
+// (one strategy for every seed), LLMDST_SIM_DRAWS (with LLMDST_SIM_SEED: a
+// schedule of a walk, as its draws, in place of the seed's own), and
+// LLMDST_SIM_OUT (where failing runs are drawn: a CI job's artifacts
+// directory).
 //
 // A seed that never gives the baton back (a loop without a scheduling
 // point, a block on a real channel) cannot be stopped: after
 // Config.Options.HangAfter, a minute by default, the test binary panics
 // with a *sim.HangError naming the seed, its strategy and where the task
-// is stuck, for LLMDST_SIM_SEED and LLMDST_SIM_STRATEGY to run it alone.
+// is stuck, for LLMDST_SIM_SEED and LLMDST_SIM_STRATEGY to run it alone; a
+// schedule of a walk that hangs is named by its draws too, for
+// LLMDST_SIM_DRAWS.
 //
 // A program that draws a workload draws it from the seed
 // (sim.NewPCGChooser(seed, sim.StreamWorkload), the seed from sim.Seed), so

@@ -34,6 +34,11 @@ const (
 	// StrategyEnv runs every seed under the one strategy it names, in
 	// simrun's -strategy syntax.
 	StrategyEnv = "LLMDST_SIM_STRATEGY"
+	// DrawsEnv, with SeedEnv, has the seed's run follow these draws
+	// (sim.Draws, as a walk of Config.Explore and a hang in one name
+	// them: "24:2,25:5") in place of its strategy's draws from the seed:
+	// the schedule the walk ran.
+	DrawsEnv = "LLMDST_SIM_DRAWS"
 	// OutEnv is where failing runs are drawn when Config.OutDir is "".
 	OutEnv = "LLMDST_SIM_OUT"
 )
@@ -171,8 +176,11 @@ type Failure struct {
 	// SavedFrom is the saved schedule that failed again, "" for a seed.
 	SavedFrom string
 	// Explored is set when a walk of Config.Explore found the failure: its
-	// schedule is the walk's, not the seed's own under Strategy.
+	// schedule is the walk's, not the seed's own under Strategy. Draws
+	// are then the walk's schedule, as they are DrawsEnv's when it ran;
+	// nil otherwise.
 	Explored bool
+	Draws    sim.Draws
 	// Schedule is the failing run's, shrunk when Shrunk is set, nil when
 	// the failure could not be recorded (a run that differs from itself).
 	Schedule *sim.Schedule
@@ -289,8 +297,9 @@ type checker struct {
 	pkg     string
 	cfg     Config
 	program func(rt task.Runtime) error
-	seed    *uint64 // SeedEnv's
-	first   uint64  // Config.FirstSeed, before SeedEnv
+	seed    *uint64   // SeedEnv's
+	draws   sim.Draws // DrawsEnv's, nil without it
+	first   uint64    // Config.FirstSeed, before SeedEnv
 	strats  []sim.Strategy
 	dir     string // this test's saved schedules, "" for none
 	out     string // where failing runs are drawn, "" for nowhere
@@ -347,6 +356,16 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 	if v, ok := os.LookupEnv(StrategyEnv); ok {
 		c.cfg.Strategies = []string{v}
 	}
+	if v, ok := os.LookupEnv(DrawsEnv); ok {
+		if c.seed == nil {
+			return nil, fmt.Errorf("%s=%q needs %s: draws are a schedule of one seed", DrawsEnv, v, SeedEnv)
+		}
+		d, err := sim.ParseDraws(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %v", DrawsEnv, v, err)
+		}
+		c.draws = append(sim.Draws{}, d...) // not nil: the calm schedule is one too
+	}
 	if c.cfg.Workers == 0 {
 		c.cfg.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -385,6 +404,11 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		st, err := sim.ParseStrategy(s)
 		if err != nil {
 			return nil, fmt.Errorf("strategy %q: %v", s, err)
+		}
+		if c.draws != nil {
+			if err := (sim.ExploreOptions{Options: sim.Options{Strategy: st}}).Check(); err != nil {
+				return nil, fmt.Errorf("%s with strategy %q: %v", DrawsEnv, s, err)
+			}
 		}
 		c.strats = append(c.strats, st)
 	}
@@ -505,6 +529,7 @@ func (c *checker) runSeeds() *Failure {
 				res := c.run(seed, st, func(o *sim.Options) {
 					o.NoRecord, o.NoHash, o.Pool = true, !twice, pool
 					o.CheckDeterminism = twice
+					c.follow(o)
 				})
 				count++
 				for _, r := range res.Reached {
@@ -541,13 +566,13 @@ func (c *checker) runSeeds() *Failure {
 func (c *checker) failure(found sim.Result) *Failure {
 	seed := found.Seed
 	st, name := c.strategyOf(seed)
-	f := &Failure{Seed: seed, Strategy: name, Err: found.Err, Signature: sim.Signature(found.Err), Steps: found.Steps}
+	f := &Failure{Seed: seed, Strategy: name, Draws: c.draws, Err: found.Err, Signature: sim.Signature(found.Err), Steps: found.Steps}
 	f.Command = c.command(f)
 	var nd *sim.NondeterminismError
 	if errors.As(found.Err, &nd) {
 		return f // no run of it would be the run that failed
 	}
-	res := c.run(seed, st, nil)
+	res := c.run(seed, st, c.follow)
 	if sim.Signature(res.Err) != f.Signature {
 		f.Err = fmt.Errorf("%w\n(and when run again to record its schedule it ended otherwise, with %v: the program is not deterministic)", found.Err, res.Err)
 		return f
@@ -578,7 +603,9 @@ func (c *checker) explore() (*Failure, error) {
 		}
 		if res.Failed != nil {
 			r := *res.Failed
-			f := &Failure{Seed: seed, Strategy: name, Explored: true, Err: r.Err, Signature: sim.Signature(r.Err), Steps: r.Steps, Command: c.command(nil)}
+			// Its command is the test's, which runs the saved schedule
+			// first; Draws run it alone (DrawsEnv).
+			f := &Failure{Seed: seed, Strategy: name, Explored: true, Draws: res.Draws, Err: r.Err, Signature: sim.Signature(r.Err), Steps: r.Steps, Command: c.command(nil)}
 			c.keep(f, r)
 			return f, nil
 		}
@@ -791,7 +818,18 @@ func (c *checker) command(f *Failure) string {
 	if f == nil {
 		return run
 	}
-	return fmt.Sprintf("%s=%d %s=%s %s", SeedEnv, f.Seed, StrategyEnv, shell.Quote(f.Strategy), run)
+	env := fmt.Sprintf("%s=%d %s=%s", SeedEnv, f.Seed, StrategyEnv, shell.Quote(f.Strategy))
+	if f.Draws != nil {
+		env += fmt.Sprintf(" %s=%s", DrawsEnv, f.Draws)
+	}
+	return env + " " + run
+}
+
+// follow has a seed's run follow DrawsEnv's draws, when it is set.
+func (c *checker) follow(o *sim.Options) {
+	if c.draws != nil {
+		o.Chooser = sim.FollowDraws(c.draws)
+	}
 }
 
 // callerPackage is the import path of the package of the test named

@@ -291,6 +291,46 @@ func TestTheSeedTheReportNamesRunsAlone(t *testing.T) {
 	assert.Contains(t, ft.errors[0], fmt.Sprintf("the lowest failing seed of seed %d (LLMDST_SIM_SEED)", f.Seed))
 }
 
+// TestTheDrawsOfAWalkRunAlone: the draws of the schedule a walk found
+// failing (as a hang in a walk names them too) run that schedule alone,
+// with the seed and the strategy, and the command it gives runs it again;
+// draws are of one seed and of a strategy a walk can take.
+func TestTheDrawsOfAWalkRunAlone(t *testing.T) {
+	// Seed 2's own draws under starve:receiver do not starve it long
+	// enough; a walk of it finds the schedules that do.
+	cfg := simtest.Config{Dir: "-", FirstSeed: 2, Seeds: 1, Explore: 3, Strategies: []string{"starve:receiver"}}
+	sum, _ := check(t, "TestCourier", cfg, simprog.Courier)
+	f := sum.Failure
+	require.NotNil(t, f)
+	require.True(t, f.Explored)
+	require.NotNil(t, f.Draws)
+	assert.LessOrEqual(t, f.Draws.Departures(), 3)
+
+	t.Setenv(simtest.SeedEnv, "2")
+	t.Setenv(simtest.StrategyEnv, f.Strategy)
+	alone, ft := check(t, "TestCourier", simtest.Config{Dir: "-"}, simprog.Courier)
+	require.False(t, ft.failed(), "seed 2 passes on its own draws: %v", alone.Failure)
+
+	t.Setenv(simtest.DrawsEnv, f.Draws.String())
+	alone, ft = check(t, "TestCourier", simtest.Config{Dir: "-"}, simprog.Courier)
+	require.True(t, ft.failed())
+	require.NotNil(t, alone.Failure)
+	assert.Equal(t, f.Signature, alone.Failure.Signature)
+	assert.Equal(t, f.Draws.String(), alone.Failure.Draws.String())
+	assert.Equal(t, fmt.Sprintf("LLMDST_SIM_SEED=%d LLMDST_SIM_STRATEGY=starve:receiver LLMDST_SIM_DRAWS=%s go test -run '^TestCourier$' github.com/llmdst/llmdst/sim/simtest", f.Seed, f.Draws), alone.Failure.Command)
+
+	for draws, want := range map[string]string{
+		"3:0": `simtest: LLMDST_SIM_DRAWS="3:0": draws "3:0": in "3:0", the answer must be a whole number ≥ 1`,
+		"2:1": `simtest: LLMDST_SIM_DRAWS with strategy "pct:3": sim: Explore cannot walk pct:3`,
+	} {
+		t.Setenv(simtest.DrawsEnv, draws)
+		t.Setenv(simtest.StrategyEnv, map[string]string{"3:0": "random", "2:1": "pct:3"}[draws])
+		_, ft = check(t, "TestCourier", simtest.Config{Dir: "-"}, simprog.Courier)
+		require.True(t, ft.failed(), draws)
+		assert.True(t, strings.HasPrefix(ft.errors[0], want), "%q", ft.errors[0])
+	}
+}
+
 // TestTargetsNeverReachedFailTheSweep: seeds that pass without reaching a
 // target prove nothing of it, and Check says so; reached, it counts them.
 func TestTargetsNeverReachedFailTheSweep(t *testing.T) {
@@ -353,6 +393,7 @@ func TestBadConfigurationSaysWhatWasWrong(t *testing.T) {
 		{env: [2]string{simtest.SeedEnv, "x"}, program: ok, want: `simtest: LLMDST_SIM_SEED="x": not a seed (an unsigned integer)`},
 		{env: [2]string{simtest.SeedsEnv, "0"}, program: ok, want: `simtest: LLMDST_SIM_SEEDS="0": not a count of seeds (a positive integer)`},
 		{env: [2]string{simtest.StrategyEnv, "pct:0"}, program: ok, want: `simtest: strategy "pct:0": `},
+		{env: [2]string{simtest.DrawsEnv, "2:1"}, program: ok, want: `simtest: LLMDST_SIM_DRAWS="2:1" needs LLMDST_SIM_SEED: draws are a schedule of one seed`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if tc.env[0] != "" {
