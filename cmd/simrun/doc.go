@@ -51,12 +51,12 @@
 // pause-resume) is a different program for each. -shard I/N runs one
 // share of a walk, the schedules whose first departure is at a draw
 // numbered I-1 modulo N, for a CI matrix; merge adds the shards' -json up
-// to the whole walk. It names a schedule by
-// its departures, "draws 24:2,25:5,62:1" (the 24th draw answered 2, …,
-// every other 0), which run -draws follows in place of the seed's draws.
-// A schedule that runs past -seed-timeout is reported as run reports a
-// hang, with the stuck task's stack and the run -draws command that runs
-// it again.
+// to the whole walk. -for D stops a walk at a budget of wall time. explore
+// names a schedule by its departures, "draws 24:2,25:5,62:1" (the 24th
+// draw answered 2, …, every other 0), which run -draws follows in place of
+// the seed's draws. A schedule that runs past -seed-timeout is reported as
+// run reports a hang, with the stuck task's stack and the run -draws
+// command that runs it again.
 //
 // Seeds that pass say nothing of a race whose window none of them opened.
 // The checker records the situations each run reached (props.Situation:
