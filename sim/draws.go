@@ -50,12 +50,13 @@ const drawsMax = 1 << 26
 
 // ParseDraws reads Draws as String writes them: "calm" (or "") for none,
 // or comma-separated departures N:V, the draw N (from 1, in increasing
-// order) answered V ≥ 1.
+// order) answered V ≥ 1. The Draws it returns are never nil, the calm
+// schedule's included: nil Draws are no schedule given.
 func ParseDraws(s string) (Draws, error) {
+	d := Draws{}
 	if s == "" || s == "calm" {
-		return nil, nil
+		return d, nil
 	}
-	var d Draws
 	for _, part := range strings.Split(s, ",") {
 		ns, vs, ok := strings.Cut(part, ":")
 		if !ok {

@@ -203,7 +203,7 @@ func runDraws(sp *spec, text string, check bool) (sim.Draws, error) {
 	if err := (sim.ExploreOptions{Options: sim.Options{Strategy: sp.strategyOrDefault()}}).Check(); err != nil {
 		return nil, usagef("-draws: %v", strings.TrimPrefix(err.Error(), "sim: Explore "))
 	}
-	return append(sim.Draws{}, d...), nil // not nil: the calm schedule is one too
+	return d, nil
 }
 
 func cmdReplay(args []string, stdout, stderr io.Writer) error {

@@ -364,7 +364,7 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		if err != nil {
 			return nil, fmt.Errorf("%s=%q: %v", DrawsEnv, v, err)
 		}
-		c.draws = append(sim.Draws{}, d...) // not nil: the calm schedule is one too
+		c.draws = d
 	}
 	if c.cfg.Workers == 0 {
 		c.cfg.Workers = runtime.GOMAXPROCS(0)
