@@ -123,16 +123,17 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 	}
 	x := &explorer{delays: opts.Delays, maxRuns: int64(opts.MaxRuns), workers: max(opts.Workers, 1), onRun: opts.OnRun,
 		shard: opts.Shard, shards: max(opts.Shards, 1)}
-	x.hung, x.hungNow = map[int]bool{}, make(chan struct{}, x.workers)
 	if x.delays == 0 {
 		x.delays = DefaultExploreDelays
 	}
 	run := opts.Options
 	run.Strategy = run.strategy()
 	run.NoRecord, run.NoHash, run.Trace = true, true, false
-	// Each worker reports what it ran on done, unless its run hung first:
-	// then Explore does not wait for it, since it may never end.
-	done := make(chan explored, x.workers)
+	// Each worker reports what it ran on done, or, when a run of it
+	// hangs, its watch reports the hang there first: then Explore does not
+	// wait for it, since it may never end, and takes no later report of
+	// it. Two reports a worker at most.
+	done := make(chan explored, 2*x.workers)
 	for w := range x.workers {
 		go func() {
 			// A pool of the worker's own, whose goroutines and hang
@@ -141,7 +142,8 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 			o.Pool = NewPool()
 			defer o.Pool.Close()
 			if opts.ReturnHang {
-				o.onHang = func(h *HangError) { x.hang(w, h) }
+				// A hung worker's report: nothing counted, not complete.
+				o.onHang = func(h *HangError) { x.hang(h); done <- explored{worker: w} }
 			}
 			f := x.walk(ctx, w, o, main)
 			f.worker = w
@@ -149,20 +151,17 @@ func Explore(ctx context.Context, opts ExploreOptions, main func(rt task.Runtime
 		}()
 	}
 	res.Complete = true
+	reported := make([]bool, x.workers)
 	for ended := 0; ended < x.workers; {
-		select {
-		case f := <-done:
-			if x.isHung(f.worker) {
-				continue // counted when it hung
-			}
-			ended++
-			res.Runs += f.runs
-			res.Deepest = max(res.Deepest, f.deepest)
-			res.Complete = res.Complete && f.complete
-		case <-x.hungNow:
-			ended++
-			res.Complete = false
+		f := <-done
+		if reported[f.worker] {
+			continue // a hung run that ended after all
 		}
+		reported[f.worker] = true
+		ended++
+		res.Runs += f.runs
+		res.Deepest = max(res.Deepest, f.deepest)
+		res.Complete = res.Complete && f.complete // false for a hang
 	}
 	if x.hangErr != nil {
 		return res, x.hangErr
@@ -235,9 +234,7 @@ type explorer struct {
 	mu      sync.Mutex
 	failed  *walkChooser // the first failure in depth-first order found so far
 	err     error
-	hangErr *HangError    // the first run that hung (ReturnHang)
-	hung    map[int]bool  // the workers whose run hung
-	hungNow chan struct{} // a send for each, buffered for all
+	hangErr *HangError // the first run that hung (ReturnHang)
 }
 
 // explored is what one worker ran.
@@ -247,25 +244,16 @@ type explored struct {
 	complete      bool // its share ran to the end without a failure
 }
 
-// hang records the hang of a run of worker w and stops the others. It is
-// called from the hung run's watch, which holds the run's goroutine back
-// from going on to its next run until it returns.
-func (x *explorer) hang(w int, h *HangError) {
+// hang records the hang of a run and stops the other workers. It is called
+// from the hung run's watch, which holds the run's goroutine back from
+// going on to its next run until it returns.
+func (x *explorer) hang(h *HangError) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.hangErr == nil {
 		x.hangErr = h
 	}
-	x.hung[w] = true
 	x.stop.Store(true)
-	x.hungNow <- struct{}{}
-}
-
-// isHung reports whether worker w's run hung.
-func (x *explorer) isHung(w int) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.hung[w]
 }
 
 // walk runs worker w's share of the schedules, depth first, until it is
