@@ -58,10 +58,11 @@ func TestRunJSONAndTraceFiles(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	var j map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &j))
-	for _, k := range []string{"seed", "failed", "steps", "trace_hash"} {
+	for _, k := range []string{"seed", "failed", "error", "steps", "trace_hash"} {
 		assert.Contains(t, j, k)
 	}
 	assert.Equal(t, false, j["failed"])
+	assert.Equal(t, "", j["error"], "a pass has no error, and says so")
 	data, err := os.ReadFile(tr)
 	require.NoError(t, err)
 	var pf struct {

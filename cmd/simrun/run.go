@@ -113,7 +113,7 @@ type runJSON struct {
 	Engine    string   `json:"engine"`
 	Config    []string `json:"config,omitempty"` // -config, sorted by key
 	Failed    bool     `json:"failed"`
-	Error     string   `json:"error,omitempty"`
+	Error     string   `json:"error"` // "" on a pass: always there, for a script that reads it
 	Signature string   `json:"signature,omitempty"`
 	Steps     int64    `json:"steps"`
 	ElapsedNS int64    `json:"elapsed_ns"`
