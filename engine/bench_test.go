@@ -18,7 +18,7 @@ import (
 // allocations per token.
 func BenchmarkThroughput(b *testing.B) {
 	const consumers = 256
-	e, err := engine.New(engine.Config{StepTime: -1, MaxNumSeqs: consumers})
+	e, err := engine.New(engine.Config{StepTime: engine.NoStepTime, MaxNumSeqs: consumers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,6 +38,11 @@ func (e *configError) Error() string        { return e.err.Error() }
 func (e *configError) Unwrap() error        { return e.err }
 func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
 
+// NoStepTime as Config.StepTime makes the model's steps take no time: a
+// zero-latency model, for benchmarks. StepTime 0 is the 1ms default, as
+// every zero field of Config is a default.
+const NoStepTime time.Duration = -1
+
 // Config configures an engine. The zero value is a small real engine on the
 // real runtime.
 type Config struct {
@@ -80,7 +85,7 @@ type Config struct {
 	// Off by default.
 	AsyncScheduling bool
 	// StepTime is the model's latency per step on the runtime's clock; 0
-	// means 1ms, a negative value means none (benchmarks).
+	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
 	// Model samples tokens; nil means core.ToyModel{}.
 	Model core.Model

@@ -17,7 +17,7 @@ func FuzzAddRequest(f *testing.F) {
 	f.Add("b", "", 1, 0, uint8(2), "x", -1, true, -1)
 	f.Add("c", "the quick brown fox", 0, 5, uint8(7), "", 3, false, 2)
 	f.Add("d", "hello", 5, 1, uint8(2), "the", 7, false, 3)
-	e, err := engine.New(engine.Config{StepTime: -1, MaxModelLen: 256, BlockSize: 4, NumBlocks: 256})
+	e, err := engine.New(engine.Config{StepTime: engine.NoStepTime, MaxModelLen: 256, BlockSize: 4, NumBlocks: 256})
 	if err != nil {
 		f.Fatal(err)
 	}

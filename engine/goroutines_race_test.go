@@ -26,7 +26,7 @@ import (
 func TestGoroutinesCallingAtOnceKeepTheProperties(t *testing.T) {
 	// No step latency: four times the requests of the default 1 ms step
 	// in the same time, and the old checker still fails every run.
-	e := newEngine(t, task.Real(), engine.Config{StepTime: -1})
+	e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime})
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	var added, idles, pauses atomic.Int64
 	var wg sync.WaitGroup

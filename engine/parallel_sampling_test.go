@@ -850,7 +850,7 @@ func TestParallelSamplingValidation(t *testing.T) {
 // TestParallelSamplingMaxN: a request of MaxN sequences is accepted and
 // gives every one of them its own tokens.
 func TestParallelSamplingMaxN(t *testing.T) {
-	e := newEngine(t, task.Real(), engine.Config{StepTime: -1})
+	e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime})
 	defer e.Close()
 	p := engine.Params{MaxTokens: 2, N: engine.MaxN, Output: engine.FinalOnly}
 	outs := drain(t, add(t, e, "max", "hello", p))

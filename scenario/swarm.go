@@ -123,7 +123,7 @@ var swarmConfigs = []swarmConfig{
 	{"small-batch", engine.Config{StepTime: FoundingStepTime, MaxNumSeqs: 2, MaxNumBatchedTokens: 6}},
 	{"chunk-1", engine.Config{StepTime: FoundingStepTime, OutputChunkSize: 1}},
 	{"eos", engine.Config{StepTime: FoundingStepTime, Model: core.ToyModel{EOSOdds: 6}}},
-	{"no-latency", engine.Config{StepTime: -1}},
+	{"no-latency", engine.Config{StepTime: engine.NoStepTime}},
 }
 
 // kvPressure is the configuration that preempts most.

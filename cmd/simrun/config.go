@@ -71,7 +71,7 @@ var configKeys = []configKey{
 	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time (a starvation window, a length of virtual time, may then last its cap of 10000 decisions, and a seed far longer: the run warns)",
 		func(v string) (string, func(*engine.Config), error) {
 			if v == "none" {
-				return v, func(c *engine.Config) { c.StepTime = -1 }, nil
+				return v, func(c *engine.Config) { c.StepTime = engine.NoStepTime }, nil
 			}
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
