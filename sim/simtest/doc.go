@@ -41,7 +41,10 @@
 //
 // The environment overrides the configuration, for the command a failure
 // prints and for longer sweeps in a nightly job: LLMDST_SIM_SEED (one seed,
-// no saved schedules), LLMDST_SIM_SEEDS (how many), LLMDST_SIM_STRATEGY
+// no saved schedules), LLMDST_SIM_SEEDS (how many), LLMDST_SIM_FIRST_SEED
+// (where they start: set from the date, each night sweeps seeds no night
+// before it swept; the default strategies stay those of
+// Config.FirstSeed's runs), LLMDST_SIM_STRATEGY
 // (one strategy for every seed), LLMDST_SIM_DRAWS (with LLMDST_SIM_SEED: a
 // schedule of a walk, as its draws, in place of the seed's own), and
 // LLMDST_SIM_OUT (where failing runs are drawn: a CI job's artifacts

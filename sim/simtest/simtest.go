@@ -31,6 +31,12 @@ const (
 	SeedEnv = "LLMDST_SIM_SEED"
 	// SeedsEnv sets how many seeds run, over Config.Seeds.
 	SeedsEnv = "LLMDST_SIM_SEEDS"
+	// FirstSeedEnv sets the seed the seeds start at, over
+	// Config.FirstSeed: a nightly job that sets it from the date sweeps
+	// seeds no earlier night swept. The default strategies are still those
+	// of Config.FirstSeed's runs, so a failing seed's command, which names
+	// its seed and strategy, runs it alone as it ran.
+	FirstSeedEnv = "LLMDST_SIM_FIRST_SEED"
 	// StrategyEnv runs every seed under the one strategy it names, in
 	// simrun's -strategy syntax.
 	StrategyEnv = "LLMDST_SIM_STRATEGY"
@@ -299,7 +305,7 @@ type checker struct {
 	program func(rt task.Runtime) error
 	seed    *uint64   // SeedEnv's
 	draws   sim.Draws // DrawsEnv's, nil without it
-	first   uint64    // Config.FirstSeed, before SeedEnv
+	first   uint64    // Config.FirstSeed, before FirstSeedEnv and SeedEnv
 	strats  []sim.Strategy
 	dir     string // this test's saved schedules, "" for none
 	out     string // where failing runs are drawn, "" for nowhere
@@ -342,6 +348,13 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		}
 		c.cfg.Seeds = n
 	}
+	if v, ok := os.LookupEnv(FirstSeedEnv); ok {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: not a seed (an unsigned integer)", FirstSeedEnv, v)
+		}
+		c.cfg.FirstSeed = s
+	}
 	if v, ok := os.LookupEnv(SeedEnv); ok {
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -351,7 +364,7 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		c.cfg.FirstSeed, c.cfg.Seeds = s, 1
 	}
 	if c.cfg.Seeds > 0 && c.cfg.FirstSeed+uint64(c.cfg.Seeds-1) < c.cfg.FirstSeed {
-		return nil, fmt.Errorf("Config.FirstSeed %d and %d seeds run past the largest seed", c.cfg.FirstSeed, c.cfg.Seeds)
+		return nil, fmt.Errorf("Config.FirstSeed (or %s) %d and %d seeds run past the largest seed", FirstSeedEnv, c.cfg.FirstSeed, c.cfg.Seeds)
 	}
 	if v, ok := os.LookupEnv(StrategyEnv); ok {
 		c.cfg.Strategies = []string{v}

@@ -373,6 +373,49 @@ func TestARunThatDiffersFromItselfIsCaught(t *testing.T) {
 	assert.Nil(t, sum.Failure.Schedule)
 }
 
+// TestFirstSeedEnvMovesTheSeedsNotTheStrategies: LLMDST_SIM_FIRST_SEED
+// makes the seeds start at it, so a seed only there fails; the default
+// strategies are still drawn from Config.FirstSeed's runs, and the
+// failure's command runs the seed alone as it ran.
+func TestFirstSeedEnvMovesTheSeedsNotTheStrategies(t *testing.T) {
+	// Seeds from 1000 fail; each seed starts a task named for its parity,
+	// so which seed the default strategies were drawn from shows in them.
+	program := func(rt task.Runtime) error {
+		seed, _ := sim.Seed(rt)
+		g := task.NewGroup(rt, "g")
+		g.Go([]string{"even", "odd"}[seed%2], func() { rt.Yield("work") })
+		g.Wait()
+		if seed >= 1000 {
+			return fmt.Errorf("seed %d is too large", seed)
+		}
+		return nil
+	}
+	cfg := simtest.Config{Dir: "-", Seeds: 20, FirstSeed: 2}
+	sum, ft := check(t, "TestFirst", cfg, program)
+	require.False(t, ft.failed(), ft.errors)
+	assert.Contains(t, sum.Log, "seeds 2-21")
+	assert.Contains(t, sum.Strategies, "starve:even")
+	assert.NotContains(t, sum.Strategies, "starve:odd")
+
+	t.Setenv(simtest.FirstSeedEnv, "1001")
+	moved, ft := check(t, "TestFirst", cfg, program)
+	require.True(t, ft.failed())
+	require.NotNil(t, moved.Failure)
+	assert.Equal(t, uint64(1001), moved.Failure.Seed, "the lowest seed of 1001-1020 fails")
+	assert.Equal(t, sum.Strategies, moved.Strategies, "the strategies are Config.FirstSeed's")
+	assert.Contains(t, ft.errors[0], "LLMDST_SIM_SEED=1001 LLMDST_SIM_STRATEGY="+moved.Failure.Strategy)
+
+	// The seed alone, as the command runs it, with the variable still
+	// set: it runs the one seed, under the strategy it failed under.
+	t.Setenv(simtest.SeedEnv, "1001")
+	t.Setenv(simtest.StrategyEnv, moved.Failure.Strategy)
+	alone, ft := check(t, "TestFirst", cfg, program)
+	require.True(t, ft.failed())
+	require.NotNil(t, alone.Failure)
+	assert.Equal(t, 1, alone.Seeds)
+	assert.Equal(t, moved.Failure.Signature, alone.Failure.Signature)
+}
+
 // TestBadConfigurationSaysWhatWasWrong: nothing runs, and the message
 // names the field or variable and the value.
 func TestBadConfigurationSaysWhatWasWrong(t *testing.T) {
@@ -388,7 +431,9 @@ func TestBadConfigurationSaysWhatWasWrong(t *testing.T) {
 		{cfg: simtest.Config{Strategies: []string{"random", "bogus"}}, program: ok, want: `simtest: strategy "bogus": `},
 		{cfg: simtest.Config{Strategies: []string{}}, program: ok, want: "simtest: Config.Strategies is empty: name one at least, or leave it nil for the defaults"},
 		{cfg: simtest.Config{Options: sim.Options{Chooser: sim.NewPCGChooser(1, 2)}}, program: ok, want: "simtest: Config.Options.Chooser is set"},
-		{cfg: simtest.Config{FirstSeed: ^uint64(0), Seeds: 2}, program: ok, want: "simtest: Config.FirstSeed 18446744073709551615 and 2 seeds run past the largest seed"},
+		{cfg: simtest.Config{FirstSeed: ^uint64(0), Seeds: 2}, program: ok, want: "simtest: Config.FirstSeed (or LLMDST_SIM_FIRST_SEED) 18446744073709551615 and 2 seeds run past the largest seed"},
+		{env: [2]string{simtest.FirstSeedEnv, "-3"}, program: ok, want: `simtest: LLMDST_SIM_FIRST_SEED="-3": not a seed (an unsigned integer)`},
+		{cfg: simtest.Config{Seeds: 5}, env: [2]string{simtest.FirstSeedEnv, "18446744073709551614"}, program: ok, want: "simtest: Config.FirstSeed (or LLMDST_SIM_FIRST_SEED) 18446744073709551614 and 5 seeds run past the largest seed"},
 		{program: nil, want: "simtest: the program is nil"},
 		{env: [2]string{simtest.SeedEnv, "x"}, program: ok, want: `simtest: LLMDST_SIM_SEED="x": not a seed (an unsigned integer)`},
 		{env: [2]string{simtest.SeedsEnv, "0"}, program: ok, want: `simtest: LLMDST_SIM_SEEDS="0": not a count of seeds (a positive integer)`},
