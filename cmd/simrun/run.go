@@ -172,7 +172,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if sp.draws != nil {
 		// A schedule of explore's, named as explore names its files,
 		// not the seed's own.
-		o.fileSuffix = "-explored"
+		o.fileSuffix = exploredSuffix("")
 		o.meta = []sim.Meta{{Key: "draws", Value: sp.draws.String()}}
 	}
 	if replaying {

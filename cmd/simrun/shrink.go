@@ -254,7 +254,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if explored != "" {
 		// A walk's schedule, not the seed's own: its shrunk file must not
 		// take the place of the seed's.
-		suffix = "-explored" + suffix
+		suffix = exploredSuffix("") + suffix
 		extra = append(extra, sim.Meta{Key: "explored", Value: explored})
 	}
 	file := sp.scheduleFile(*out, *seed, suffix)
