@@ -282,7 +282,11 @@ func (c *EngineCore) abort(ids []string) {
 		idx := 0
 		if r, ok := c.sched.Get(id); ok {
 			inc, ext, idx = r.Incarnation, r.ExternalID, r.Index
-			c.sched.finish(r, StatusFinishedAborted)
+			if c.faults.Fires(failpoints.CoreKVLeakOnAbort) {
+				c.sched.leave(r, StatusFinishedAborted) // the bug: its blocks stay held
+			} else {
+				c.sched.finish(r, StatusFinishedAborted)
+			}
 		}
 		c.emit(Event{Kind: EventCoreAbort, RequestID: ext, InternalID: id, Incarnation: inc, Index: idx})
 	}

@@ -84,6 +84,40 @@ func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
 	}
 }
 
+// TestEngineCoreGivesAnAbortedRequestsBlocksBack: a request the client
+// aborts while it runs gives its KV blocks back, so once the core has shut
+// down every block is free (CheckKV). With the leak of
+// core/kv-leak-on-abort planted, the aborted request's blocks stay held by
+// no request, and CheckKV names one of them.
+func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{}
+		if bug {
+			faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
+			require.NoError(t, err)
+			cfg.Faults = faults
+		}
+		var ec *core.EngineCore
+		outs := drive(t, cfg, func(rt task.Runtime, c *core.EngineCore) {
+			ec = c
+			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: make([]int, 40), Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+			rt.Sleep(5 * time.Millisecond) // a few steps: it holds blocks
+			c.SendAbort([]string{"a"})
+			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "b", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 3}, Incarnation: 2}})
+			rt.Sleep(10 * time.Millisecond)
+			c.Send(core.Input{Kind: core.InputShutdown})
+		})
+		require.NotEmpty(t, frames(outs))
+		err := ec.CheckKV()
+		if !bug {
+			assert.NoError(t, err, "every block is free after the shutdown")
+			continue
+		}
+		require.Error(t, err, "the planted leak")
+		assert.Regexp(t, `^block \d+ is held by no request, its reference count 1: a leak$`, err.Error())
+	}
+}
+
 func TestEngineCoreRejectsWhatCanNeverFit(t *testing.T) {
 	outs := drive(t, core.Config{BlockSize: 4, NumBlocks: 2}, func(rt task.Runtime, c *core.EngineCore) {
 		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "huge", Prompt: make([]int, 12), Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})

@@ -80,6 +80,9 @@ var (
 	CoreKVKeepUnwrittenHash = register(&Point{Name: "core/kv-keep-unwritten-hash", Bug: true,
 		Doc:   "a bug, vLLM's open #43569: a request scheduled in a step and then taken back as the victim of a later one keeps in the prefix cache the hashes its blocks got when they were allocated for that step, which never wrote them; a later request whose prompt continues its sequence hits a block that holds nothing (Config.EnablePrefixCaching and PolicyPriority only)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVLeakOnAbort = register(&Point{Name: "core/kv-leak-on-abort", Bug: true,
+		Doc:   "a bug: the core lets go of a request a client aborted without giving its KV blocks back, so they stay held by no request and the cache shrinks with every abort until nothing more can be admitted — the leak of vLLM's #46283 and vllm-ascend's #16662, where an aborted request's blocks wait for a signal that never comes (engine.AsyncLLM.CheckKV finds it after Close)",
+		Terms: "return", checkValue: checkNoValue})
 	CoreAsyncOutputByID = register(&Point{Name: "core/async-output-by-id", Bug: true,
 		Doc:   "a bug, vLLM's #42492 (fixed by #42523): with async scheduling the scheduler applies a step's output to whichever request holds the scheduled request's id when the output comes back, so a request aborted with a step in flight and added again under the same id takes the old one's token as its first, its own tokens one place late; when it has no placeholder yet (its step in flight is a chunk of its prompt), its count of output placeholders goes below zero and the core dies on vLLM's assertion (Config.AsyncScheduling with ids reused in the core: legacy id routing)",
 		Terms: "return", checkValue: checkNoValue})

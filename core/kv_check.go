@@ -1,0 +1,110 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+)
+
+// CheckKV reports the first way the core's KV blocks disagree with the
+// requests it holds (Scheduler.CheckBlocks), or nil. The blocks are the
+// core loop's own: call it before Run or after Run returned.
+func (c *EngineCore) CheckKV() error { return c.sched.CheckBlocks() }
+
+// CheckBlocks reports the first way the KV block pool disagrees with the
+// requests the scheduler holds, or nil. It checks that every block's
+// reference count is the number of live requests' tables that hold it (a
+// block held by no request is a leak); the free queue holds exactly the
+// blocks no request holds, each once, its links consistent, and numFree
+// counts it; the null block is never held or free; a cached block is in
+// the map under its hash, and the map names only cached blocks; each
+// request's table covers its computed tokens and its first cachedBlocks
+// blocks are cached under its hashes. It reads the whole pool: for tests
+// and for the end of a run, not for every step of a serving engine.
+func (s *Scheduler) CheckBlocks() error {
+	p := &s.pool
+	bs := s.cfg.BlockSize
+	refs := make([]int32, len(p.blocks))
+	live := append(slices.Clone(s.running), s.waiting...)
+	for _, r := range live {
+		if r.Blocks != len(r.table) {
+			return fmt.Errorf("request %s: Blocks %d, table of %d", r.InternalID, r.Blocks, len(r.table))
+		}
+		if want := s.cfg.BlocksFor(r.NumComputed); len(r.table) != want {
+			return fmt.Errorf("request %s (%s): %d blocks for %d computed tokens, want %d", r.InternalID, r.Status, len(r.table), r.NumComputed, want)
+		}
+		if r.hashed != r.NumTokens() || len(r.hashes) != r.NumTokens()/bs {
+			return fmt.Errorf("request %s: %d tokens hashed, %d block hashes, for %d tokens", r.InternalID, r.hashed, len(r.hashes), r.NumTokens())
+		}
+		if r.cachedBlocks > len(r.table) {
+			return fmt.Errorf("request %s: %d cached blocks of %d", r.InternalID, r.cachedBlocks, len(r.table))
+		}
+		for i, id := range r.table {
+			if id <= 0 || int(id) >= len(p.blocks) {
+				return fmt.Errorf("request %s holds block %d, outside 1..%d", r.InternalID, id, len(p.blocks)-1)
+			}
+			refs[id]++
+			if i < r.cachedBlocks && (!p.blocks[id].hashed || p.blocks[id].hash != r.hashes[i]) {
+				return fmt.Errorf("request %s: its cached block %d (#%d) is not cached under its hash", r.InternalID, id, i)
+			}
+		}
+	}
+	if b := p.blocks[0]; b.ref != 0 || b.hashed {
+		return fmt.Errorf("the null block is held (%d) or cached (%v)", b.ref, b.hashed)
+	}
+	inList := make([]bool, len(p.blocks))
+	n, prev := 0, blockNone
+	for id := p.head; id != blockNone; id = p.blocks[id].next {
+		if id <= 0 || int(id) >= len(p.blocks) || inList[id] {
+			return fmt.Errorf("free list: block %d out of range or listed twice", id)
+		}
+		if p.blocks[id].prev != prev {
+			return fmt.Errorf("free list: block %d's prev is %d, want %d", id, p.blocks[id].prev, prev)
+		}
+		inList[id] = true
+		prev = id
+		n++
+	}
+	if p.tail != prev {
+		return fmt.Errorf("free list: tail %d, last %d", p.tail, prev)
+	}
+	if int(p.fresh) != len(p.blocks) {
+		return fmt.Errorf("%d blocks known, %d handed out", len(p.blocks), p.fresh)
+	}
+	if want := n + int(p.numBlocks-p.fresh); p.numFree != want {
+		return fmt.Errorf("numFree %d, free queue %d", p.numFree, want)
+	}
+	for id := 1; id < len(p.blocks); id++ {
+		b := p.blocks[id]
+		if b.ref > 0 && refs[id] == 0 {
+			return fmt.Errorf("block %d is held by no request, its reference count %d: a leak", id, b.ref)
+		}
+		if b.ref != refs[id] {
+			return fmt.Errorf("block %d: ref %d, held by %d requests", id, b.ref, refs[id])
+		}
+		if (b.ref == 0) != inList[id] {
+			return fmt.Errorf("block %d: ref %d, in the free list %v", id, b.ref, inList[id])
+		}
+		if b.hashed {
+			found := false
+			for c, ok := p.cached[b.hash]; ok && c != blockNone; c = p.blocks[c].dup {
+				found = found || c == int32(id)
+			}
+			if !found {
+				return fmt.Errorf("block %d is cached but not in the map under its hash", id)
+			}
+		}
+	}
+	hashes := make([]uint64, 0, len(p.cached))
+	for h := range p.cached {
+		hashes = append(hashes, h)
+	}
+	slices.Sort(hashes)
+	for _, h := range hashes {
+		for c := p.cached[h]; c != blockNone; c = p.blocks[c].dup {
+			if b := p.blocks[c]; !b.hashed || b.hash != h {
+				return fmt.Errorf("the map names block %d under a hash it does not have", c)
+			}
+		}
+	}
+	return nil
+}
