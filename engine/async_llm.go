@@ -52,6 +52,7 @@ type AsyncLLM struct {
 	idleWaiters    atomic.Int32
 	batchesHandled atomic.Uint64
 	stopped        atomic.Bool // closed or dead
+	ended          atomic.Bool // Close returned: the core's loop is over
 
 	// Utility calls (pause.go): the last call number handed out, and, under
 	// progMu, the calls awaiting a reply (nil) or holding it; made by the
@@ -451,7 +452,25 @@ func (e *AsyncLLM) Close() error {
 	}
 	e.tasks.Wait()
 	e.aborts.Close()
+	e.ended.Store(true)
 	e.notify()
+	return nil
+}
+
+// CheckKV reports the first way the core's KV blocks disagree with the
+// requests the core holds, or nil: a block held by no request (a leak), a
+// reference count that is not the number of its holders, a block both free
+// and held, a request whose blocks do not cover its computed tokens
+// (core.Scheduler.CheckBlocks). Close ends every request the core holds,
+// so after a clean Close every block must be free. The blocks are the
+// core loop's own: call it after Close returned; before, it says so.
+func (e *AsyncLLM) CheckKV() error {
+	if !e.ended.Load() {
+		return errors.New("engine: CheckKV before Close returned: the core's KV blocks are its loop's while it runs")
+	}
+	if err := e.core.CheckKV(); err != nil {
+		return fmt.Errorf("engine: KV blocks: %w", err)
+	}
 	return nil
 }
 

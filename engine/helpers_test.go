@@ -19,9 +19,11 @@ import (
 // newEngine starts an engine on rt. Unless cfg has an observer of its own,
 // a checker follows the engine's events, on either runtime, and the test
 // fails if it saw a property violated: every engine test holds the
-// properties the scenarios hold, on goroutines too. On the real runtime the
-// engine is closed when the test ends, if the body did not close it; under
-// the simulator the body defers Close, since the run ends with the body.
+// properties the scenarios hold, on goroutines too, and at its end the
+// closed engine's KV blocks are all accounted for (Checker.CheckKV). On the
+// real runtime the engine is closed when the test ends, if the body did
+// not close it; under the simulator the body defers Close, since the run
+// ends with the body.
 func newEngine(t *testing.T, rt task.Runtime, cfg engine.Config) *engine.AsyncLLM {
 	t.Helper()
 	cfg.Runtime = rt
@@ -38,6 +40,7 @@ func newEngine(t *testing.T, rt task.Runtime, cfg engine.Config) *engine.AsyncLL
 			if task.IsReal(rt) {
 				e.Close()
 			}
+			c.CheckKV(e)
 			if err := c.Finish(); err != nil {
 				t.Errorf("the checker following the engine (real runtime: %v): %v", task.IsReal(rt), err)
 			}
