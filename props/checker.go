@@ -53,12 +53,18 @@ const (
 	// output handler — under PauseAbort, every request the pause aborted
 	// has ended.
 	PauseReturnsAfterItsOutputs = "pause-returns-after-its-outputs"
+	// KVBlocksAccounted: once an engine is closed, every KV block of its
+	// core is free or held by a request the core still holds, as many times
+	// as its reference count says (engine.AsyncLLM.CheckKV): a clean Close
+	// ends every request, so then none is held, and a block an aborted
+	// request never gave back is a leak. Checked by Checker.CheckKV.
+	KVBlocksAccounted = "kv-blocks-accounted-for"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
-// pause's.
+// pause's, then the KV cache's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
-	PausedRunsNothing, PauseReturnsAfterItsOutputs}
+	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted}
 
 // Violation is a property that did not hold.
 type Violation struct {
@@ -779,6 +785,15 @@ func (c *Checker) Finish() error {
 		}
 	}
 	return c.Err()
+}
+
+// CheckKV checks a closed engine's KV blocks (engine.AsyncLLM.CheckKV)
+// and records what it finds as a violation of KVBlocksAccounted. Call it
+// after e.Close returned, before Finish.
+func (c *Checker) CheckKV(e *engine.AsyncLLM) {
+	if err := e.CheckKV(); err != nil {
+		c.fail(KVBlocksAccounted, "%v", err)
+	}
 }
 
 // Dead returns why the engine died, or nil while it has not: a workload

@@ -15,7 +15,8 @@
 //     Config.Observer (or call Observe from an observer of your own).
 //  2. Tell it which requests the caller itself aborted or cancelled
 //     (Observe sees Abort events; Cancel and context cancellation look the
-//     same), and call Finish once the engine is closed.
+//     same), and, once the engine is closed, call CheckKV with it (its KV
+//     blocks, which no event shows, must all be accounted for) and Finish.
 //  3. Report Err (or Finish's error): a *Violation naming the property.
 //
 // The checker also records the situations a run reached (Situation,
@@ -47,6 +48,7 @@
 //	e, _ := engine.New(engine.Config{Runtime: rt, Observer: c.Observe})
 //	// ... drive the engine ...
 //	e.Close()
+//	c.CheckKV(e)
 //	if err := c.Finish(); err != nil {
 //		return err
 //	}

@@ -200,6 +200,7 @@ func (s *Scenario) Program(opts Options) (func(rt task.Runtime) error, *Outcome)
 		err = s.Run(x)
 		for _, e := range x.engines {
 			e.Close()
+			x.Checker.CheckKV(e)
 		}
 		if errors.Is(err, errStopped) {
 			err = nil // the violation says it all

@@ -1,0 +1,65 @@
+package props_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// TestCheckKVFindsALeakedBlock: once an engine is closed its KV blocks are
+// all free, and CheckKV records nothing; with core/kv-leak-on-abort
+// planted, a request aborted while it ran leaves its blocks held by no
+// request, and CheckKV records a violation of KVBlocksAccounted that says
+// so. Every other property holds either way: only the blocks know.
+func TestCheckKVFindsALeakedBlock(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := props.NewChecker(core.ToyModel{})
+		res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+			cfg := engine.Config{Runtime: rt, Observer: c.Observe}
+			if bug {
+				faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
+				if err != nil {
+					return err
+				}
+				cfg.Faults = faults
+			}
+			e, err := engine.New(cfg)
+			if err != nil {
+				return err
+			}
+			r, err := e.AddRequest("a", "hello", engine.Params{MaxTokens: 1000, Output: engine.Delta})
+			if err != nil {
+				return err
+			}
+			if _, err := r.Next(); err != nil { // it runs, and holds a block
+				return err
+			}
+			e.Abort("a")
+			if _, err := drainAll(r); err != nil {
+				return err
+			}
+			require.NoError(t, e.WaitIdle(t.Context()))
+			require.Empty(t, c.Violations(), "before the KV check")
+			e.Close()
+			c.CheckKV(e)
+			return nil
+		})
+		require.NoError(t, res.Err)
+		err := c.Finish()
+		if !bug {
+			assert.NoError(t, err)
+			continue
+		}
+		v := requireViolation(t, err, props.KVBlocksAccounted)
+		assert.Regexp(t, `^engine: KV blocks: block \d+ is held by no request, its reference count 1: a leak$`, v.Detail)
+		assert.Len(t, c.Violations(), 1, "only the blocks know")
+	}
+}
