@@ -256,6 +256,7 @@ func stopThenReuse(seed uint64, st sim.Strategy, legacy bool, stop string, kind 
 		}
 		dropped = e.Stats().StaleFramesDropped
 		e.Close()
+		c.CheckKV(e)
 		return c.Finish()
 	})
 	return dropped, res.Err

@@ -164,6 +164,7 @@ func TestEveryFailpointOnTheRealRuntime(t *testing.T) {
 					assert.ErrorIs(t, werr, engine.ErrEngineDead)
 				}
 				require.NoError(t, e.Close())
+				c.CheckKV(e)
 				require.NoError(t, c.Finish())
 			})
 		}
@@ -210,6 +211,7 @@ func TestLoadWithAbortsCancelsAndReuse(t *testing.T) {
 	workload(t, e, clients, total/clients+1)
 	require.NoError(t, e.WaitIdle(context.Background()))
 	require.NoError(t, e.Close())
+	c.CheckKV(e)
 	require.NoError(t, c.Finish())
 	s := c.Summary()
 	assert.GreaterOrEqual(t, s.Requests, total/2, "most of the 10,000 attempts were accepted")

@@ -52,6 +52,7 @@ func lateAbortRun(t *testing.T, legacy bool) error {
 		rt.Sleep(20 * step)
 		again.Cancel()
 		e.Close()
+		c.CheckKV(e)
 		err = c.Finish()
 		return nil
 	})

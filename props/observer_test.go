@@ -71,6 +71,7 @@ func TestObserverHandsTheSituationsOnToTheRun(t *testing.T) {
 			}
 			err = abortAndReuse(rt, e, 2)
 			e.Close()
+			c.CheckKV(e)
 			return err
 		})
 		require.NoError(t, res.Err, "seed %d", seed)
@@ -99,6 +100,7 @@ func TestObserverOnGoroutines(t *testing.T) {
 		require.NoError(t, err)
 		err = abortAndReuse(rt, e, 8)
 		e.Close()
+		c.CheckKV(e)
 		require.NoError(t, err, "round %d", round)
 		require.NoError(t, c.Finish(), "round %d", round)
 	}

@@ -321,6 +321,7 @@ func TestParallelSamplingPassesTheCheckerOnTheRealRuntime(t *testing.T) {
 	_, err = live.Next()
 	require.NoError(t, err)
 	require.NoError(t, e.Close())
+	c.CheckKV(e)
 	_, err = drainAll(live)
 	require.NoError(t, err)
 
@@ -397,6 +398,7 @@ func parallelWorkload(rt task.Runtime, seed uint64, stop string, shape *error) e
 	}
 	g.Wait()
 	e.Close()
+	c.CheckKV(e)
 	if _, err := drainAll(live); err != nil {
 		return err
 	}

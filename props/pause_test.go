@@ -158,6 +158,7 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 	assert.False(t, paused)
 	require.NoError(t, e.WaitIdle(context.Background()))
 	require.NoError(t, e.Close())
+	c.CheckKV(e)
 
 	require.NoError(t, c.Finish())
 	assert.Empty(t, c.Violations())

@@ -196,6 +196,7 @@ func TestEngineAgainstASequentialModel(t *testing.T) {
 				}
 			}
 			e.Close()
+			c.CheckKV(e)
 			return c.Finish()
 		})
 		if res.Err != nil {

@@ -88,6 +88,7 @@ func TestTheTextOfAnyRequestIsItsTokensDecoding(t *testing.T) {
 			}
 			clients.Wait()
 			e.Close()
+			c.CheckKV(e)
 			return errors.Join(c.Finish(), errors.Join(errs...))
 		})
 		if res.Err != nil {
