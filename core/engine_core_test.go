@@ -61,9 +61,16 @@ func TestEngineCoreRunsRequestsToTheirEnd(t *testing.T) {
 	assert.Len(t, fs, 2+1000)
 }
 
+// TestEngineCoreShutdownAbortsWhatItHolds: a shutdown ends the requests
+// the core holds with an abort frame each, gives their blocks back, and
+// leaves gauges that say so.
 func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
+	var ec *core.EngineCore
 	outs := drive(t, core.Config{}, func(rt task.Runtime, c *core.EngineCore) {
+		ec = c
 		c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "long", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
+		rt.Sleep(3 * time.Millisecond) // it runs, and holds a block
+		require.Equal(t, 1, c.Stats().KVUsedBlocks)
 		c.Send(core.Input{Kind: core.InputShutdown})
 	})
 	fs := frames(outs)
@@ -71,6 +78,9 @@ func TestEngineCoreShutdownAbortsWhatItHolds(t *testing.T) {
 	last := fs[len(fs)-1]
 	assert.True(t, last.Finished)
 	assert.Equal(t, core.FinishAbort, last.Reason, "shutdown sends an explicit abort frame")
+	assert.NoError(t, ec.CheckKV())
+	st := ec.Stats()
+	assert.Equal(t, [3]int{0, 0, 0}, [3]int{st.Running, st.Waiting, st.KVUsedBlocks}, "running, waiting, KV blocks used after the shutdown")
 }
 
 func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
