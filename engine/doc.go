@@ -43,7 +43,9 @@
 //  3. Reuse a request id freely once its request ended or was aborted; use
 //     WaitIdle, not HasUnfinishedRequests, to know that the core is quiescent.
 //  4. Close the engine: it aborts what is left, stops every task, and may be
-//     called again.
+//     called again. A test may then call CheckKV: every KV block the core
+//     handed out must have come back (props.Checker.CheckKV records it as
+//     a property).
 //
 // Usage:
 //
