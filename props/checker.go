@@ -66,6 +66,24 @@ const (
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
 	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted}
 
+// Doc returns what the property named prop promises, in a sentence for
+// someone reading a failure, or "" when prop names none (simrun list
+// -properties prints them).
+func Doc(prop string) string { return docs[prop] }
+
+var docs = map[string]string{
+	NoStaleDelivery:             "a frame is delivered only to the incarnation of its request id that produced it: a reused id's new request never receives a token of an earlier one (the founding race)",
+	EndsExactlyOnce:             "every request the engine accepted ends, once: with its finished output or with an error",
+	DeltasConcatenate:           "Delta outputs concatenate, and Cumulative outputs extend one another, to the request's final tokens and text, which FinalOnly returns once; the text is the tokens' detokenization, cut before a stop string",
+	NothingAfterFinish:          "no output reaches a caller after the finished one",
+	ModelTokens:                 "token i of a request is the model's token i for its prompt (below MinTokens a token that would stop it gives way to the next)",
+	ReuseFinishesNormally:       "a reused id's new request, unless its caller aborted it, finishes with reason length or stop and the right number of tokens",
+	WaitIdleMeansIdle:           "when WaitIdle returns, the core holds no request and every frame it emitted has reached the output handler",
+	PausedRunsNothing:           "once a pause took effect, the core runs no step until it takes a resume",
+	PauseReturnsAfterItsOutputs: "when PauseGeneration returns, every frame the core emitted before the pause took effect has reached the output handler; under PauseAbort, every request the pause aborted has ended",
+	KVBlocksAccounted:           "once the engine is closed, every KV block is free or held by a request the core still holds, as many times as its reference count says: a block an aborted request never gave back is a leak",
+}
+
 // Violation is a property that did not hold.
 type Violation struct {
 	Property string

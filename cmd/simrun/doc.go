@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	simrun list [-failpoints | -situations]
+//	simrun list [-failpoints | -situations | -properties]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-for D] [-story] [-html F.html] [-json]
@@ -58,7 +58,9 @@
 // run reports a hang, with the stuck task's stack and the run -draws
 // command that runs it again.
 //
-// Seeds that pass say nothing of a race whose window none of them opened.
+// Every run is held to the properties of package props (list -properties
+// says what each promises); a failure names the one it violated. Seeds
+// that pass say nothing of a race whose window none of them opened.
 // The checker records the situations each run reached (props.Situation:
 // the windows the properties are about, such as a frame of an ended
 // incarnation reaching the output processor while the reused id's new

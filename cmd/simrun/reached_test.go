@@ -177,6 +177,24 @@ func TestListNamesEverySituationAndEachScenariosTargets(t *testing.T) {
 	assert.Contains(t, out, "targets: stale-frame-after-reuse\n")
 }
 
+// TestListSaysWhatEachPropertyPromises: a failure names the property it
+// violated; list -properties says what each promises. Two lists at once
+// are refused.
+func TestListSaysWhatEachPropertyPromises(t *testing.T) {
+	code, out, _ := simrun(t, "list", "-properties")
+	require.Equal(t, 0, code)
+	for _, p := range props.All {
+		require.NotEmpty(t, props.Doc(p), p)
+		assert.Contains(t, out, p+"\n    "+props.Doc(p)+"\n")
+	}
+	assert.Equal(t, len(props.All)*2, strings.Count(out, "\n"), "a name and a sentence each:\n%s", out)
+	assert.Empty(t, props.Doc("no-such-property"))
+
+	code, _, errOut := simrun(t, "list", "-properties", "-situations")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "-failpoints, -situations and -properties each list something else: give one")
+}
+
 // TestSweepJUnitFailsATargetTooFewSeedsReached: CI reads the JUnit report,
 // so a sweep that failed -min-reached has a failing case there too.
 func TestSweepJUnitFailsATargetTooFewSeedsReached(t *testing.T) {

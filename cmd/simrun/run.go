@@ -30,8 +30,18 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead, faults then planted bugs: names, what each does, the terms it takes")
 	situations := fs.Bool("situations", false, "list the situations a run can reach instead (sweep counts the seeds that reached each; -targets takes their names), and the scenarios that target each")
+	properties := fs.Bool("properties", false, "list the properties the checker holds every run to instead, and what each promises: a failure names the one it violated")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	if n := count(*fps, *situations, *properties); n > 1 {
+		return usagef("-failpoints, -situations and -properties each list something else: give one")
+	}
+	if *properties {
+		for _, p := range props.All {
+			fmt.Fprintf(stdout, "%s\n    %s\n", p, props.Doc(p))
+		}
+		return nil
 	}
 	if *situations {
 		for _, s := range props.AllSituations {
@@ -70,6 +80,17 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// count returns how many of bs are true.
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func helpOK(err error) error {
