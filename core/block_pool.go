@@ -19,6 +19,9 @@ type kvBlock struct {
 	hashed bool // it is in the cache under hash
 	hash   uint64
 	word   uint64
+	// taker is the incarnation of the last request that took the block,
+	// for the message of a leak (CheckBlocks): never read otherwise.
+	taker uint64
 }
 
 // blocksRoom is the room for blocks a scheduler starts with, in the

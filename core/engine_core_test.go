@@ -98,7 +98,7 @@ func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
 // aborts while it runs gives its KV blocks back, so once the core has shut
 // down every block is free (CheckKV). With the leak of
 // core/kv-leak-on-abort planted, the aborted request's blocks stay held by
-// no request, and CheckKV names one of them.
+// no request, and CheckKV names one of them and the request that took it.
 func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
 	for _, bug := range []bool{false, true} {
 		cfg := core.Config{}
@@ -124,7 +124,7 @@ func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, "the planted leak")
-		assert.Regexp(t, `^block \d+ is held by no request, its reference count 1: a leak$`, err.Error())
+		assert.Regexp(t, `^block \d+ is held by no request, its reference count 1: a leak \(last taken by incarnation 1, #1 in a story\)$`, err.Error())
 	}
 }
 

@@ -76,7 +76,7 @@ func (s *Scheduler) CheckBlocks() error {
 	for id := 1; id < len(p.blocks); id++ {
 		b := p.blocks[id]
 		if b.ref > 0 && refs[id] == 0 {
-			return fmt.Errorf("block %d is held by no request, its reference count %d: a leak", id, b.ref)
+			return fmt.Errorf("block %d is held by no request, its reference count %d: a leak (last taken by incarnation %d, #%d in a story)", id, b.ref, b.taker, b.taker)
 		}
 		if b.ref != refs[id] {
 			return fmt.Errorf("block %d: ref %d, held by %d requests", id, b.ref, refs[id])

@@ -59,7 +59,7 @@ func TestCheckKVFindsALeakedBlock(t *testing.T) {
 			continue
 		}
 		v := requireViolation(t, err, props.KVBlocksAccounted)
-		assert.Regexp(t, `^engine: KV blocks: block \d+ is held by no request, its reference count 1: a leak$`, v.Detail)
+		assert.Regexp(t, `^engine: KV blocks: block \d+ is held by no request, its reference count 1: a leak \(last taken by incarnation 1, #1 in a story\)$`, v.Detail)
 		assert.Len(t, c.Violations(), 1, "only the blocks know")
 	}
 }
