@@ -19,8 +19,9 @@ type kvBlock struct {
 	hashed bool // it is in the cache under hash
 	hash   uint64
 	word   uint64
-	// taker is the incarnation of the last request that took the block,
-	// for the message of a leak (CheckBlocks): never read otherwise.
+	// taker is the incarnation of the last request that took the block
+	// (pop, touch), for the message of a leak (CheckBlocks): never read
+	// otherwise.
 	taker uint64
 }
 
@@ -62,9 +63,10 @@ func newBlockPool(cfg Config, room []kvBlock) blockPool {
 	return p
 }
 
-// pop hands out the block at the head of the free queue, evicting its
-// hash if it has one; the caller has checked that one is free.
-func (p *blockPool) pop() int32 {
+// pop hands out the block at the head of the free queue to incarnation
+// taker, evicting its hash if it has one; the caller has checked that one
+// is free.
+func (p *blockPool) pop(taker uint64) int32 {
 	var id int32
 	if p.fresh < p.numBlocks {
 		id = p.fresh
@@ -82,6 +84,7 @@ func (p *blockPool) pop() int32 {
 	}
 	p.numFree--
 	p.blocks[id].ref++
+	p.blocks[id].taker = taker
 	return id
 }
 
@@ -140,15 +143,16 @@ func (p *blockPool) free(id int32) {
 	p.numFree++
 }
 
-// touch takes a reference to a cached block a request hits, taking it out
-// of the free queue if no request held it.
-func (p *blockPool) touch(id int32) {
+// touch takes a reference to a cached block that incarnation taker hits,
+// taking it out of the free queue if no request held it.
+func (p *blockPool) touch(id int32, taker uint64) {
 	b := &p.blocks[id]
 	if b.ref == 0 {
 		p.unlink(id)
 		p.numFree--
 	}
 	b.ref++
+	b.taker = taker
 }
 
 // unlink takes id out of the freed list.

@@ -24,9 +24,9 @@ func NewBlockPool(cfg Config) *BlockPool {
 // BlockPool wraps the pool for tests.
 type BlockPool struct{ p *blockPool }
 
-func (b *BlockPool) Pop() int32                    { return b.p.pop() }
+func (b *BlockPool) Pop() int32                    { return b.p.pop(0) }
 func (b *BlockPool) Free(id int32)                 { b.p.free(id) }
-func (b *BlockPool) Touch(id int32)                { b.p.touch(id) }
+func (b *BlockPool) Touch(id int32)                { b.p.touch(id, 0) }
 func (b *BlockPool) Cache(id int32, h uint64)      { b.p.cache(id, h) }
 func (b *BlockPool) Lookup(h uint64) (int32, bool) { return b.p.lookup(h) }
 func (b *BlockPool) Order() []int32                { return b.p.order() }

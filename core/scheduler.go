@@ -337,9 +337,7 @@ func (s *Scheduler) allocate(r *Request, need, n int) {
 		r.table = slices.Grow(r.table, max(need, s.roomFor(r)-len(r.table)))
 	}
 	for ; need > 0; need-- {
-		id := s.pool.pop()
-		s.pool.blocks[id].taker = r.Incarnation
-		r.table = append(r.table, id)
+		r.table = append(r.table, s.pool.pop(r.Incarnation))
 	}
 	r.Blocks = len(r.table)
 	if !s.cfg.EnablePrefixCaching {
@@ -405,8 +403,7 @@ func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
 		return false
 	}
 	for _, id := range hits {
-		s.pool.touch(id)
-		s.pool.blocks[id].taker = r.Incarnation
+		s.pool.touch(id, r.Incarnation)
 		r.table = append(r.table, id)
 	}
 	r.cachedBlocks = len(hits)
