@@ -34,7 +34,13 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
-	if n := count(*fps, *situations, *properties); n > 1 {
+	lists := 0
+	for _, on := range []bool{*fps, *situations, *properties} {
+		if on {
+			lists++
+		}
+	}
+	if lists > 1 {
 		return usagef("-failpoints, -situations and -properties each list something else: give one")
 	}
 	if *properties {
@@ -80,17 +86,6 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// count returns how many of bs are true.
-func count(bs ...bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
 }
 
 func helpOK(err error) error {

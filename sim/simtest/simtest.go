@@ -312,6 +312,20 @@ type checker struct {
 	sum     Summary
 }
 
+// seedFromEnv reads a seed from the variable name: ok is false when it is
+// not set, and an error says so when it holds no seed.
+func seedFromEnv(name string) (seed uint64, ok bool, err error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return 0, false, nil
+	}
+	seed, err = strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s=%q: not a seed (an unsigned integer)", name, v)
+	}
+	return seed, true, nil
+}
+
 func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pkg string) (*checker, error) {
 	c := &checker{name: name, pkg: pkg, cfg: cfg, program: program, first: cfg.FirstSeed}
 	if program == nil {
@@ -348,18 +362,14 @@ func newChecker(name string, cfg Config, program func(rt task.Runtime) error, pk
 		}
 		c.cfg.Seeds = n
 	}
-	if v, ok := os.LookupEnv(FirstSeedEnv); ok {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s=%q: not a seed (an unsigned integer)", FirstSeedEnv, v)
-		}
+	if s, ok, err := seedFromEnv(FirstSeedEnv); err != nil {
+		return nil, err
+	} else if ok {
 		c.cfg.FirstSeed = s
 	}
-	if v, ok := os.LookupEnv(SeedEnv); ok {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s=%q: not a seed (an unsigned integer)", SeedEnv, v)
-		}
+	if s, ok, err := seedFromEnv(SeedEnv); err != nil {
+		return nil, err
+	} else if ok {
 		c.seed = &s
 		c.cfg.FirstSeed, c.cfg.Seeds = s, 1
 	}
