@@ -109,6 +109,9 @@ type EngineCore struct {
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
 	progress                                    func() // called when the core is about to block for input
+	// leaked is the KV blocks in use the last time the core, holding no
+	// request, found some (EventKVLeak): each leak is reported once.
+	leaked int
 
 	// pauses are the pauses that have not taken effect yet: they reply
 	// when the core next has nothing to step (vLLM's idle callbacks).
@@ -530,9 +533,22 @@ func (c *EngineCore) emit(e Event) {
 
 // syncHeld publishes how many requests the core holds, for the frontend's
 // WaitIdle to read, and the scheduler's counts, for its gauges.
+//
+// It is also where the core checks its blocks as it goes empty: holding no
+// request, it must hold no KV block either. A block still in use then
+// outlived every request that took it (a leak), and the core reports it
+// (EventKVLeak) at that moment, on its own task, at the cost of one
+// comparison a change; the whole pool is read only when the check fails.
+// The report comes before the held count is published, so that a WaitIdle
+// that returns has seen it.
 func (c *EngineCore) syncHeld() {
-	c.held.Store(int64(c.sched.NumRequests()))
+	n := c.sched.NumRequests()
 	st := c.sched.Stats()
+	if n == 0 && st.KVUsedBlocks > c.leaked {
+		c.leaked = st.KVUsedBlocks
+		c.emit(Event{Kind: EventKVLeak, Step: c.step, Held: st.KVUsedBlocks, Err: c.sched.CheckBlocks()})
+	}
+	c.held.Store(int64(n))
 	publish(&c.running, int64(st.Running))
 	publish(&c.waiting, int64(st.Waiting))
 	publish(&c.kvUsed, int64(st.KVUsedBlocks))

@@ -96,23 +96,33 @@ func TestEngineCoreClientAbortEmitsNothing(t *testing.T) {
 
 // TestEngineCoreGivesAnAbortedRequestsBlocksBack: a request the client
 // aborts while it runs gives its KV blocks back, so once the core has shut
-// down every block is free (CheckKV). With the leak of
-// core/kv-leak-on-abort planted, the aborted request's blocks stay held by
-// no request, and CheckKV names one of them and the request that took it.
+// down every block is free (CheckKV), and the core never reports a leak.
+// With the leak of core/kv-leak-on-abort planted, the aborted request's
+// blocks stay held by no request: the core reports them once, as the abort
+// leaves it empty (EventKVLeak, before "b" arrives), and CheckKV names one
+// of them and the request that took it.
 func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
 	for _, bug := range []bool{false, true} {
-		cfg := core.Config{}
+		var leaks []core.Event
+		cfg := core.Config{Observer: func(ev core.Event) {
+			if ev.Kind == core.EventKVLeak {
+				leaks = append(leaks, ev)
+			}
+		}}
 		if bug {
 			faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
 			require.NoError(t, err)
 			cfg.Faults = faults
 		}
 		var ec *core.EngineCore
+		var abortedHeld int
 		outs := drive(t, cfg, func(rt task.Runtime, c *core.EngineCore) {
 			ec = c
 			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: make([]int, 40), Params: core.SamplingParams{MaxTokens: 100000}, Incarnation: 1}})
 			rt.Sleep(5 * time.Millisecond) // a few steps: it holds blocks
+			abortedHeld = c.Stats().KVUsedBlocks
 			c.SendAbort([]string{"a"})
+			rt.Sleep(time.Millisecond) // the core takes the abort alone
 			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "b", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 3}, Incarnation: 2}})
 			rt.Sleep(10 * time.Millisecond)
 			c.Send(core.Input{Kind: core.InputShutdown})
@@ -121,10 +131,15 @@ func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
 		err := ec.CheckKV()
 		if !bug {
 			assert.NoError(t, err, "every block is free after the shutdown")
+			assert.Empty(t, leaks, "the core reported no leak")
 			continue
 		}
 		require.Error(t, err, "the planted leak")
 		assert.Regexp(t, `^block \d+ is held by no request, its reference count 1: a leak \(last taken by incarnation 1, #1 in a story\)$`, err.Error())
+		require.Len(t, leaks, 1, "one leak, reported once: neither b's run nor the shutdown reports it again")
+		assert.Equal(t, abortedHeld, leaks[0].Held, "every block the aborted request held")
+		assert.Greater(t, abortedHeld, 1)
+		assert.Equal(t, err, leaks[0].Err, "the same leak, named as CheckKV names it")
 	}
 }
 

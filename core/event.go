@@ -61,11 +61,16 @@ const (
 	EventResume
 	// EventPaused: PauseGeneration's call Call returned to its caller.
 	EventPaused
+	// EventKVLeak: the core held no request, yet Held KV blocks were in
+	// use after step Step: blocks outlived the requests that took them.
+	// Err names the first such block and the incarnation that last took
+	// it (Scheduler.CheckBlocks). Reported once for each rise of the count.
+	EventKVLeak
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
-	"core.pause", "core.pause-done", "core.resume", "paused"}
+	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -96,8 +101,8 @@ type Event struct {
 	Finished       bool
 	Reason         FinishReason
 	Step           int64  // core step number
-	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached
-	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause
+	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use
+	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
 	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused: the utility call
@@ -129,6 +134,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s %d: %d scheduled", e.Kind, e.Step, e.Held)
 	case EventIdle:
 		return fmt.Sprintf("%s: the core holds %d request(s)", e.Kind, e.Held)
+	case EventKVLeak:
+		return fmt.Sprintf("%s after step %d: the core holds no request, yet %d KV block(s) are in use: %v", e.Kind, e.Step, e.Held, e.Err)
 	case EventOutput:
 		if e.Index != 0 {
 			return fmt.Sprintf("%s %s (incarnation %d sequence %d) tokens %v%s", e.Kind, e.RequestID, e.Incarnation, e.Index, e.Tokens, finished(e))
