@@ -53,11 +53,13 @@ const (
 	// output handler — under PauseAbort, every request the pause aborted
 	// has ended.
 	PauseReturnsAfterItsOutputs = "pause-returns-after-its-outputs"
-	// KVBlocksAccounted: once an engine is closed, every KV block of its
-	// core is free or held by a request the core still holds, as many times
-	// as its reference count says (engine.AsyncLLM.CheckKV): a clean Close
-	// ends every request, so then none is held, and a block an aborted
-	// request never gave back is a leak. Checked by Checker.CheckKV.
+	// KVBlocksAccounted: whenever the core holds no request, no KV block
+	// is in use (the core reports one that is as it goes empty,
+	// core.EventKVLeak); and once an engine is closed, every KV block of
+	// its core is free or held by a request the core still holds, as many
+	// times as its reference count says (engine.AsyncLLM.CheckKV): a clean
+	// Close ends every request, so then none is held, and a block an
+	// aborted request never gave back is a leak. Checked by Checker.CheckKV.
 	KVBlocksAccounted = "kv-blocks-accounted-for"
 )
 
@@ -81,7 +83,7 @@ var docs = map[string]string{
 	WaitIdleMeansIdle:           "when WaitIdle returns, the core holds no request and every frame it emitted has reached the output handler",
 	PausedRunsNothing:           "once a pause took effect, the core runs no step until it takes a resume",
 	PauseReturnsAfterItsOutputs: "when PauseGeneration returns, every frame the core emitted before the pause took effect has reached the output handler; under PauseAbort, every request the pause aborted has ended",
-	KVBlocksAccounted:           "once the engine is closed, every KV block is free or held by a request the core still holds, as many times as its reference count says: a block an aborted request never gave back is a leak",
+	KVBlocksAccounted:           "whenever the core holds no request, no KV block is in use; once the engine is closed, every KV block is free or held by a request the core still holds, as many times as its reference count says: a block an aborted request never gave back is a leak",
 }
 
 // Violation is a property that did not hold.
@@ -404,6 +406,8 @@ func (c *Checker) observe(ev *core.Event) {
 		if c.paused && c.pauseDone {
 			c.fail(PausedRunsNothing, "the core ran step %d (%d scheduled) after a pause took effect, with no resume since", ev.Step, ev.Held)
 		}
+	case core.EventKVLeak:
+		c.fail(KVBlocksAccounted, "after core step %d the core held no request, yet %d KV block(s) were in use: %v", ev.Step, ev.Held, ev.Err)
 	case core.EventIdle:
 		// The checker's own account of the core, not the engine's counter
 		// that WaitIdle read. WaitIdle also waits for the output handler

@@ -171,6 +171,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("WaitIdle returns: the core holds %d request(s)", ev.Held))
 	case core.EventDead:
 		st.notable(at, who, fmt.Sprintf("the engine dies: %v", ev.Err))
+	case core.EventKVLeak:
+		st.notable(at, who, fmt.Sprintf("holds no request after step %d, yet %d KV block(s) are in use: %v", ev.Step, ev.Held, ev.Err))
 	case core.EventPause:
 		st.notable(at, who, fmt.Sprintf("takes pause %d (%s): %s", ev.Call, ev.Text, pauseDoes[ev.Text]))
 	case core.EventPauseDone:
