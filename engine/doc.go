@@ -45,7 +45,9 @@
 //  4. Close the engine: it aborts what is left, stops every task, and may be
 //     called again. A test may then call CheckKV: every KV block the core
 //     handed out must have come back (props.Checker.CheckKV records it as
-//     a property).
+//     a property). The core also checks it as it runs: whenever it holds
+//     no request it must hold no block, and it reports one that outlived
+//     its request to the Observer (core.EventKVLeak).
 //
 // Usage:
 //
