@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -145,9 +145,7 @@ func TestAsyncSchedulingGivesAnOutputToTheRequestItScheduled(t *testing.T) {
 		t.Run(map[bool]string{false: "disarmed", true: "armed"}[armed], func(t *testing.T) {
 			cfg := core.Config{}
 			if armed {
-				set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreAsyncOutputByID.Name+"=return")
-				require.NoError(t, err)
-				cfg.Faults = set
+				cfg.Faults = rttest.Armed(t, failpoints.CoreAsyncOutputByID.Name+"=return")
 			}
 			s := asyncSched(cfg)
 			old := req("x", seq(1, 4), core.SamplingParams{MaxTokens: 5, IgnoreEOS: true})

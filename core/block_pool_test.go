@@ -8,7 +8,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/internal/rttest"
 )
 
 // TestBlockPoolOrder checks vLLM's free queue order: blocks never handed
@@ -80,9 +80,7 @@ func TestEvictionDropsTheHash(t *testing.T) {
 		t.Run(map[bool]string{false: "disarmed", true: "armed"}[armed], func(t *testing.T) {
 			cfg := core.Config{NumBlocks: 3, EnablePrefixCaching: true}
 			if armed {
-				set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVKeepEvictedHash.Name+"=return")
-				require.NoError(t, err)
-				cfg.Faults = set
+				cfg.Faults = rttest.Armed(t, failpoints.CoreKVKeepEvictedHash.Name+"=return")
 			}
 			p := core.NewBlockPool(cfg.WithDefaults())
 			a, b := p.Pop(), p.Pop()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -110,9 +111,7 @@ func TestEngineCoreGivesAnAbortedRequestsBlocksBack(t *testing.T) {
 			}
 		}}
 		if bug {
-			faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
-			require.NoError(t, err)
-			cfg.Faults = faults
+			cfg.Faults = rttest.Armed(t, failpoints.CoreKVLeakOnAbort.Name+"=return")
 		}
 		var ec *core.EngineCore
 		var abortedHeld int
@@ -168,8 +167,7 @@ func TestEngineCoreModelPanicIsDeath(t *testing.T) {
 		"panic":        "engine core: failpoint core/model-panic: injected panic",
 		"return":       "engine core: failpoint core/model-panic: injected panic",
 	} {
-		faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/model-panic="+term)
-		require.NoError(t, err)
+		faults := rttest.Armed(t, "core/model-panic="+term)
 		outs := drive(t, core.Config{Faults: faults}, func(rt task.Runtime, c *core.EngineCore) {
 			c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{InternalID: "a", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 5}, Incarnation: 1}})
 		})

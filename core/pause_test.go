@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -959,9 +959,7 @@ func TestAWaitAfterAKeepLeavesTheFrozenFrozen(t *testing.T) {
 			t.Run(fmt.Sprintf("bug=%v", bug), func(t *testing.T) {
 				cfg := core.Config{AsyncScheduling: async}
 				if bug {
-					set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CorePauseLastModeWins.Name+"=return")
-					require.NoError(t, err)
-					cfg.Faults = set
+					cfg.Faults = rttest.Armed(t, failpoints.CorePauseLastModeWins.Name+"=return")
 				}
 				l := drivePause(t, cfg, func(rt task.Runtime, c *core.EngineCore) {
 					addIgnoring(c, "a", 1, seq(1, 4), 20)

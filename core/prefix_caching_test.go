@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/internal/rttest"
 )
 
 // seq returns the tokens from..from+n−1.
@@ -196,9 +196,7 @@ func TestKVKeepEvictedHashGivesWrongTokens(t *testing.T) {
 		t.Run(map[bool]string{false: "disarmed", true: "armed"}[armed], func(t *testing.T) {
 			cfg := core.Config{BlockSize: 4, NumBlocks: 5, EnablePrefixCaching: true}
 			if armed {
-				set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVKeepEvictedHash.Name+"=return")
-				require.NoError(t, err)
-				cfg.Faults = set
+				cfg.Faults = rttest.Armed(t, failpoints.CoreKVKeepEvictedHash.Name+"=return")
 			}
 			s := newSched(cfg)
 			drain := func() { // the armed pool fails CheckBlocks
@@ -248,9 +246,7 @@ func TestAnUnscheduledVictimLeavesNoUnwrittenBlockCached(t *testing.T) {
 			cfg := core.Config{BlockSize: 4, NumBlocks: 8, MaxNumSeqs: 4, MaxNumBatchedTokens: 16,
 				EnablePrefixCaching: true, SchedulingPolicy: core.PolicyPriority}
 			if armed {
-				set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVKeepUnwrittenHash.Name+"=return")
-				require.NoError(t, err)
-				cfg.Faults = set
+				cfg.Faults = rttest.Armed(t, failpoints.CoreKVKeepUnwrittenHash.Name+"=return")
 			}
 			s := newSched(cfg)
 			v := req("v", seq(1, 6), core.SamplingParams{MaxTokens: 5})

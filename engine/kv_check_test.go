@@ -11,7 +11,7 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -50,9 +50,7 @@ func TestTheCoreReportsALeakAsItGoesEmpty(t *testing.T) {
 			}
 		}}
 		if bug {
-			faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
-			require.NoError(t, err)
-			cfg.Faults = faults
+			cfg.Faults = rttest.Armed(t, failpoints.CoreKVLeakOnAbort.Name+"=return")
 		}
 		e, err := engine.New(cfg)
 		require.NoError(t, err)

@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/engine"
-	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/internal/rttest"
-	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -21,8 +19,7 @@ import (
 // taken that batch, so the request is finished in the frontend too.
 func TestWaitIdleWaitsForTheLastBatch(t *testing.T) {
 	rttest.Sim(t, func(t *testing.T, rt task.Runtime) {
-		faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/output-late=return(5000)")
-		require.NoError(t, err)
+		faults := rttest.Armed(t, "core/output-late=return(5000)")
 		e := newEngine(t, rt, engine.Config{Faults: faults})
 		defer e.Close()
 		r := add(t, e, "r", "hello", engine.Params{MaxTokens: 1})

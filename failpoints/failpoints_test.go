@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -32,15 +33,8 @@ func TestTheCatalogueHasEveryRequiredFault(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown failpoint "core/nope": want one of`)
 }
 
-func set(t *testing.T, specs ...string) *failpoints.Set {
-	t.Helper()
-	s, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), specs...)
-	require.NoError(t, err)
-	return s
-}
-
 func TestTermsCountChainAndRatio(t *testing.T) {
-	s := set(t, "core/stall-mid-step=2*off->3*return(7)->off")
+	s := rttest.Armed(t, "core/stall-mid-step=2*off->3*return(7)->off")
 	var got []string
 	for i := 0; i < 7; i++ {
 		v, ok := s.Value(failpoints.CoreStallMidStep)
@@ -54,14 +48,14 @@ func TestTermsCountChainAndRatio(t *testing.T) {
 	assert.False(t, s.Fires(failpoints.ModelPanic), "an unarmed point of an armed set does not fire")
 
 	fired := 0
-	s = set(t, "engine/abort-after-add=1/4*return")
+	s = rttest.Armed(t, "engine/abort-after-add=1/4*return")
 	for i := 0; i < 4000; i++ {
 		if s.Fires(failpoints.AbortAfterAdd) {
 			fired++
 		}
 	}
 	assert.InDelta(t, 1000, fired, 150, "1/4 of the evaluations fire")
-	again := set(t, "engine/abort-after-add=1/4*return")
+	again := rttest.Armed(t, "engine/abort-after-add=1/4*return")
 	fired2 := 0
 	for i := 0; i < 4000; i++ {
 		if again.Fires(failpoints.AbortAfterAdd) {
@@ -94,14 +88,14 @@ func TestModifierListsEvaluateAsPingcaps(t *testing.T) {
 			}
 			return got
 		}
-		run := eval(set(t, p.Name+"="+terms))
+		run := eval(rttest.Armed(t, p.Name+"="+terms))
 		require.NoError(t, failpoints.Enable(p.Name, terms))
 		pingcap := eval(nil)
 		require.NoError(t, failpoints.Disable(p.Name))
 		assert.Equal(t, pingcap, run, terms)
 	}
 	assert.Equal(t, []string{"1", "1", "2", "2"}, func() []string {
-		s := set(t, p.Name+"=3*2*return(1)->return(2)")
+		s := rttest.Armed(t, p.Name+"=3*2*return(1)->return(2)")
 		var got []string
 		for range 4 {
 			v, _ := s.Value(p)
@@ -114,7 +108,7 @@ func TestModifierListsEvaluateAsPingcaps(t *testing.T) {
 	// with a count after it fires at most the count's times.
 	_, err := failpoints.NewSet(sim.NewPCGChooser(1, 0), "engine/abort-after-add=50%2*return")
 	require.ErrorContains(t, err, "as in 1/4*2*return")
-	s := set(t, "engine/abort-after-add=1/4*2*return")
+	s := rttest.Armed(t, "engine/abort-after-add=1/4*2*return")
 	fired := 0
 	for range 400 {
 		if s.Fires(failpoints.AbortAfterAdd) {
@@ -125,7 +119,7 @@ func TestModifierListsEvaluateAsPingcaps(t *testing.T) {
 }
 
 func TestPanicTerm(t *testing.T) {
-	s := set(t, "core/model-panic=1*off->panic(boom)")
+	s := rttest.Armed(t, "core/model-panic=1*off->panic(boom)")
 	assert.False(t, s.Fires(failpoints.ModelPanic))
 	assert.PanicsWithValue(t, "failpoint core/model-panic: boom", func() { s.Fires(failpoints.ModelPanic) })
 }
@@ -209,7 +203,7 @@ func TestDelayValues(t *testing.T) {
 // TestStallIsVirtualUnderTheSimulator: a stall sleeps on the runtime's
 // clock, so under the simulator it costs virtual time, not wall time.
 func TestStallIsVirtualUnderTheSimulator(t *testing.T) {
-	s := set(t, `core/output-late=3*return("2s")`)
+	s := rttest.Armed(t, `core/output-late=3*return("2s")`)
 	start := time.Now()
 	res := sim.Run(sim.Options{}, func(rt task.Runtime) error {
 		for i := 0; i < 5; i++ {
@@ -306,7 +300,7 @@ func BenchmarkDisarmedRunSet(b *testing.B) {
 // value, in a run set as in pingcap's grammar (and in the process-wide set),
 // so that a spec GO_FAILPOINTS arms is armed the same in a simulated run.
 func TestAQuotedValueHoldsAnArrow(t *testing.T) {
-	s := set(t, `core/model-panic=1*off->return("a->b")`)
+	s := rttest.Armed(t, `core/model-panic=1*off->return("a->b")`)
 	assert.False(t, s.Fires(failpoints.ModelPanic))
 	v, ok := s.Value(failpoints.ModelPanic)
 	assert.True(t, ok)

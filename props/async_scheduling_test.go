@@ -17,8 +17,8 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
-	"github.com/llmdst/llmdst/sim"
 )
 
 // TestAsyncSchedulingPassesTheCheckerOnTheRealRuntime: async scheduling on
@@ -269,9 +269,7 @@ func asyncReuseWorkload(t *testing.T, legacy, bug, chunked bool) (*props.Checker
 		cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = 8, 4
 	}
 	if bug {
-		set, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreAsyncOutputByID.Name+"=return")
-		require.NoError(t, err)
-		cfg.Faults = set
+		cfg.Faults = rttest.Armed(t, failpoints.CoreAsyncOutputByID.Name+"=return")
 	}
 	e, err := engine.New(cfg)
 	require.NoError(t, err)

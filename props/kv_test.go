@@ -9,6 +9,7 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -27,11 +28,7 @@ func TestCheckKVFindsALeakedBlock(t *testing.T) {
 		res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
 			cfg := engine.Config{Runtime: rt, Observer: c.Observe}
 			if bug {
-				faults, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), failpoints.CoreKVLeakOnAbort.Name+"=return")
-				if err != nil {
-					return err
-				}
-				cfg.Faults = faults
+				cfg.Faults = rttest.Armed(t, failpoints.CoreKVLeakOnAbort.Name+"=return")
 			}
 			e, err := engine.New(cfg)
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
-	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -27,10 +27,7 @@ func lateAbortRun(t *testing.T, legacy bool) error {
 	var err error
 	res := sim.Run(sim.Options{Seed: 1, Strategy: sim.Random(), HangAfter: hangAfter}, func(rt task.Runtime) error {
 		c := props.NewChecker(core.ToyModel{})
-		faults, ferr := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "engine/abort-after-add=1*return")
-		if ferr != nil {
-			return ferr
-		}
+		faults := rttest.Armed(t, "engine/abort-after-add=1*return")
 		e, eerr := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: step, Faults: faults, LegacyIDRouting: legacy})
 		if eerr != nil {
 			return eerr

@@ -13,8 +13,8 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
-	"github.com/llmdst/llmdst/sim"
 )
 
 // TestPrefixCachingPassesTheCheckerOnTheRealRuntime: prefix caching on
@@ -35,8 +35,7 @@ func TestPrefixCachingPassesTheCheckerOnTheRealRuntime(t *testing.T) {
 	assert.Positive(t, st.PrefixCacheHits, "the shared system prompt is found cached")
 	assert.Zero(t, st.KVUsedBlocks, "nothing holds a block once the core is idle")
 
-	bug, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), "core/kv-keep-evicted-hash=return")
-	require.NoError(t, err)
+	bug := rttest.Armed(t, "core/kv-keep-evicted-hash=return")
 	c, _ = prefixCachingWorkload(t, bug)
 	var v *props.Violation
 	require.ErrorAs(t, c.Finish(), &v, "the planted bug goes unseen")

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -42,4 +45,15 @@ func Sim(t *testing.T, body func(t *testing.T, rt task.Runtime)) {
 			})
 		}
 	}
+}
+
+// Armed returns a failpoint set with specs armed, each NAME=TERMS as
+// failpoints.NewSet takes them, drawing random terms from seed 1's fault
+// stream: what a test that plants a fault or a bug on purpose wants. A spec
+// that does not parse fails the test.
+func Armed(t testing.TB, specs ...string) *failpoints.Set {
+	t.Helper()
+	s, err := failpoints.NewSet(sim.NewPCGChooser(1, sim.StreamFaults), specs...)
+	require.NoError(t, err, "failpoints %q", specs)
+	return s
 }
