@@ -1,6 +1,6 @@
 // Package rttest runs one test body on the real runtime and under the
 // simulator, so that every behaviour a test asserts is asserted in both
-// worlds.
+// worlds; and builds the failpoint set a test arms on purpose (Armed).
 //
 // The caller's duties:
 //
