@@ -109,9 +109,10 @@ type EngineCore struct {
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
 	progress                                    func() // called when the core is about to block for input
-	// leaked is the KV blocks in use the last time the core, holding no
-	// request, found some (EventKVLeak): each leak is reported once.
-	leaked int
+	// leaked is the most KV blocks the core has found in use while it held
+	// no request (EventKVLeak): each leak is reported once. Written by the
+	// core only, read by any task (KVLeaked).
+	leaked atomic.Int64
 
 	// pauses are the pauses that have not taken effect yet: they reply
 	// when the core next has nothing to step (vLLM's idle callbacks).
@@ -544,8 +545,8 @@ func (c *EngineCore) emit(e Event) {
 func (c *EngineCore) syncHeld() {
 	n := c.sched.NumRequests()
 	st := c.sched.Stats()
-	if n == 0 && st.KVUsedBlocks > c.leaked {
-		c.leaked = st.KVUsedBlocks
+	if n == 0 && int64(st.KVUsedBlocks) > c.leaked.Load() {
+		c.leaked.Store(int64(st.KVUsedBlocks))
 		c.emit(Event{Kind: EventKVLeak, Step: c.step, Held: st.KVUsedBlocks, Err: c.sched.CheckBlocks()})
 	}
 	c.held.Store(int64(n))
@@ -560,6 +561,11 @@ func (c *EngineCore) syncHeld() {
 		publish(&c.prefixPreemptedHits, st.PrefixCachePreemptedHits)
 	}
 }
+
+// KVLeaked is the most KV blocks the core has found in use while it held
+// no request (EventKVLeak): blocks that outlived the requests that took
+// them, 0 in a correct engine. Any task may call it.
+func (c *EngineCore) KVLeaked() int { return int(c.leaked.Load()) }
 
 // publish stores v in a unless a holds it already: most steps change few
 // of the counts, and a load costs less than a store.

@@ -36,8 +36,9 @@ func TestCheckKVWaitsForClose(t *testing.T) {
 // read the core's blocks while it runs, the core checks them itself. With
 // core/kv-leak-on-abort planted, the abort that leaves the core empty
 // leaves the aborted request's blocks in use, and the core reports them
-// (core.EventKVLeak) before WaitIdle can return; a served request, and an
-// aborted one without the bug, leave no report.
+// (core.EventKVLeak) before WaitIdle can return, and the engine's gauge
+// llmdst:kv_leaked_blocks counts them; a served request, and an aborted
+// one without the bug, leave no report and the gauge at 0.
 func TestTheCoreReportsALeakAsItGoesEmpty(t *testing.T) {
 	for _, bug := range []bool{false, true} {
 		var mu sync.Mutex
@@ -63,14 +64,17 @@ func TestTheCoreReportsALeakAsItGoesEmpty(t *testing.T) {
 		mu.Lock()
 		got := slices.Clone(leaks)
 		mu.Unlock()
+		leaked := e.Stats().KVLeakedBlocks
 		require.NoError(t, e.Close())
 		if !bug {
 			assert.Empty(t, got, "no leak")
+			assert.Zero(t, leaked, "llmdst:kv_leaked_blocks")
 			assert.NoError(t, e.CheckKV())
 			continue
 		}
 		require.Len(t, got, 1, "the leak, reported once, before WaitIdle returned")
 		assert.Positive(t, got[0].Held, "the aborted request's blocks")
+		assert.Equal(t, got[0].Held, leaked, "llmdst:kv_leaked_blocks, for the operator")
 		assert.Regexp(t, `^block \d+ is held by no request, its reference count 1: a leak \(last taken by incarnation 2, #2 in a story\)$`, got[0].Err.Error())
 		assert.Error(t, e.CheckKV(), "still there after Close")
 	}

@@ -19,6 +19,12 @@ type Stats struct {
 	FinishedError      int64 // vllm:request_success_total{finished_reason="error"}
 	KVUsedBlocks       int   // blocks requests hold: the null block is never counted
 	KVNumBlocks        int   // the whole cache, Config.NumBlocks (vLLM's num_gpu_blocks), null block included
+	// KVLeakedBlocks (llmdst:kv_leaked_blocks) is the most KV blocks the
+	// core has found in use while it held no request: blocks that outlived
+	// the requests that took them, which the cache has lost for good. 0 in
+	// a correct engine; anything else is a bug worth an alert
+	// (core.EventKVLeak names the first block and its taker).
+	KVLeakedBlocks int
 
 	// The prefix cache's counts in tokens, with Config.EnablePrefixCaching
 	// (core.SchedulerStats): a preempted request's lookups as it resumes
@@ -38,7 +44,7 @@ func (e *AsyncLLM) Stats() Stats {
 	e.mu.Unlock()
 	cs := e.core.Stats()
 	s.RequestsRunning, s.RequestsWaiting, s.Preemptions = cs.Running, cs.Waiting, cs.Preemptions
-	s.KVUsedBlocks, s.KVNumBlocks = cs.KVUsedBlocks, cs.KVNumBlocks
+	s.KVUsedBlocks, s.KVNumBlocks, s.KVLeakedBlocks = cs.KVUsedBlocks, cs.KVNumBlocks, e.core.KVLeaked()
 	s.PrefixCacheQueries, s.PrefixCacheHits = cs.PrefixCacheQueries, cs.PrefixCacheHits
 	s.PrefixCachePreemptedQueries, s.PrefixCachePreemptedHits = cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits
 	return s
@@ -76,6 +82,7 @@ func (s Stats) Metrics() []Metric {
 		{`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort)},
 		{`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError)},
 		{"llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped)},
+		{"llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks)},
 		{"vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries)},
 		{"vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits)},
 	}
