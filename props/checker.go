@@ -59,7 +59,8 @@ const (
 	// its core is free or held by a request the core still holds, as many
 	// times as its reference count says (engine.AsyncLLM.CheckKV): a clean
 	// Close ends every request, so then none is held, and a block an
-	// aborted request never gave back is a leak. Checked by Checker.CheckKV.
+	// aborted request never gave back is a leak. Checked as the events
+	// arrive, and by Checker.CheckKV after Close.
 	KVBlocksAccounted = "kv-blocks-accounted-for"
 )
 
