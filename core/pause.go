@@ -69,7 +69,14 @@ func (s *Scheduler) PauseState() PauseState { return s.pause }
 // that they compute again from their first tokens and hold no block; it
 // returns them, oldest first, as the waiting queue then has them under
 // PolicyFCFS. It fails, changing nothing, while a request holds blocks:
-// reset those first. No step of the requests may be in flight.
+// reset those first.
+//
+// With AsyncScheduling a step of a preempted request may be in flight: the
+// token it samples was sampled for the sequence the request now computes
+// again, and is dropped when it comes back (vLLM's
+// discard_latest_async_tokens, as many as the request's placeholders,
+// vllm#42117). The request's placeholders and the tokens the model holds
+// for it go with the preemption, so that it samples those positions again.
 func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	if !resetRunning && len(s.running) > 0 {
 		return nil, false
@@ -78,6 +85,11 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	for i := len(s.running) - 1; i >= 0; i-- {
 		r := s.running[i]
 		s.preempt(r)
+		r.discard += r.Placeholders
+		if r.discard == 0 && s.cfg.AsyncScheduling && s.cfg.Faults.Fires(failpoints.CoreResetDiscardsUnconditionally) {
+			r.discard = 1 // the bug: its next output is dropped, in flight or not
+		}
+		r.Placeholders, r.sampled = 0, r.sampled[:0]
 		preempted[i] = r
 	}
 	if s.cfg.UsableBlocks()-s.pool.numFree != 0 {

@@ -989,3 +989,48 @@ func TestAWaitAfterAKeepLeavesTheFrozenFrozen(t *testing.T) {
 		}
 	})
 }
+
+// TestAClearingKeepPauseDropsNoTokenUnderAsyncScheduling: under async
+// scheduling a keep pause that clears the cache preempts the frozen
+// requests at an idle point, with no step of theirs in flight, so they
+// drop nothing and end with the tokens of a run never paused. Armed with
+// core/reset-discards-unconditionally (vLLM's #42043), each drops the
+// first token it samples after the resume and goes on one place early.
+func TestAClearingKeepPauseDropsNoTokenUnderAsyncScheduling(t *testing.T) {
+	prompt, n := seq(1, 9), 30
+	cfg := core.Config{AsyncScheduling: true, BlockSize: 4, MaxNumSeqs: 4, EnablePrefixCaching: true}
+	run := func(t *testing.T, bug bool) *pauseLog {
+		cfg := cfg
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreResetDiscardsUnconditionally.Name+"=return")
+		}
+		return drivePause(t, cfg, func(rt task.Runtime, c *core.EngineCore) {
+			addIgnoring(c, "a", 1, prompt, n)
+			rt.Sleep(5 * time.Millisecond)
+			c.Send(core.Input{Kind: core.InputPause, Call: 1, Mode: core.PauseKeep, ClearCache: true})
+			rt.Sleep(50 * time.Millisecond)
+			c.Send(core.Input{Kind: core.InputResume, Call: 2})
+			rt.Sleep(100 * time.Millisecond)
+			c.Send(core.Input{Kind: core.InputShutdown})
+		})
+	}
+	want := toks(prompt, n)
+
+	l := run(t, false)
+	pauseAt, _ := l.pausedThenResumed(t, 1, 2)
+	before := 0
+	for _, f := range l.frames("a") {
+		if f.at < pauseAt {
+			before += len(f.f.NewTokens)
+		}
+	}
+	require.Positive(t, before, "a ran before the pause")
+	require.Less(t, before, n, "a was frozen before its end")
+	require.Equal(t, []string{"a"}, l.ids(core.EventPreempt, -1, len(l.events)), "the reset preempted a")
+	require.Equal(t, want, l.tokens("a"), "the tokens of a run never paused")
+
+	bad := run(t, true)
+	got := bad.tokens("a")
+	require.Equal(t, want[:before], got[:before], "the tokens before the pause")
+	require.Equal(t, want[before+1:before+6], got[before:before+5], "the first token after the resume dropped, the next ones a place early")
+}

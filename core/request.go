@@ -141,6 +141,12 @@ type Request struct {
 	// applied yet, oldest first: what a GPU keeps of its last step for the
 	// next, which the scheduler only knows as placeholders.
 	sampled []int
+	// discard counts the outputs of steps in flight that Placeholders no
+	// longer counts: steps a reset of the prefix cache preempted the
+	// request under (Scheduler.ResetPrefixCache), whose tokens were
+	// sampled for a sequence it now computes again. They are dropped when
+	// they come back, vLLM's discard_latest_async_tokens.
+	discard int
 
 	// Room for a short request's table and hashes, so that they cost no
 	// allocation of their own.

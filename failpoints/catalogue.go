@@ -89,6 +89,9 @@ var (
 	CorePauseLastModeWins = register(&Point{Name: "core/pause-last-mode-wins", Bug: true,
 		Doc:   "a bug, vLLM's behaviour: a pause while paused sets the scheduler's pause state to its own mode's, so a wait after a keep lets the requests the keep froze step again before anyone resumed — the keep's caller, mid weight update, was promised none would (the engine keeps the stricter state)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreResetDiscardsUnconditionally = register(&Point{Name: "core/reset-discards-unconditionally", Bug: true,
+		Doc:   "a bug, vLLM's #42043 (fixed by #42117): a reset of the prefix cache that preempts the running requests marks each to drop its next output, whether or not a step of it is in flight, where only a token sampled before the reset is stale; after a keep pause that clears the cache the engine is idle, nothing is in flight, and each frozen request drops the first token it samples after the resume, its later tokens one place early (Config.AsyncScheduling only)",
+		Terms: "return", checkValue: checkNoValue})
 	EnginePauseReplyOvertakes = register(&Point{Name: "engine/pause-reply-overtakes", Bug: true,
 		Doc:   "a bug, vLLM's order: the core's reply to a pause reaches PauseGeneration ahead of the outputs the core put before it, as vLLM's client resolves a utility call on the thread that reads the core's socket, and PauseGeneration then sleeps 20 ms, as vLLM's pause_generation does so that those outputs come first; an output handler descheduled for longer leaves a request the pause aborted without its final output when PauseGeneration returns",
 		Terms: "return", checkValue: checkNoValue})

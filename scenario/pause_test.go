@@ -103,6 +103,25 @@ func TestPauseResumeCatchesALaterPauseThawingAKeep(t *testing.T) {
 	assertCaughtOnlyAs(t, "chaos", withFailpoint("core/pause-last-mode-wins=return"), props.PausedRunsNothing)
 }
 
+// TestPauseResumeCatchesATokenDroppedAfterAClearingKeep plants vLLM's
+// #42043, core/reset-discards-unconditionally: under async scheduling the
+// reset of a keep pause that clears the cache marks every frozen request
+// to drop its next output, though none is in flight, so each drops the
+// first token it samples after the resume. ModelTokens catches the tokens
+// one place early; a request that the lost token leaves with nothing to
+// schedule kills the core instead ("none could be scheduled"), a failure
+// that names no property. The engine drops only what was in flight.
+func TestPauseResumeCatchesATokenDroppedAfterAClearingKeep(t *testing.T) {
+	counts, first := sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), withFailpoint("core/reset-discards-unconditionally=return"))
+	assert.Positive(t, counts[props.ModelTokens], "no seed caught the planted bug: %v", counts)
+	for p, n := range counts {
+		if p != "" {
+			assert.Equal(t, props.ModelTokens, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+		}
+	}
+	assert.Less(t, counts[""], counts[props.ModelTokens], "the core's death is the rarer outcome")
+}
+
 // withFailpoint gives each seed of pause-resume the failpoint terms fp.
 func withFailpoint(fp string) func(uint64) scenario.Options {
 	return func(seed uint64) scenario.Options {
