@@ -38,6 +38,12 @@ const (
 	InputResume
 	// InputIsPaused asks whether the core is paused: the reply's Paused.
 	InputIsPaused
+	// InputResetPrefixCache resets the prefix cache, vLLM's
+	// reset_prefix_cache utility call, between steps: with ResetRunning it
+	// first preempts every running request (Scheduler.ResetPrefixCache);
+	// without, it is refused while one runs. The reply's Reset says
+	// whether the cache was reset.
+	InputResetPrefixCache
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -47,10 +53,11 @@ type Input struct {
 	IDs  []string // internal ids, for InputAbort
 
 	// Call numbers a utility call (InputPause, InputResume,
-	// InputIsPaused) for its Reply.
-	Call       uint64
-	Mode       PauseMode // InputPause
-	ClearCache bool      // InputPause
+	// InputIsPaused, InputResetPrefixCache) for its Reply.
+	Call         uint64
+	Mode         PauseMode // InputPause
+	ClearCache   bool      // InputPause
+	ResetRunning bool      // InputResetPrefixCache
 	// Direct, if set, takes the reply from the core the moment it is made,
 	// ahead of the Outputs already on the output queue, as vLLM's client
 	// resolves a utility call on the thread that reads the core's socket;
@@ -65,6 +72,8 @@ type Reply struct {
 	// Resumed answers an InputPause that a resume overtook: the pause
 	// never took effect (under PauseAbort its aborts did happen).
 	Resumed bool
+	// Reset answers an InputResetPrefixCache: the cache was reset.
+	Reset bool
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -271,6 +280,8 @@ func (c *EngineCore) handle(in Input) bool {
 		c.reply(in)
 	case InputIsPaused:
 		c.reply(in)
+	case InputResetPrefixCache:
+		c.resetPrefixCache(in)
 	}
 	return true
 }

@@ -23,7 +23,9 @@ const (
 	EventCoreAbort
 	// EventStep: the core executed a step over Held scheduled requests.
 	EventStep
-	// EventPreempt: the core preempted a request to free KV blocks.
+	// EventPreempt: the core preempted a request to free KV blocks; when
+	// a reset of the prefix cache preempted it (EventCacheReset), Held is
+	// the outputs of its steps in flight that the core will drop.
 	EventPreempt
 	// EventFrameEmitted: the core emitted a frame of Tokens for
 	// Incarnation, the first at output position Position.
@@ -66,11 +68,15 @@ const (
 	// Err names the first such block and the incarnation that last took
 	// it (Scheduler.CheckBlocks). Reported once for each rise of the count.
 	EventKVLeak
+	// EventCacheReset: the core answered reset of the prefix cache Call;
+	// Finished when it reset the cache, after preempting Held running
+	// requests, and not when it refused (a request held KV blocks).
+	EventCacheReset
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
-	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak"}
+	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -101,11 +107,11 @@ type Event struct {
 	Finished       bool
 	Reason         FinishReason
 	Step           int64  // core step number
-	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use
+	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use; EventCacheReset: requests preempted; EventPreempt: outputs in flight to drop
 	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
-	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused: the utility call
+	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset: the utility call
 	// Input numbers the core's inputs in the order it took them, from 1:
 	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the
 	// inputs WaitIdle waited for (those sent before it was called), so
@@ -149,6 +155,11 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s %s (incarnation %d) %d sequence(s)%s", e.Kind, e.RequestID, e.Incarnation, e.Held, finished(e))
 	case EventPause, EventPauseDone:
 		return fmt.Sprintf("%s: call %d, mode %s", e.Kind, e.Call, e.Text)
+	case EventCacheReset:
+		if !e.Finished {
+			return fmt.Sprintf("%s: call %d refused: running requests hold KV blocks", e.Kind, e.Call)
+		}
+		return fmt.Sprintf("%s: call %d, %d running request(s) preempted", e.Kind, e.Call, e.Held)
 	case EventResume, EventPaused:
 		return fmt.Sprintf("%s: call %d", e.Kind, e.Call)
 	}

@@ -77,6 +77,8 @@ func (s *Scheduler) PauseState() PauseState { return s.pause }
 // discard_latest_async_tokens, as many as the request's placeholders,
 // vllm#42117). The request's placeholders and the tokens the model holds
 // for it go with the preemption, so that it samples those positions again.
+// core/reset-discards-unconditionally plants vLLM's #42043, a drop with
+// nothing in flight.
 func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	if !resetRunning && len(s.running) > 0 {
 		return nil, false
@@ -137,9 +139,7 @@ func (c *EngineCore) completePauses() {
 	}
 	if slices.ContainsFunc(c.pauses, func(in Input) bool { return in.ClearCache }) {
 		preempted, _ := c.sched.ResetPrefixCache(true) // idle: nothing is in flight
-		for _, r := range slices.Backward(preempted) { // as preempted: newest first
-			c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
-		}
+		c.tellPreempted(preempted)
 		c.syncHeld()
 	}
 	for _, in := range c.pauses {
@@ -147,6 +147,28 @@ func (c *EngineCore) completePauses() {
 		c.reply(in)
 	}
 	c.dropPauses()
+}
+
+// tellPreempted tells the observer of the requests a reset of the prefix
+// cache preempted, given oldest first, as they were preempted: newest
+// first, as a step's preemptions are told, each with the outputs of its
+// steps in flight that the core will drop.
+func (c *EngineCore) tellPreempted(preempted []*Request) {
+	for _, r := range slices.Backward(preempted) {
+		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: r.discard})
+	}
+}
+
+// resetPrefixCache answers a reset of the prefix cache, vLLM's
+// reset_prefix_cache: between steps, with a step in flight under
+// AsyncScheduling, whose outputs for the requests it preempts are dropped
+// (Scheduler.ResetPrefixCache).
+func (c *EngineCore) resetPrefixCache(in Input) {
+	preempted, ok := c.sched.ResetPrefixCache(in.ResetRunning)
+	c.tellPreempted(preempted)
+	c.syncHeld()
+	c.emit(Event{Kind: EventCacheReset, Call: in.Call, Held: len(preempted), Finished: ok})
+	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Reset: ok})
 }
 
 // dropPauses forgets the pauses answered.

@@ -1034,3 +1034,65 @@ func TestAClearingKeepPauseDropsNoTokenUnderAsyncScheduling(t *testing.T) {
 	require.Equal(t, want[:before], got[:before], "the tokens before the pause")
 	require.Equal(t, want[before+1:before+6], got[before:before+5], "the first token after the resume dropped, the next ones a place early")
 }
+
+// ---- Resetting the prefix cache while the core runs ----
+
+// TestResetPrefixCacheWhileRunning: a reset without ResetRunning is
+// refused while requests run, and changes nothing; with it the core
+// preempts the running requests between two steps and replies Reset, and
+// they come back to find nothing cached and end with the tokens of a run
+// never reset. Under async scheduling a step of theirs is in flight at the
+// reset: its tokens, sampled before it, are dropped (EventPreempt's Held)
+// and sampled again; kept, each would come twice.
+func TestResetPrefixCacheWhileRunning(t *testing.T) {
+	prompts := map[string][]int{"a": seq(1, 9), "b": seq(50, 9)}
+	const n = 30
+	both(t, func(t *testing.T, async bool) {
+		cfg := core.Config{AsyncScheduling: async, BlockSize: 4, MaxNumSeqs: 4, EnablePrefixCaching: true}
+		var after core.SchedulerStats
+		l := drivePause(t, cfg, func(rt task.Runtime, c *core.EngineCore) {
+			addIgnoring(c, "a", 1, prompts["a"], n)
+			addIgnoring(c, "b", 2, prompts["b"], n)
+			rt.Sleep(5 * time.Millisecond)
+			c.Send(core.Input{Kind: core.InputResetPrefixCache, Call: 1})
+			c.Send(core.Input{Kind: core.InputResetPrefixCache, Call: 2, ResetRunning: true})
+			rt.Sleep(100 * time.Millisecond)
+			after = c.Stats()
+			c.Send(core.Input{Kind: core.InputShutdown})
+		})
+		_, refused := l.reply(t, 1)
+		require.False(t, refused.Reset, "refused while a and b run")
+		resetAt, reset := l.reply(t, 2)
+		require.True(t, reset.Reset)
+		require.False(t, reset.Paused)
+
+		first, second := l.event(t, core.EventCacheReset, 1), l.event(t, core.EventCacheReset, 2)
+		require.False(t, l.events[first].Finished)
+		require.True(t, l.events[second].Finished)
+		require.Equal(t, 2, l.events[second].Held, "it preempted a and b")
+		require.Zero(t, l.count(core.EventPreempt, -1, first), "the refused reset preempted nothing")
+		var preempted []string
+		dropped := 0
+		for _, e := range l.events[first+1 : second] {
+			require.Equal(t, core.EventPreempt, e.Kind, "between the resets: %s", e)
+			preempted = append(preempted, e.InternalID)
+			dropped += e.Held
+		}
+		require.Equal(t, []string{"b", "a"}, preempted, "newest first")
+		if async {
+			require.Equal(t, 2, dropped, "a step of each was in flight")
+		} else {
+			require.Zero(t, dropped, "nothing is in flight between two steps")
+		}
+		require.Equal(t, int64(2), after.Preemptions)
+		require.Positive(t, after.PrefixCachePreemptedQueries, "a and b looked their blocks up as they came back")
+		require.Zero(t, after.PrefixCachePreemptedHits, "and found none")
+
+		for id, p := range prompts {
+			fs := l.frames(id)
+			require.Less(t, fs[0].at, resetAt, "%s ran before the reset", id)
+			require.Greater(t, l.final(t, id).at, resetAt, "%s ends after it", id)
+			require.Equal(t, toks(p, n), l.tokens(id), "%s: the tokens of a run never reset", id)
+		}
+	})
+}

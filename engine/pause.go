@@ -174,3 +174,24 @@ func (e *AsyncLLM) usableOr(err error) error {
 	}
 	return err
 }
+
+// ResetPrefixCache resets the prefix cache, vLLM's reset_prefix_cache, as
+// after a weight update: no request scheduled later finds a block cached
+// before it. It reports whether the cache was reset. Without resetRunning
+// the reset is refused, false with no error, while a running request holds
+// KV blocks, as vLLM's is; with it (vLLM's reset_running_requests) the
+// core first preempts every running request, which computes its tokens
+// again when it is next scheduled — the same tokens: it is preempted, not
+// restarted — and the reset always happens. Under async scheduling a token
+// that a step in flight sampled for a request it preempts is dropped when
+// the step comes back (vLLM's discard_latest_async_tokens), and sampled
+// again.
+//
+// The core takes it in order with the ADDs and aborts before it, between
+// two steps; a paused engine takes it too. It fails with ErrClosed or the
+// engine-dead error when the engine is, and with ctx's error when ctx is
+// done first (the reset may still happen).
+func (e *AsyncLLM) ResetPrefixCache(ctx context.Context, resetRunning bool) (bool, error) {
+	_, r, err := e.call(ctx, core.Input{Kind: core.InputResetPrefixCache, ResetRunning: resetRunning})
+	return r.Reset, err
+}

@@ -399,6 +399,9 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventPreempt:
 		c.reach(Preempted)
+		if ev.Held > 0 {
+			c.reach(ResetWithStepInFlight)
+		}
 	case core.EventPrefixHit:
 		c.reach(PrefixCacheHit)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:

@@ -71,6 +71,10 @@ const (
 	AddWhilePaused
 	// EngineDied: the engine died and ended every request with an error.
 	EngineDied
+	// ResetWithStepInFlight: a reset of the prefix cache preempted a
+	// running request with a step of it in flight (async scheduling),
+	// whose token the core must drop when it comes back, and sample again.
+	ResetWithStepInFlight
 
 	situationCount
 )
@@ -78,7 +82,7 @@ const (
 var situationNames = [situationCount]string{
 	"stale-frame-after-reuse", "reuse-before-the-core-aborted", "reuse-with-frames-in-flight", "abort-after-reuse", "stale-frame-dropped",
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
-	"resume-before-pause-took-effect", "add-while-paused", "engine-died",
+	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 }
 
 var situationDocs = [situationCount]string{
@@ -96,6 +100,7 @@ var situationDocs = [situationCount]string{
 	"a resume reached the core before a pause had taken effect",
 	"the core admitted a request while it was paused",
 	"the engine died and ended every request with an error",
+	"a reset of the prefix cache preempted a request with a step of it in flight, whose token must be dropped",
 }
 
 // AllSituations lists every situation, in the order of their constants.

@@ -135,6 +135,10 @@ func TestTheEnginesRarePathsAreReached(t *testing.T) {
 	for _, tc := range cases {
 		assert.Equal(t, props.SetOf(tc.want), reached(tc.events...), tc.want.String())
 	}
+	// A reset that preempts a request with a step of it in flight is a
+	// preemption too.
+	inFlight := reached(add(1, "a", p), coreAdd(1), core.Event{Kind: core.EventPreempt, RequestID: "a", Incarnation: 1, Held: 1})
+	assert.Equal(t, props.SetOf(props.Preempted, props.ResetWithStepInFlight), inFlight)
 	// And not where they are not: the second copy of an abort the core
 	// took (the frontend sends it on two queues) finds nothing, and is not
 	// late.

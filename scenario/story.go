@@ -162,6 +162,10 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventCoreReject:
 		st.notable(at, who, fmt.Sprintf("refuses the ADD of %s: %v", req, ev.Err))
 	case core.EventPreempt:
+		if ev.Held > 0 {
+			st.notable(at, who, fmt.Sprintf("preempts %s for a reset of the prefix cache: the token its step in flight samples will be dropped", req))
+			return
+		}
 		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
 	case core.EventPrefixHit:
 		st.notable(at, who, fmt.Sprintf("admits %s from the prefix cache: its first %d token(s) are in cached blocks", req, ev.Held))
@@ -181,6 +185,12 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again", ev.Call))
 	case core.EventPaused:
 		st.notable(at, who, fmt.Sprintf("PauseGeneration (pause %d) returns", ev.Call))
+	case core.EventCacheReset:
+		if !ev.Finished {
+			st.notable(at, who, fmt.Sprintf("refuses reset %d of the prefix cache: running requests hold KV blocks", ev.Call))
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("resets the prefix cache (call %d), having preempted %d running request(s): no later request finds a block cached before it", ev.Call, ev.Held))
 	default:
 		st.notable(at, who, ev.String())
 	}
