@@ -77,8 +77,9 @@ func (s *Scheduler) PauseState() PauseState { return s.pause }
 // discard_latest_async_tokens, as many as the request's placeholders,
 // vllm#42117). The request's placeholders and the tokens the model holds
 // for it go with the preemption, so that it samples those positions again.
-// core/reset-discards-unconditionally plants vLLM's #42043, a drop with
-// nothing in flight.
+// core/reset-keeps-stale-token plants keeping those tokens, and
+// core/reset-discards-unconditionally vLLM's #42043, a drop with nothing in
+// flight.
 func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	if !resetRunning && len(s.running) > 0 {
 		return nil, false
@@ -87,7 +88,9 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	for i := len(s.running) - 1; i >= 0; i-- {
 		r := s.running[i]
 		s.preempt(r)
-		r.discard += r.Placeholders
+		if !s.cfg.Faults.Fires(failpoints.CoreResetKeepsStaleToken) {
+			r.discard += r.Placeholders
+		}
 		if r.discard == 0 && s.cfg.AsyncScheduling && s.cfg.Faults.Fires(failpoints.CoreResetDiscardsUnconditionally) {
 			r.discard = 1 // the bug: its next output is dropped, in flight or not
 		}

@@ -32,7 +32,11 @@
 // prefix cache unless PauseOptions.KeepCache. PauseGeneration returns once
 // the pause took effect, with every output the core made before that in its
 // request's collector. Requests added while paused are accepted and run
-// after the resume. IsPaused asks the core.
+// after the resume. IsPaused asks the core. ResetPrefixCache is vLLM's
+// reset_prefix_cache, for a weight update without a pause: refused while
+// requests run, unless it may preempt them first (resetRunning), in which
+// case the tokens their steps in flight sampled before it are dropped and
+// sampled again.
 //
 // The caller's duties:
 //

@@ -92,6 +92,9 @@ var (
 	CoreResetDiscardsUnconditionally = register(&Point{Name: "core/reset-discards-unconditionally", Bug: true,
 		Doc:   "a bug, vLLM's #42043 (fixed by #42117): a reset of the prefix cache that preempts the running requests marks each to drop its next output, whether or not a step of it is in flight, where only a token sampled before the reset is stale; after a keep pause that clears the cache the engine is idle, nothing is in flight, and each frozen request drops the first token it samples after the resume, its later tokens one place early (Config.AsyncScheduling only)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreResetKeepsStaleToken = register(&Point{Name: "core/reset-keeps-stale-token", Bug: true,
+		Doc:   "a bug: a reset of the prefix cache that preempts the running requests clears their output placeholders but keeps the tokens of their steps in flight, which were sampled before it; each comes back on top of the request's recomputed sequence, which samples that position again, so the request gets a token twice and the rest one place late — the redundant token vLLM's discard_latest_async_tokens exists to drop (Config.AsyncScheduling only)",
+		Terms: "return", checkValue: checkNoValue})
 	EnginePauseReplyOvertakes = register(&Point{Name: "engine/pause-reply-overtakes", Bug: true,
 		Doc:   "a bug, vLLM's order: the core's reply to a pause reaches PauseGeneration ahead of the outputs the core put before it, as vLLM's client resolves a utility call on the thread that reads the core's socket, and PauseGeneration then sleeps 20 ms, as vLLM's pause_generation does so that those outputs come first; an output handler descheduled for longer leaves a request the pause aborted without its final output when PauseGeneration returns",
 		Terms: "return", checkValue: checkNoValue})

@@ -1,0 +1,118 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/task"
+)
+
+// LiveReload is an RL trainer that updates the weights without pausing
+// generation, as asynchronous RL loops do between rollouts: after each
+// update it resets the prefix cache, vLLM's
+// reset_prefix_cache(reset_running_requests=True), so that no request goes
+// on from KV computed with the old weights. The requests running at that
+// moment are preempted and compute their tokens again.
+//
+//	client-0…  (2 or 3)  stream requests as pause-resume's clients do:
+//	                     each from a pool of two ids of its own, Delta,
+//	                     Cumulative and FinalOnly, now and then two
+//	                     sequences or a long MaxTokens, a quarter of them
+//	                     aborted after a few outputs
+//	reloader             3 to 6 times: after a drawn gap, a weight update
+//	                     of a few steps, then ResetPrefixCache — with
+//	                     resetRunning three times in four, which must
+//	                     reset the cache, and otherwise without, which
+//	                     the core refuses while a request runs
+//
+// Every request a client adds must end with a finished output (or with
+// ErrEngineDead when a failpoint of the options kills the model), never
+// with an abort its client did not ask for. Prefix caching is on, over a
+// system prompt every request shares; half of the runs schedule
+// asynchronously, where a reset often meets a step in flight whose tokens
+// were sampled before it (the target, reset-with-a-step-in-flight): the
+// core drops them and samples those positions again, and the checker's
+// ModelTokens holds each request to the model's tokens, once each. A third
+// of the runs are under KV pressure, which preempts too. Every draw is
+// x.Rand's.
+var LiveReload = &Scenario{
+	Name:            "live-reload",
+	Summary:         "an RL loop that updates weights without pausing: the trainer resets the prefix cache, preempting the running requests, while clients stream",
+	DefaultStrategy: "chaos",
+	Run:             liveReload,
+	Targets:         props.SetOf(props.ResetWithStepInFlight),
+}
+
+func init() { Register(LiveReload) }
+
+// reloadStep is one weight update of the reloader's plan.
+type reloadStep struct {
+	gap          int // steps to sleep before the update
+	update       int // steps the update takes
+	resetRunning bool
+}
+
+func liveReload(x *Run) error {
+	r := x.Rand
+	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
+	if r.Intn(3) == 0 {
+		cfg.NumBlocks = 24 // as pause-resume's: the longest request fits alone
+	}
+	if r.Intn(2) == 0 {
+		cfg.AsyncScheduling = true
+	}
+	clients := 2 + r.Intn(2)
+	scripts := make([][]pauseRequest, clients)
+	for c := range scripts {
+		scripts[c] = drawPauseScript(x, c, swarmSystemPrompt)
+	}
+	plan := make([]reloadStep, 3+r.Intn(4))
+	for i := range plan {
+		plan[i] = reloadStep{gap: r.Intn(10), update: 1 + r.Intn(3), resetRunning: r.Intn(4) != 0}
+	}
+
+	e, err := x.NewEngine(cfg)
+	if err != nil {
+		return err
+	}
+	p := &pauseRun{x: x, e: e}
+	g := task.NewGroup(x.RT, "clients")
+	errs := make([]error, clients+1)
+	for c, script := range scripts {
+		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = p.client(script) })
+	}
+	g.Go("reloader", func() { errs[clients] = reload(x, e, plan) })
+	g.Wait()
+	if died := x.Checker.Dead(); died != nil && !x.engineConfig(cfg).Faults.Armed(failpoints.ModelPanic) {
+		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
+	}
+	return errors.Join(errs...)
+}
+
+// reload plays the reloader's plan: each weight update, then a reset of
+// the prefix cache, which must happen when it preempts the running
+// requests.
+func reload(x *Run, e *engine.AsyncLLM, plan []reloadStep) error {
+	for i, s := range plan {
+		if x.Failed() {
+			return nil
+		}
+		x.RT.Sleep(time.Duration(s.gap+s.update) * FoundingStepTime)
+		ok, err := e.ResetPrefixCache(context.Background(), s.resetRunning)
+		switch {
+		case errors.Is(err, engine.ErrEngineDead):
+			return nil // a failpoint killed the model: the calls fail fast, as they should
+		case err != nil:
+			return fmt.Errorf("reset %d (reset running %t): ResetPrefixCache: %w", i, s.resetRunning, err)
+		case s.resetRunning && !ok:
+			return fmt.Errorf("reset %d: ResetPrefixCache with resetRunning refused to reset the cache", i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package scenario_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+)
+
+// TestLiveReloadPassesOnTheFixedEngine: the engine as it is passes
+// live-reload under chaos, its default, and under a starved output
+// handler, and half of the runs (those with async scheduling) reset with a
+// step in flight.
+func TestLiveReloadPassesOnTheFixedEngine(t *testing.T) {
+	for _, strategy := range []string{"chaos", "starve:output-handler"} {
+		counts, first := sweepFailures(t, scenario.LiveReload, strategy, pauseSeeds(), func(seed uint64) scenario.Options {
+			return scenario.Options{Seed: seed}
+		})
+		assert.Empty(t, counts, "%s: failures by property, first seeds %v (replay: simrun run -scenario live-reload -seed N -strategy %s)", strategy, first, strategy)
+	}
+}
+
+// TestLiveReloadCatchesAStaleTokenKept plants core/reset-keeps-stale-token:
+// a reset clears the preempted requests' placeholders but keeps the tokens
+// their steps in flight sampled before it. Each lands on top of the
+// recomputed sequence, which samples that position again: ModelTokens
+// catches the token twice (in 48% of the first 4,000 seeds, nearly every
+// run with async scheduling); a stale token that finds no placeholder
+// left kills the core on vLLM's assertion instead, a failure that names
+// no property.
+func TestLiveReloadCatchesAStaleTokenKept(t *testing.T) {
+	counts, first := sweepFailures(t, scenario.LiveReload, "chaos", pauseSeeds(), withFailpoint("core/reset-keeps-stale-token=return"))
+	assert.Greater(t, counts[props.ModelTokens], int(pauseSeeds())/4, "the planted bug was caught on too few seeds: %v", counts)
+	for p, n := range counts {
+		if p != "" {
+			assert.Equal(t, props.ModelTokens, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+		}
+	}
+	assert.Less(t, counts[""], counts[props.ModelTokens], "the core's death is the rarer outcome")
+}
