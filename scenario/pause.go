@@ -109,42 +109,64 @@ func pauseResume(x *Run) error {
 	if r.Intn(3) == 0 {
 		cfg.AsyncScheduling = true
 	}
-	clients := 2 + r.Intn(2)
 	// Every script and the trainer's plan are drawn before anything runs,
 	// so that the workload does not depend on the interleaving.
-	scripts := make([][]pauseRequest, clients)
-	for c := range scripts {
-		scripts[c] = drawPauseScript(x, c, system)
-	}
+	scripts := drawPauseClients(x, system)
 	plans := [][]pauseStep{drawPausePlan(x)}
 	if r.Intn(3) == 0 {
 		plans = append(plans, drawPausePlan(x))
 	}
+	var controllers []controller
+	for i, plan := range plans {
+		name := "trainer"
+		if i > 0 {
+			name += "-" + strconv.Itoa(i+1)
+		}
+		controllers = append(controllers, controller{name, func(p *pauseRun) error { return p.trainer(plan, len(plans) == 1) }})
+	}
+	return x.streamBeside(cfg, scripts, controllers)
+}
 
+// controller is a task that drives the engine beside the clients: a
+// trainer, a reloader.
+type controller struct {
+	name string
+	run  func(p *pauseRun) error
+}
+
+// streamBeside starts an engine of cfg and runs the clients' scripts, each
+// a task, beside the controllers; it returns their errors joined. The
+// engine's death is one unless a failpoint that kills the model is armed:
+// ErrEngineDead is a clear error, but only such a failpoint may cause it.
+func (x *Run) streamBeside(cfg engine.Config, scripts [][]pauseRequest, controllers []controller) error {
 	e, err := x.NewEngine(cfg)
 	if err != nil {
 		return err
 	}
 	p := &pauseRun{x: x, e: e}
 	g := task.NewGroup(x.RT, "clients")
-	errs := make([]error, clients+len(plans))
+	errs := make([]error, len(scripts)+len(controllers))
 	for c, script := range scripts {
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = p.client(script) })
 	}
-	for i, plan := range plans {
-		name := "trainer"
-		if i > 0 {
-			name += "-" + strconv.Itoa(i+1)
-		}
-		g.Go(name, func() { errs[clients+i] = p.trainer(plan, len(plans) == 1) })
+	for i, ctl := range controllers {
+		g.Go(ctl.name, func() { errs[len(scripts)+i] = ctl.run(p) })
 	}
 	g.Wait()
-	// ErrEngineDead is a clear error; but only a failpoint that kills the
-	// model may kill the engine.
 	if died := x.Checker.Dead(); died != nil && !x.engineConfig(cfg).Faults.Armed(failpoints.ModelPanic) {
 		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
 	}
 	return errors.Join(errs...)
+}
+
+// drawPauseClients draws two or three clients' scripts over prompts that
+// start with system.
+func drawPauseClients(x *Run, system string) [][]pauseRequest {
+	scripts := make([][]pauseRequest, 2+x.Rand.Intn(2))
+	for c := range scripts {
+		scripts[c] = drawPauseScript(x, c, system)
+	}
+	return scripts
 }
 
 // drawPausePlan draws a trainer's weight updates.

@@ -71,11 +71,18 @@ func pauseSeeds() uint64 {
 // handler, which holds the outputs a pause made back from their
 // collectors.
 func TestPauseResumePassesOnTheFixedEngine(t *testing.T) {
-	for _, strategy := range []string{"chaos", "starve:output-handler"} {
-		counts, first := sweepFailures(t, scenario.PauseResume, strategy, pauseSeeds(), func(seed uint64) scenario.Options {
+	assertPasses(t, scenario.PauseResume, "chaos", "starve:output-handler")
+}
+
+// assertPasses sweeps s on the engine as it is under each strategy and
+// asserts that no seed fails.
+func assertPasses(t *testing.T, s *scenario.Scenario, strategies ...string) {
+	t.Helper()
+	for _, strategy := range strategies {
+		counts, first := sweepFailures(t, s, strategy, pauseSeeds(), func(seed uint64) scenario.Options {
 			return scenario.Options{Seed: seed}
 		})
-		assert.Empty(t, counts, "%s: failures by property, first seeds %v (replay: simrun run -scenario pause-resume -seed N -strategy %s)", strategy, first, strategy)
+		assert.Empty(t, counts, "%s: failures by property, first seeds %v (replay: simrun run -scenario %s -seed N -strategy %s)", strategy, first, s.Name, strategy)
 	}
 }
 

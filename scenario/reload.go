@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
-	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/props"
-	"github.com/llmdst/llmdst/task"
 )
 
 // LiveReload is an RL trainer that updates the weights without pausing
@@ -67,32 +64,12 @@ func liveReload(x *Run) error {
 	if r.Intn(2) == 0 {
 		cfg.AsyncScheduling = true
 	}
-	clients := 2 + r.Intn(2)
-	scripts := make([][]pauseRequest, clients)
-	for c := range scripts {
-		scripts[c] = drawPauseScript(x, c, swarmSystemPrompt)
-	}
+	scripts := drawPauseClients(x, swarmSystemPrompt)
 	plan := make([]reloadStep, 3+r.Intn(4))
 	for i := range plan {
 		plan[i] = reloadStep{gap: r.Intn(10), update: 1 + r.Intn(3), resetRunning: r.Intn(4) != 0}
 	}
-
-	e, err := x.NewEngine(cfg)
-	if err != nil {
-		return err
-	}
-	p := &pauseRun{x: x, e: e}
-	g := task.NewGroup(x.RT, "clients")
-	errs := make([]error, clients+1)
-	for c, script := range scripts {
-		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = p.client(script) })
-	}
-	g.Go("reloader", func() { errs[clients] = reload(x, e, plan) })
-	g.Wait()
-	if died := x.Checker.Dead(); died != nil && !x.engineConfig(cfg).Faults.Armed(failpoints.ModelPanic) {
-		errs = append(errs, fmt.Errorf("the engine died, and no failpoint kills the model: %w", died))
-	}
-	return errors.Join(errs...)
+	return x.streamBeside(cfg, scripts, []controller{{"reloader", func(p *pauseRun) error { return reload(x, p.e, plan) }}})
 }
 
 // reload plays the reloader's plan: each weight update, then a reset of
