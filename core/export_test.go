@@ -12,6 +12,9 @@ func (s *Scheduler) BlockHash(id int32) (uint64, bool) {
 // BlockRef returns a block's reference count.
 func (s *Scheduler) BlockRef(id int32) int { return int(s.pool.blocks[id].ref) }
 
+// Discard returns the outputs of steps in flight the request will drop.
+func (r *Request) Discard() int { return r.discard }
+
 // BlockHashes returns a request's block hashes.
 func (r *Request) BlockHashes() []uint64 { return r.hashes }
 

@@ -22,8 +22,25 @@ import (
 // block-management bug would make the model read someone else's KV and
 // sample wrong tokens, and an output applied to the wrong request would
 // give it someone else's. At the end every request has ended.
-func TestBlocksProperty(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false)) }
+
+// TestBlocksPropertyWithResets is TestBlocksProperty with resets of the
+// prefix cache among the actions, with or without preempting the running
+// requests: under async scheduling with a step in flight, whose outputs
+// for the requests it preempts are dropped — a live request's placeholders
+// and the outputs it will drop then add up to the steps in flight that
+// sample for it. (A test of its own, so that TestBlocksProperty's saved
+// failures keep drawing the actions they were found with.)
+func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(true)) }
+
+// blocksProperty is TestBlocksProperty's body; with resets the actions
+// include resets of the prefix cache.
+func blocksProperty(resets bool) func(t *rapid.T) {
+	lastAction := 5
+	if resets {
+		lastAction = 6
+	}
+	return func(t *rapid.T) {
 		cfg := core.Config{
 			BlockSize:           rapid.IntRange(2, 4).Draw(t, "blockSize"),
 			NumBlocks:           rapid.IntRange(3, 16).Draw(t, "numBlocks"),
@@ -52,8 +69,8 @@ func TestBlocksProperty(t *testing.T) {
 				if p.so != nil && slices.ContainsFunc(p.so.Scheduled, func(sc core.Scheduled) bool { return sc.Req == r && sc.Sample }) {
 					want = 1
 				}
-				if r.Placeholders != want {
-					t.Fatalf("%s: request %s has %d placeholders with %d step(s) in flight sampling for it", when, r.InternalID, r.Placeholders, want)
+				if r.Placeholders+r.Discard() != want {
+					t.Fatalf("%s: request %s has %d placeholders and %d output(s) to drop with %d step(s) in flight sampling for it", when, r.InternalID, r.Placeholders, r.Discard(), want)
 				}
 			}
 		}
@@ -71,7 +88,7 @@ func TestBlocksProperty(t *testing.T) {
 		}
 		actions := rapid.IntRange(1, 40).Draw(t, "actions")
 		for i := range actions {
-			switch rapid.IntRange(0, 5).Draw(t, "action") {
+			switch rapid.IntRange(0, lastAction).Draw(t, "action") {
 			case 0, 1: // add a request, or the sequences of a parallel one
 				base := prefixes[rapid.IntRange(0, len(prefixes)-1).Draw(t, "prefix")]
 				prompt := slices.Clone(base[:rapid.IntRange(0, len(base)).Draw(t, "shared")])
@@ -107,6 +124,16 @@ func TestBlocksProperty(t *testing.T) {
 				if len(live) > 0 {
 					s.FinishRequests([]string{live[rapid.IntRange(0, len(live)-1).Draw(t, "abort")]}, core.StatusFinishedAborted)
 				}
+			case 6: // reset the prefix cache
+				resetRunning := rapid.Bool().Draw(t, "resetRunning")
+				running := s.Stats().Running
+				preempted, ok := s.ResetPrefixCache(resetRunning)
+				if ok != (resetRunning || running == 0) || len(preempted) != map[bool]int{true: running}[ok] {
+					t.Fatalf("action %d: ResetPrefixCache(%v) with %d running: %d preempted, %v", i, resetRunning, running, len(preempted), ok)
+				}
+				if ok && s.Stats().KVUsedBlocks != 0 {
+					t.Fatalf("action %d: %d KV blocks in use after a reset", i, s.Stats().KVUsedBlocks)
+				}
 			default:
 				step()
 			}
@@ -124,7 +151,7 @@ func TestBlocksProperty(t *testing.T) {
 				t.Fatalf("request %s did not end: %s", r.InternalID, r.Status)
 			}
 		}
-	})
+	}
 }
 
 // endedIDs returns the external ids whose every sequence has ended in s,
