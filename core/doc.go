@@ -24,6 +24,9 @@
 // resume_scheduler: the core sets the Scheduler's PauseState (PausedNew:
 // the waiting queue is held back; PausedAll: everything) and replies to the
 // pause when it next goes idle, as vLLM's idle callbacks do.
+// InputResetPrefixCache is vLLM's reset_prefix_cache, taken between two
+// steps: under AsyncScheduling the requests it preempts may have a step in
+// flight, whose tokens the scheduler drops when it comes back.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
@@ -36,7 +39,8 @@
 //     vLLM's input thread does, so that an abort during a step wins.
 //  3. Take Outputs from its output queue until the queue closes; an Outputs
 //     with Dead set means the core failed and will do nothing more; its
-//     Reply answers a utility call (InputPause, InputResume, InputIsPaused).
+//     Reply answers a utility call (InputPause, InputResume, InputIsPaused,
+//     InputResetPrefixCache).
 //  4. Put an InputShutdown to stop it: the core aborts every request it holds,
 //     emitting an abort frame for each, and closes the output queue.
 //
