@@ -68,9 +68,9 @@ const (
 	// Err names the first such block and the incarnation that last took
 	// it (Scheduler.CheckBlocks). Reported once for each rise of the count.
 	EventKVLeak
-	// EventCacheReset: the core answered reset of the prefix cache Call;
-	// Finished when it reset the cache, after preempting Held running
-	// requests, and not when it refused (a request held KV blocks).
+	// EventCacheReset: the core answered Call, a reset of the prefix
+	// cache: Finished when it reset the cache, after preempting Held
+	// running requests, and not when it refused (a request held KV blocks).
 	EventCacheReset
 )
 
