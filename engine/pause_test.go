@@ -416,19 +416,28 @@ func TestPauseResetsThePrefixCacheUnlessKeepCache(t *testing.T) {
 		for _, keepCache := range []bool{false, true} {
 			runPause(t, run, func(x *pauseEnv) {
 				t, e, ctx := x.t, x.e, context.Background()
-				p := engine.Params{MaxTokens: 4}
-				warm := drain(t, add(t, e, "warm", pauseLong, p))
-				assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, warm))
-				require.NoError(t, e.PauseGeneration(ctx, engine.PauseOptions{Mode: mode, KeepCache: keepCache}))
-				require.NoError(t, e.ResumeGeneration(ctx))
-				h := add(t, e, "hit", pauseLong, p)
-				outs := drain(t, h)
-				assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, outs), "%s", run)
-				hit := x.index(core.EventPrefixHit, h.Incarnation(), 0) >= 0
+				hit := x.foundCachedAfter(func() {
+					require.NoError(t, e.PauseGeneration(ctx, engine.PauseOptions{Mode: mode, KeepCache: keepCache}))
+					require.NoError(t, e.ResumeGeneration(ctx))
+				})
 				assert.Equal(t, keepCache, hit, "%s mode %s keep-cache=%v: found the prompt cached", run, mode, keepCache)
 			})
 		}
 	}
+}
+
+// foundCachedAfter runs a request of pauseLong to its end, then between,
+// then a request of the same prompt, and reports whether that one found
+// the prompt's blocks cached; both must get the model's tokens.
+func (x *pauseEnv) foundCachedAfter(between func()) bool {
+	x.t.Helper()
+	p := engine.Params{MaxTokens: 4}
+	warm := drain(x.t, add(x.t, x.e, "warm", pauseLong, p))
+	assert.Equal(x.t, want(pauseLong, 4), tokensOf(engine.Cumulative, warm), "%s", x.run)
+	between()
+	h := add(x.t, x.e, "hit", pauseLong, p)
+	assert.Equal(x.t, want(pauseLong, 4), tokensOf(engine.Cumulative, drain(x.t, h)), "%s", x.run)
+	return x.index(core.EventPrefixHit, h.Incarnation(), 0) >= 0
 }
 
 // TestPauseHoldsBackARequestAddedWhilePaused: a request added while the

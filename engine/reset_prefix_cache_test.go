@@ -24,17 +24,13 @@ func TestResetPrefixCacheForgetsWhatFinished(t *testing.T) {
 		for _, reset := range []bool{false, true} {
 			runPause(t, run, func(x *pauseEnv) {
 				t, e, ctx := x.t, x.e, context.Background()
-				p := engine.Params{MaxTokens: 4}
-				warm := drain(t, add(t, e, "warm", pauseLong, p))
-				assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, warm))
-				if reset {
-					ok, err := e.ResetPrefixCache(ctx, i%2 == 0)
-					assert.NoError(t, err)
-					assert.True(t, ok, "%s: nothing runs, so the reset happens", run)
-				}
-				h := add(t, e, "hit", pauseLong, p)
-				assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, drain(t, h)), "%s", run)
-				hit := x.index(core.EventPrefixHit, h.Incarnation(), 0) >= 0
+				hit := x.foundCachedAfter(func() {
+					if reset {
+						ok, err := e.ResetPrefixCache(ctx, i%2 == 0)
+						assert.NoError(t, err)
+						assert.True(t, ok, "%s: nothing runs, so the reset happens", run)
+					}
+				})
 				assert.Equal(t, !reset, hit, "%s reset=%v: found the prompt cached", run, reset)
 			})
 		}

@@ -119,17 +119,27 @@ func TestPauseResumeCatchesALaterPauseThawingAKeep(t *testing.T) {
 // schedule kills the core instead ("none could be scheduled"), a failure
 // that names no property. The engine drops only what was in flight.
 func TestPauseResumeCatchesATokenDroppedAfterAClearingKeep(t *testing.T) {
-	counts, first := sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), withFailpoint("core/reset-discards-unconditionally=return"))
-	assert.Positive(t, counts[props.ModelTokens], "no seed caught the planted bug: %v", counts)
-	for p, n := range counts {
-		if p != "" {
-			assert.Equal(t, props.ModelTokens, p, "%d failure(s) of another kind, first seed %d", n, first[p])
-		}
-	}
-	assert.Less(t, counts[""], counts[props.ModelTokens], "the core's death is the rarer outcome")
+	n := assertCaughtAsOrByDeath(t, scenario.PauseResume, "core/reset-discards-unconditionally=return", props.ModelTokens)
+	assert.Positive(t, n, "no seed caught the planted bug")
 }
 
-// withFailpoint gives each seed of pause-resume the failpoint terms fp.
+// assertCaughtAsOrByDeath sweeps s under chaos with the failpoint terms fp
+// armed and asserts that every failure is property's, or the core's death
+// (a failure that names no property), the rarer of the two; it returns the
+// failures property named.
+func assertCaughtAsOrByDeath(t *testing.T, s *scenario.Scenario, fp, property string) int {
+	t.Helper()
+	counts, first := sweepFailures(t, s, "chaos", pauseSeeds(), withFailpoint(fp))
+	for p, n := range counts {
+		if p != "" {
+			assert.Equal(t, property, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+		}
+	}
+	assert.Less(t, counts[""], counts[property], "the core's death is the rarer outcome: %v", counts)
+	return counts[property]
+}
+
+// withFailpoint gives each seed the failpoint terms fp.
 func withFailpoint(fp string) func(uint64) scenario.Options {
 	return func(seed uint64) scenario.Options {
 		return scenario.Options{Seed: seed, Failpoints: []string{fp}}
