@@ -145,7 +145,8 @@ type Request struct {
 	// longer counts: steps a reset of the prefix cache preempted the
 	// request under (Scheduler.ResetPrefixCache), whose tokens were
 	// sampled for a sequence it now computes again. They are dropped when
-	// they come back, vLLM's discard_latest_async_tokens.
+	// they come back, vLLM's discard_latest_async_tokens. It stays 0
+	// without AsyncScheduling, as Placeholders does.
 	discard int
 
 	// Room for a short request's table and hashes, so that they cost no

@@ -631,11 +631,11 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		if r.Status.Finished() || sampled[i] < 0 {
 			continue // finished since (aborted while the model ran), or a chunk of prefill
 		}
-		if r.discard > 0 {
-			r.discard-- // sampled before a reset preempted it (ResetPrefixCache)
-			continue
-		}
 		if s.cfg.AsyncScheduling {
+			if r.discard > 0 {
+				r.discard-- // sampled before a reset preempted it (ResetPrefixCache)
+				continue
+			}
 			if r.Placeholders == 0 {
 				// vLLM's assert num_output_placeholders >= 0.
 				panic(fmt.Sprintf("core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", r.InternalID, r.Incarnation))

@@ -50,8 +50,7 @@ func init() { Register(LiveReload) }
 
 // reloadStep is one weight update of the reloader's plan.
 type reloadStep struct {
-	gap          int // steps to sleep before the update
-	update       int // steps the update takes
+	wait         int // steps before the reset: a gap, then the update
 	resetRunning bool
 }
 
@@ -67,7 +66,8 @@ func liveReload(x *Run) error {
 	scripts := drawPauseClients(x, swarmSystemPrompt)
 	plan := make([]reloadStep, 3+r.Intn(4))
 	for i := range plan {
-		plan[i] = reloadStep{gap: r.Intn(10), update: 1 + r.Intn(3), resetRunning: r.Intn(4) != 0}
+		gap, update := r.Intn(10), 1+r.Intn(3)
+		plan[i] = reloadStep{wait: gap + update, resetRunning: r.Intn(4) != 0}
 	}
 	return x.streamBeside(cfg, scripts, []controller{{"reloader", func(p *pauseRun) error { return reload(x, p.e, plan) }}})
 }
@@ -80,7 +80,7 @@ func reload(x *Run, e *engine.AsyncLLM, plan []reloadStep) error {
 		if x.Failed() {
 			return nil
 		}
-		x.RT.Sleep(time.Duration(s.gap+s.update) * FoundingStepTime)
+		x.RT.Sleep(time.Duration(s.wait) * FoundingStepTime)
 		ok, err := e.ResetPrefixCache(context.Background(), s.resetRunning)
 		switch {
 		case errors.Is(err, engine.ErrEngineDead):
