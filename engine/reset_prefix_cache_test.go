@@ -109,8 +109,7 @@ func TestResetPrefixCacheOnTheRealRuntime(t *testing.T) {
 				assert.Equal(t, want(prompt, n), tokensOf(engine.Delta, outs), "async=%v client %s", async, id)
 			})
 		}
-		resets := 0
-		var mu sync.Mutex
+		var resets atomic.Int64
 		for range 2 {
 			resetters.Go(func() {
 				for i := 0; !done.Load(); i++ {
@@ -118,9 +117,7 @@ func TestResetPrefixCacheOnTheRealRuntime(t *testing.T) {
 					assert.NoError(t, err)
 					if i%2 == 0 {
 						assert.True(t, ok, "a reset with resetRunning always happens")
-						mu.Lock()
-						resets++
-						mu.Unlock()
+						resets.Add(1)
 					}
 				}
 			})
@@ -128,7 +125,7 @@ func TestResetPrefixCacheOnTheRealRuntime(t *testing.T) {
 		streaming.Wait()
 		done.Store(true)
 		resetters.Wait()
-		t.Logf("async=%v: %d resets with resetRunning, %d preemptions", async, resets, e.Stats().Preemptions)
+		t.Logf("async=%v: %d resets with resetRunning, %d preemptions", async, resets.Load(), e.Stats().Preemptions)
 		require.NoError(t, e.Close())
 	}
 }
