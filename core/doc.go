@@ -26,7 +26,10 @@
 // pause when it next goes idle, as vLLM's idle callbacks do.
 // InputResetPrefixCache is vLLM's reset_prefix_cache, taken between two
 // steps: under AsyncScheduling the requests it preempts may have a step in
-// flight, whose tokens the scheduler drops when it comes back.
+// flight, whose tokens the scheduler drops when it comes back. The model
+// takes a reset that succeeds as the weight update a trainer follows it
+// with: KV written before it is stale, and a request that reads it samples
+// wrong tokens.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

@@ -20,6 +20,15 @@ import "slices"
 // overwrote a block that another request held (kvEpoch counts those); at
 // other steps it reads only the slot its new tokens follow, which is as
 // good: no block it holds changed since it last read them all.
+//
+// A reset of the prefix cache is what a trainer calls after it updated the
+// weights, so that no request goes on from KV the old weights computed
+// (the stale KV of lmdeploy's #4917 and vllm-omni's #6739). The model takes
+// a reset that succeeds as that update: each word is stamped with the
+// weights it was written under (Scheduler.weights, 0 until the first
+// reset), and a request that reads KV written before a reset reads
+// garbage. The tokens a request samples from its own KV do not depend on
+// the weights, so that what the checker expects stays the model's.
 
 // digestSeed is the digest of the empty sequence: the parent of a
 // request's first block, vLLM's NONE_HASH.
@@ -109,6 +118,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 		if r.kvLastAt != start {
 			want = s.digestAt(r, start-1)
 		}
+		want ^= s.weights
 		if bad == 0 && (read != want || int(b.filled) != start-i*bs) {
 			bad = garbage(read, want)
 		}
@@ -124,7 +134,8 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 			s.kvEpoch++
 			r.kvChecked = s.kvEpoch + 1
 		}
-		want := s.digestAt(r, stop-1)
+		d := s.digestAt(r, stop-1)
+		want := d ^ s.weights
 		if j > 0 && j != int(b.filled) && bad == 0 {
 			// It chains from a slot the block's word does not describe:
 			// one never written, or one overwritten since.
@@ -138,7 +149,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 		}
 		b.filled = int32(stop - i*bs)
 		p = stop
-		r.kvLast = want
+		r.kvLast = d
 	}
 	r.kvLastAt = end
 	r.kvGarbage = bad
@@ -168,7 +179,7 @@ func (s *Scheduler) kvReadAll(r *Request, end int) uint64 {
 	for i := 0; i*bs < end; i++ {
 		b := &s.pool.blocks[r.table[i]]
 		last := min(end, (i+1)*bs) - 1
-		want := s.digestAt(r, last)
+		want := s.digestAt(r, last) ^ s.weights
 		if b.word != want || int(b.filled) != last-i*bs+1 {
 			return garbage(b.word, want)
 		}

@@ -77,10 +77,18 @@ func (s *Scheduler) PauseState() PauseState { return s.pause }
 // discard_latest_async_tokens, as many as the request's placeholders,
 // vllm#42117). The request's placeholders and the tokens the model holds
 // for it go with the preemption, so that it samples those positions again.
-// core/reset-keeps-stale-token plants keeping those tokens, and
+// core/reset-keeps-stale-token plants keeping those tokens,
 // core/reset-discards-unconditionally vLLM's #42043, a drop with nothing in
-// flight.
+// flight, and core/reset-clears-nothing a reset that reports success and
+// leaves the KV of the old weights in use and in the cache.
+//
+// A reset that succeeds stands for the weight update a trainer follows it
+// with: the KV written before it is stale (kv.go).
 func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
+	if s.cfg.Faults.Fires(failpoints.CoreResetClearsNothing) {
+		s.newWeights() // the bug: the weights changed, the cache did not
+		return nil, true
+	}
 	if !resetRunning && len(s.running) > 0 {
 		return nil, false
 	}
@@ -101,7 +109,17 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 		return preempted, false // cannot happen: waiting requests hold no blocks
 	}
 	s.pool.resetCache()
+	s.newWeights()
 	return preempted, true
+}
+
+// newWeights takes a reset as the weight update it follows (kv.go): KV
+// written from now on is stamped apart from what was written before, and
+// every request reads all its blocks again at its next step.
+func (s *Scheduler) newWeights() {
+	s.resets++
+	s.weights = splitmix64(s.resets) | 1
+	s.kvEpoch++
 }
 
 // pause takes a pause: under PauseAbort it ends every request the core

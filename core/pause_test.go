@@ -324,6 +324,59 @@ func TestResetPrefixCacheDropsTheHashes(t *testing.T) {
 	}
 }
 
+// TestAResetMakesTheKVBeforeItStale: a reset that succeeds stands for the
+// weight update a trainer follows it with, and the model stamps KV with the
+// weights it was written under. The fixed reset leaves nothing to read the
+// old KV: the running request is preempted and computes its sequence again,
+// and a later request with its prompt hits the blocks written since; both
+// sample the model's tokens. core/reset-clears-nothing reports success and
+// changes nothing: the running request goes on from the old KV and the
+// later one hits it, and their tokens after the reset are not the model's —
+// where, were KV not stamped, they would be, and the bug unseen.
+func TestAResetMakesTheKVBeforeItStale(t *testing.T) {
+	prompt := seq(1, 9)
+	const n, before = 12, 3
+	want := toks(prompt, n)
+	run := func(t *testing.T, bug bool) (a, d *core.Request, cached int) {
+		cfg := core.Config{BlockSize: 4, EnablePrefixCaching: true}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreResetClearsNothing.Name+"=return")
+		}
+		s := newSched(cfg)
+		a = ignoring("a", 1, prompt, n)
+		require.NoError(t, s.AddRequest(a))
+		for len(a.Output) < before {
+			stepChecked(t, s)
+		}
+		preempted, ok := s.ResetPrefixCache(true)
+		require.True(t, ok, "the reset reports success")
+		if bug {
+			require.Empty(t, preempted, "the bug preempts nothing")
+		} else {
+			require.Equal(t, []string{"a"}, idsOf(preempted))
+		}
+		drainAll(t, s)
+		d = ignoring("d", 2, prompt, n)
+		require.NoError(t, s.AddRequest(d))
+		so := stepChecked(t, s)
+		require.Len(t, so.Scheduled, 1)
+		cached = so.Scheduled[0].Cached // so is the scheduler's, reused
+		drainAll(t, s)
+		return a, d, cached
+	}
+
+	a, d, cached := run(t, false)
+	require.Equal(t, want, a.Output, "a computed again from the new weights")
+	require.Equal(t, 8, cached, "d found the blocks a wrote after the reset")
+	require.Equal(t, want, d.Output)
+
+	a, d, cached = run(t, true)
+	require.Equal(t, want[:before], a.Output[:before], "a's tokens before the reset")
+	require.NotEqual(t, want[before:], a.Output[before:], "a went on from the old weights' KV")
+	require.Equal(t, 8, cached, "d found the blocks a wrote before the reset")
+	require.NotEqual(t, want, d.Output, "d sampled from them")
+}
+
 // ---- The core's pauses ----
 
 // pauseLog is what a core run under the simulator put on its output queue

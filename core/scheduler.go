@@ -99,6 +99,10 @@ type Scheduler struct {
 	// held (kv.go): a request that has not read its blocks since the last
 	// one reads them all at its next step.
 	kvEpoch uint64
+	// weights stamps the KV written since the last reset of the prefix
+	// cache (kv.go): 0 until the first, then a mix of their count.
+	weights uint64
+	resets  uint64
 
 	preemptions int64
 	frames      uint64

@@ -92,6 +92,9 @@ var (
 	CoreResetDiscardsUnconditionally = register(&Point{Name: "core/reset-discards-unconditionally", Bug: true,
 		Doc:   "a bug, vLLM's #42043 (fixed by #42117): a reset of the prefix cache that preempts the running requests marks each to drop its next output, whether or not a step of it is in flight, where only a token sampled before the reset is stale; after a keep pause that clears the cache the engine is idle, nothing is in flight, and each frozen request drops the first token it samples after the resume, its later tokens one place early (Config.AsyncScheduling only)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreResetClearsNothing = register(&Point{Name: "core/reset-clears-nothing", Bug: true,
+		Doc:   "a bug, vllm-omni's #6739 (its reset a stub) and the stale KV of lmdeploy's #4917: a reset of the prefix cache reports success and changes nothing, neither preempting the running requests nor dropping a hash, after the weights it follows changed; the running requests go on from KV the old weights computed, and a later request with a cached prefix hits it, both sampling from stale KV (the model stamps KV with the weights it was written under; Config.EnablePrefixCaching for the hits)",
+		Terms: "return", checkValue: checkNoValue})
 	CoreResetKeepsStaleToken = register(&Point{Name: "core/reset-keeps-stale-token", Bug: true,
 		Doc:   "a bug: a reset of the prefix cache that preempts the running requests clears their output placeholders but keeps the tokens of their steps in flight, which were sampled before it; each comes back on top of the request's recomputed sequence, which samples that position again, so the request gets a token twice and the rest one place late — the redundant token vLLM's discard_latest_async_tokens exists to drop (Config.AsyncScheduling only)",
 		Terms: "return", checkValue: checkNoValue})
