@@ -29,3 +29,16 @@ func TestLiveReloadCatchesAStaleTokenKept(t *testing.T) {
 	n := assertCaughtAsOrByDeath(t, scenario.LiveReload, "core/reset-keeps-stale-token=return", props.ModelTokens)
 	assert.Greater(t, n, int(pauseSeeds())/4, "the planted bug was caught on too few seeds")
 }
+
+// TestLiveReloadCatchesAResetThatClearsNothing plants
+// core/reset-clears-nothing, vllm-omni's #6739: a reset reports success
+// and changes nothing, after the weights changed. The model stamps KV with
+// the weights it was written under, so a client running across the reset,
+// or one whose prompt hits the shared system prompt cached before it,
+// samples from stale KV: ModelTokens catches it on every seed, as every
+// run resets while its clients stream.
+func TestLiveReloadCatchesAResetThatClearsNothing(t *testing.T) {
+	seeds := pauseSeeds()
+	counts, first := sweepFailures(t, scenario.LiveReload, "chaos", seeds, withFailpoint("core/reset-clears-nothing=return"))
+	assert.Equal(t, map[string]int{props.ModelTokens: int(seeds)}, counts, "first failing seeds: %v", first)
+}
