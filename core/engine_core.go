@@ -44,6 +44,14 @@ const (
 	// without, it is refused while one runs. The reply's Reset says
 	// whether the cache was reset.
 	InputResetPrefixCache
+	// InputSleep puts the engine to sleep, vLLM's sleep utility call: a
+	// pause of Mode, which at Level 1 or 2 clears the cache, and once it
+	// took effect, at those levels, the executor releases its weights and
+	// KV cache. It replies then, as a pause does.
+	InputSleep
+	// InputWakeUp wakes the executor's Tags, vLLM's wake_up, and resumes
+	// scheduling once nothing of it sleeps.
+	InputWakeUp
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -53,11 +61,14 @@ type Input struct {
 	IDs  []string // internal ids, for InputAbort
 
 	// Call numbers a utility call (InputPause, InputResume,
-	// InputIsPaused, InputResetPrefixCache) for its Reply.
+	// InputIsPaused, InputResetPrefixCache, InputSleep, InputWakeUp) for
+	// its Reply.
 	Call         uint64
-	Mode         PauseMode // InputPause
+	Mode         PauseMode // InputPause, InputSleep
 	ClearCache   bool      // InputPause
 	ResetRunning bool      // InputResetPrefixCache
+	Level        int       // InputSleep: 0 pauses only; 1 and 2 release the executor's memory
+	Tags         SleepTags // InputWakeUp: what to wake; none resumes a level-0 sleep only
 	// Direct, if set, takes the reply from the core the moment it is made,
 	// ahead of the Outputs already on the output queue, as vLLM's client
 	// resolves a utility call on the thread that reads the core's socket;
@@ -74,6 +85,9 @@ type Reply struct {
 	Resumed bool
 	// Reset answers an InputResetPrefixCache: the cache was reset.
 	Reset bool
+	// Asleep: some of the executor's memory sleeps (every call answers
+	// it); answering an InputResume, the resume was refused for it.
+	Asleep bool
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -126,6 +140,9 @@ type EngineCore struct {
 	// pauses are the pauses that have not taken effect yet: they reply
 	// when the core next has nothing to step (vLLM's idle callbacks).
 	pauses []Input
+	// asleep is the executor's memory a sleep released and no wake-up
+	// has restored yet (sleep.go).
+	asleep SleepTags
 }
 
 // inflight is a step the model runs: what it computes, the tokens it
@@ -274,14 +291,26 @@ func (c *EngineCore) handle(in Input) bool {
 	case InputPause:
 		c.pause(in)
 	case InputResume:
-		c.sched.SetPauseState(Unpaused)
-		c.emit(Event{Kind: EventResume, Call: in.Call})
-		c.overtakePauses()
+		if c.asleep != 0 && !c.faults.Fires(failpoints.CoreResumeWhileAsleep) {
+			// vLLM resumes the scheduler of a sleeping executor, whose
+			// next step reads released memory; the wake-up resumes it.
+			c.emit(Event{Kind: EventResumeRefused, Call: in.Call, Held: int(c.asleep)})
+			c.reply(in)
+			break
+		}
+		c.resume(in)
 		c.reply(in)
 	case InputIsPaused:
 		c.reply(in)
 	case InputResetPrefixCache:
 		c.resetPrefixCache(in)
+	case InputSleep:
+		// The KV cache goes: the prefix cache must go with it, and the
+		// requests a keep freezes must compute again.
+		in.ClearCache = in.Level >= 1 && !c.faults.Fires(failpoints.CoreSleepKeepsPrefixCache)
+		c.pause(in)
+	case InputWakeUp:
+		c.wakeUp(in)
 	}
 	return true
 }
@@ -394,6 +423,10 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))
+	}
+	if c.asleep != 0 {
+		// A GPU's forward pass into released memory: vLLM's #44395.
+		panic(fmt.Sprintf("illegal memory access: step %d ran a forward pass with the executor's %s asleep", c.step, c.asleep))
 	}
 }
 

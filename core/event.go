@@ -61,7 +61,8 @@ const (
 	EventPauseDone
 	// EventResume: the core took resume Call.
 	EventResume
-	// EventPaused: PauseGeneration's call Call returned to its caller.
+	// EventPaused: PauseGeneration's call Call returned to its caller;
+	// Text is "Sleep" when it was Sleep's.
 	EventPaused
 	// EventKVLeak: the core held no request, yet Held KV blocks were in
 	// use after step Step: blocks outlived the requests that took them.
@@ -72,11 +73,22 @@ const (
 	// cache: Finished when it reset the cache, after preempting Held
 	// running requests, and not when it refused (a request held KV blocks).
 	EventCacheReset
+	// EventSleep: sleep Call (level Index, mode Text) took effect and the
+	// executor released its memory: Held is the SleepTags asleep.
+	EventSleep
+	// EventWakeUp: the core took wake-up Call, which woke the tags Text;
+	// Held is the SleepTags still asleep, and Finished says it resumed
+	// scheduling (an EventResume of the same call follows).
+	EventWakeUp
+	// EventResumeRefused: the core refused resume Call, the executor's
+	// SleepTags Held being asleep: the wake-up resumes.
+	EventResumeRefused
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
-	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset"}
+	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
+	"core.sleep", "core.wake-up", "core.resume-refused"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -111,7 +123,7 @@ type Event struct {
 	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
-	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset: the utility call
+	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset, EventSleep, EventWakeUp, EventResumeRefused: the utility call
 	// Input numbers the core's inputs in the order it took them, from 1:
 	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the
 	// inputs WaitIdle waited for (those sent before it was called), so
@@ -160,6 +172,19 @@ func (e Event) String() string {
 			return fmt.Sprintf("%s: call %d refused: running requests hold KV blocks", e.Kind, e.Call)
 		}
 		return fmt.Sprintf("%s: call %d, %d running request(s) preempted", e.Kind, e.Call, e.Held)
+	case EventSleep:
+		return fmt.Sprintf("%s: call %d, level %d, mode %s: %s asleep", e.Kind, e.Call, e.Index, e.Text, SleepTags(e.Held))
+	case EventWakeUp:
+		s := fmt.Sprintf("%s: call %d woke %s", e.Kind, e.Call, e.Text)
+		if SleepTags(e.Held) != 0 {
+			s += fmt.Sprintf(", %s still asleep", SleepTags(e.Held))
+		}
+		if e.Finished {
+			s += ", resumes"
+		}
+		return s
+	case EventResumeRefused:
+		return fmt.Sprintf("%s: call %d: the executor's %s asleep", e.Kind, e.Call, SleepTags(e.Held))
 	case EventResume, EventPaused:
 		return fmt.Sprintf("%s: call %d", e.Kind, e.Call)
 	}

@@ -86,7 +86,7 @@ func (s *Scheduler) PauseState() PauseState { return s.pause }
 // with: the KV written before it is stale (kv.go).
 func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	if s.cfg.Faults.Fires(failpoints.CoreResetClearsNothing) {
-		s.newWeights() // the bug: the weights changed, the cache did not
+		s.discardKV() // the bug: the weights changed, the cache did not
 		return nil, true
 	}
 	if !resetRunning && len(s.running) > 0 {
@@ -109,14 +109,15 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 		return preempted, false // cannot happen: waiting requests hold no blocks
 	}
 	s.pool.resetCache()
-	s.newWeights()
+	s.discardKV()
 	return preempted, true
 }
 
-// newWeights takes a reset as the weight update it follows (kv.go): KV
-// written from now on is stamped apart from what was written before, and
-// every request reads all its blocks again at its next step.
-func (s *Scheduler) newWeights() {
+// discardKV makes the KV written so far unreadable (kv.go): a reset, as
+// the weight update it follows, and a sleep, which releases the memory.
+// KV written from now on is stamped apart from what was written before,
+// and every request reads all its blocks again at its next step.
+func (s *Scheduler) discardKV() {
 	s.resets++
 	s.weights = splitmix64(s.resets) | 1
 	s.kvEpoch++
@@ -165,6 +166,9 @@ func (c *EngineCore) completePauses() {
 	}
 	for _, in := range c.pauses {
 		c.emit(Event{Kind: EventPauseDone, Call: in.Call, Text: in.Mode.String()})
+		if in.Kind == InputSleep && in.Level >= 1 {
+			c.sleep(in)
+		}
 		c.reply(in)
 	}
 	c.dropPauses()
@@ -189,7 +193,7 @@ func (c *EngineCore) resetPrefixCache(in Input) {
 	c.tellPreempted(preempted)
 	c.syncHeld()
 	c.emit(Event{Kind: EventCacheReset, Call: in.Call, Held: len(preempted), Finished: ok})
-	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Reset: ok})
+	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Reset: ok, Asleep: c.asleep != 0})
 }
 
 // dropPauses forgets the pauses answered.
@@ -211,7 +215,15 @@ func (c *EngineCore) overtakePauses() {
 // reply answers a utility call: on the output queue, after every frame
 // put before it, or at once to in.Direct.
 func (c *EngineCore) reply(in Input) {
-	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused})
+	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Asleep: c.asleep != 0})
+}
+
+// resume resumes scheduling: the pauses that have not taken effect never
+// will.
+func (c *EngineCore) resume(in Input) {
+	c.sched.SetPauseState(Unpaused)
+	c.emit(Event{Kind: EventResume, Call: in.Call})
+	c.overtakePauses()
 }
 
 // send puts r, the reply to in, on the output queue, or hands it to

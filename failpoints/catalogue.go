@@ -95,6 +95,15 @@ var (
 	CoreResetClearsNothing = register(&Point{Name: "core/reset-clears-nothing", Bug: true,
 		Doc:   "a bug, vllm-omni's #6739 (its reset a stub) and the stale KV of lmdeploy's #4917: a reset of the prefix cache reports success and changes nothing, neither preempting the running requests nor dropping a hash, after the weights it follows changed; the running requests go on from KV the old weights computed, and a later request with a cached prefix hits it, both sampling from stale KV (the model stamps KV with the weights it was written under; Config.EnablePrefixCaching for the hits)",
 		Terms: "return", checkValue: checkNoValue})
+	CorePartialWakeResumes = register(&Point{Name: "core/partial-wake-resumes", Bug: true,
+		Doc:   "a bug, vLLM's #44395 (fixed by #44483): a wake-up resumes scheduling even when it leaves some of the executor's memory asleep, so that after WakeUp(\"weights\") of a staged wake-up — the KV cache still released — the requests that waited through the sleep run a forward pass into released memory, an illegal memory access that kills the core",
+		Terms: "return", checkValue: checkNoValue})
+	CoreResumeWhileAsleep = register(&Point{Name: "core/resume-while-asleep", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: a resume resumes scheduling while the executor sleeps (resume_scheduler sets the state it is given), so a request that waits through a sleep runs a forward pass into released memory, an illegal memory access that kills the core; the engine refuses such a resume (ResumeGeneration returns ErrAsleep) and lets the wake-up resume",
+		Terms: "return", checkValue: checkNoValue})
+	CoreSleepKeepsPrefixCache = register(&Point{Name: "core/sleep-keeps-prefix-cache", Bug: true,
+		Doc:   "a bug, vLLM's #17103 and #16234 (fixed for online serving by #22726) and vllm-omni's #6442: a sleep of level 1 or 2 releases the KV cache without resetting the prefix cache, so after the wake-up a request whose prompt starts with a cached prefix attends KV that is gone, and under PauseKeep the frozen requests go on from it; both sample meaningless tokens",
+		Terms: "return", checkValue: checkNoValue})
 	CoreResetKeepsStaleToken = register(&Point{Name: "core/reset-keeps-stale-token", Bug: true,
 		Doc:   "a bug: a reset of the prefix cache that preempts the running requests clears their output placeholders but keeps the tokens of their steps in flight, which were sampled before it; each comes back on top of the request's recomputed sequence, which samples that position again, so the request gets a token twice and the rest one place late — the redundant token vLLM's discard_latest_async_tokens exists to drop (Config.AsyncScheduling only)",
 		Terms: "return", checkValue: checkNoValue})
