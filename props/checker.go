@@ -62,12 +62,16 @@ const (
 	// aborted request never gave back is a leak. Checked as the events
 	// arrive, and by Checker.CheckKV after Close.
 	KVBlocksAccounted = "kv-blocks-accounted-for"
+	// AsleepRunsNothing: while any of the executor's memory sleeps (from
+	// a sleep's release to the wake-up that restores the last of it), the
+	// core runs no step: a forward pass would read released memory.
+	AsleepRunsNothing = "an-asleep-engine-runs-no-step"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
-// pause's, then the KV cache's.
+// pause's, then the KV cache's, then the sleep's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
-	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted}
+	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -85,6 +89,7 @@ var docs = map[string]string{
 	PausedRunsNothing:           "once a pause took effect, the core runs no step until it takes a resume",
 	PauseReturnsAfterItsOutputs: "when PauseGeneration returns, every frame the core emitted before the pause took effect has reached the output handler; under PauseAbort, every request the pause aborted has ended",
 	KVBlocksAccounted:           "whenever the core holds no request, no KV block is in use; once the engine is closed, every KV block is free or held by a request the core still holds, as many times as its reference count says: a block an aborted request never gave back is a leak",
+	AsleepRunsNothing:           "while any of the executor's memory sleeps, from a sleep's release to the wake-up that restores the last of it, the core runs no step",
 }
 
 // Violation is a property that did not hold.
@@ -207,9 +212,12 @@ type Checker struct {
 	// requests it aborted.
 	paused, pauseDone bool
 	pauses            map[uint64]*pauseCall
-	events            int
-	all               []*Violation
-	reached           SituationSet
+	// asleep is the executor's memory asleep, as the core's sleeps and
+	// wake-ups tell.
+	asleep  core.SleepTags
+	events  int
+	all     []*Violation
+	reached SituationSet
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
@@ -406,9 +414,21 @@ func (c *Checker) observe(ev *core.Event) {
 		c.reach(PrefixCacheHit)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
+	case core.EventSleep:
+		c.asleep = core.SleepTags(ev.Held)
+	case core.EventWakeUp:
+		c.asleep = core.SleepTags(ev.Held)
+		if c.asleep != 0 && len(c.inCore) > 0 {
+			c.reach(PartialWakeWithRequests)
+		}
+	case core.EventResumeRefused:
+		c.reach(ResumeWhileAsleep)
 	case core.EventStep:
 		if c.paused && c.pauseDone {
 			c.fail(PausedRunsNothing, "the core ran step %d (%d scheduled) after a pause took effect, with no resume since", ev.Step, ev.Held)
+		}
+		if c.asleep != 0 {
+			c.fail(AsleepRunsNothing, "the core ran step %d (%d scheduled) with the executor's %s asleep", ev.Step, ev.Held, c.asleep)
 		}
 	case core.EventKVLeak:
 		c.fail(KVBlocksAccounted, "after core step %d the core held no request, yet %d KV block(s) were in use: %v", ev.Step, ev.Held, ev.Err)

@@ -75,6 +75,13 @@ const (
 	// running request with a step of it in flight (async scheduling),
 	// whose token the core must drop when it comes back, and sample again.
 	ResetWithStepInFlight
+	// PartialWakeWithRequests: a wake-up left some of the executor's
+	// memory asleep while the core held requests, which must wait for the
+	// rest of it (the window of vLLM #44395).
+	PartialWakeWithRequests
+	// ResumeWhileAsleep: a resume reached the core while some of the
+	// executor's memory slept; the core refused it.
+	ResumeWhileAsleep
 
 	situationCount
 )
@@ -83,6 +90,7 @@ var situationNames = [situationCount]string{
 	"stale-frame-after-reuse", "reuse-before-the-core-aborted", "reuse-with-frames-in-flight", "abort-after-reuse", "stale-frame-dropped",
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
+	"partial-wake-with-requests", "resume-while-asleep",
 }
 
 var situationDocs = [situationCount]string{
@@ -101,6 +109,8 @@ var situationDocs = [situationCount]string{
 	"the core admitted a request while it was paused",
 	"the engine died and ended every request with an error",
 	"a reset of the prefix cache preempted a request with a step of it in flight, whose token must be dropped",
+	"a wake-up left some of the executor's memory asleep while the core held requests, which must wait for the rest (vLLM #44395's window)",
+	"a resume reached the core while some of the executor's memory slept",
 }
 
 // AllSituations lists every situation, in the order of their constants.
