@@ -28,6 +28,9 @@ var (
 	// ErrResumed: PauseGeneration's pause was overtaken by a
 	// ResumeGeneration before it took effect; the engine runs.
 	ErrResumed = errors.New("engine: resumed before the pause took effect")
+	// ErrAsleep: ResumeGeneration found the executor asleep (Sleep) and
+	// resumed nothing: the WakeUp that wakes the last of it resumes.
+	ErrAsleep = errors.New("engine: the executor is asleep; WakeUp resumes the engine")
 )
 
 // configError is a refused configuration: its sentence is the field's, and

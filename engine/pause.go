@@ -90,8 +90,16 @@ func (e *AsyncLLM) PauseGeneration(ctx context.Context, o PauseOptions) error {
 // does nothing. A pause that has not taken effect yet (a PauseWait waiting
 // for its running requests) never will: its PauseGeneration returns
 // ErrResumed.
+//
+// While the executor sleeps (Sleep) it resumes nothing and returns
+// ErrAsleep: a step would run on memory the sleep released (vLLM resumes,
+// and its next forward pass is an illegal memory access). The WakeUp that
+// wakes the last of it resumes.
 func (e *AsyncLLM) ResumeGeneration(ctx context.Context) error {
-	_, _, err := e.call(ctx, core.Input{Kind: core.InputResume})
+	_, r, err := e.call(ctx, core.Input{Kind: core.InputResume})
+	if err == nil && r.Asleep {
+		return ErrAsleep
+	}
 	return err
 }
 
