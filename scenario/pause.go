@@ -323,6 +323,9 @@ func (p *pauseRun) update(s pauseStep, alone bool) (dead bool, err error) {
 	x.RT.Sleep(time.Duration(s.update) * FoundingStepTime) // the weight update
 	if err := e.ResumeGeneration(ctx); errors.Is(err, engine.ErrEngineDead) {
 		return true, perr
+	} else if errors.Is(err, engine.ErrAsleep) && !alone {
+		// A sleeper beside it put the executor to sleep: its wake-up
+		// resumes.
 	} else if err != nil {
 		return false, errors.Join(perr, fmt.Errorf("ResumeGeneration: %w", err))
 	}

@@ -95,7 +95,7 @@ func assertPasses(t *testing.T, s *scenario.Scenario, strategies ...string) {
 // chaos never withholds it that long, and finds nothing.
 func TestPauseResumeCatchesTheReplyOvertakingItsOutputs(t *testing.T) {
 	planted := withFailpoint("engine/pause-reply-overtakes=return")
-	assertCaughtOnlyAs(t, "starve:output-handler", planted, props.PauseReturnsAfterItsOutputs)
+	assertCaughtOnlyAs(t, scenario.PauseResume, "starve:output-handler", planted, props.PauseReturnsAfterItsOutputs)
 	counts, first := sweepFailures(t, scenario.PauseResume, "chaos", pauseSeeds(), planted)
 	assert.Empty(t, counts, "chaos: failures by property, first seeds %v", first)
 }
@@ -107,7 +107,7 @@ func TestPauseResumeCatchesTheReplyOvertakingItsOutputs(t *testing.T) {
 // (in 1.9% of the first 2,000 seeds: only runs with two trainers overlap
 // their pauses). The engine keeps the stricter state, and fails none.
 func TestPauseResumeCatchesALaterPauseThawingAKeep(t *testing.T) {
-	assertCaughtOnlyAs(t, "chaos", withFailpoint("core/pause-last-mode-wins=return"), props.PausedRunsNothing)
+	assertCaughtOnlyAs(t, scenario.PauseResume, "chaos", withFailpoint("core/pause-last-mode-wins=return"), props.PausedRunsNothing)
 }
 
 // TestPauseResumeCatchesATokenDroppedAfterAClearingKeep plants vLLM's
@@ -146,13 +146,14 @@ func withFailpoint(fp string) func(uint64) scenario.Options {
 	}
 }
 
-// assertCaughtOnlyAs sweeps pause-resume under strategy with opts and
-// asserts that some seeds fail, every one of them on property.
-func assertCaughtOnlyAs(t *testing.T, strategy string, opts func(uint64) scenario.Options, property string) {
+// assertCaughtOnlyAs sweeps s under strategy with opts and asserts that
+// some seeds fail, every one of them on property; it returns how many.
+func assertCaughtOnlyAs(t *testing.T, s *scenario.Scenario, strategy string, opts func(uint64) scenario.Options, property string) int {
 	t.Helper()
-	counts, first := sweepFailures(t, scenario.PauseResume, strategy, pauseSeeds(), opts)
+	counts, first := sweepFailures(t, s, strategy, pauseSeeds(), opts)
 	assert.Positive(t, counts[property], "%s: no seed caught the planted bug: %v", strategy, counts)
 	for p, n := range counts {
 		assert.Equal(t, property, p, "%s: %d failure(s) of another kind, first seed %d", strategy, n, first[p])
 	}
+	return counts[property]
 }

@@ -184,7 +184,24 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventResume:
 		st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again", ev.Call))
 	case core.EventPaused:
-		st.notable(at, who, fmt.Sprintf("PauseGeneration (pause %d) returns", ev.Call))
+		call := "PauseGeneration"
+		if ev.Text != "" {
+			call = ev.Text
+		}
+		st.notable(at, who, fmt.Sprintf("%s (pause %d) returns", call, ev.Call))
+	case core.EventSleep:
+		st.notable(at, who, fmt.Sprintf("sleep %d (level %d) takes effect: the executor releases its %s, and the KV written before is gone", ev.Call, ev.Index, core.SleepTags(ev.Held)))
+	case core.EventWakeUp:
+		switch {
+		case core.SleepTags(ev.Held) == 0:
+			st.notable(at, who, fmt.Sprintf("takes wake-up %d (%s): nothing sleeps, it schedules again", ev.Call, ev.Text))
+		case ev.Finished:
+			st.notable(at, who, fmt.Sprintf("takes wake-up %d (%s) and schedules again, its %s still asleep", ev.Call, ev.Text, core.SleepTags(ev.Held)))
+		default:
+			st.notable(at, who, fmt.Sprintf("takes wake-up %d (%s): its %s still asleep, it stays paused", ev.Call, ev.Text, core.SleepTags(ev.Held)))
+		}
+	case core.EventResumeRefused:
+		st.notable(at, who, fmt.Sprintf("refuses resume %d: its %s asleep, the wake-up resumes", ev.Call, core.SleepTags(ev.Held)))
 	case core.EventCacheReset:
 		if !ev.Finished {
 			st.notable(at, who, fmt.Sprintf("refuses reset %d of the prefix cache: running requests hold KV blocks", ev.Call))
