@@ -29,7 +29,11 @@
 // flight, whose tokens the scheduler drops when it comes back. The model
 // takes a reset that succeeds as the weight update a trainer follows it
 // with: KV written before it is stale, and a request that reads it samples
-// wrong tokens.
+// wrong tokens. InputSleep and InputWakeUp are vLLM's sleep and wake_up: a
+// pause that at level 1 or 2 releases the executor's memory (SleepTags)
+// once it took effect, and a wake-up that resumes once none of it sleeps;
+// a step with memory asleep kills the core, as a forward pass into
+// released memory kills a GPU's.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
@@ -43,7 +47,7 @@
 //  3. Take Outputs from its output queue until the queue closes; an Outputs
 //     with Dead set means the core failed and will do nothing more; its
 //     Reply answers a utility call (InputPause, InputResume, InputIsPaused,
-//     InputResetPrefixCache).
+//     InputResetPrefixCache, InputSleep, InputWakeUp).
 //  4. Put an InputShutdown to stop it: the core aborts every request it holds,
 //     emitting an abort frame for each, and closes the output queue.
 //

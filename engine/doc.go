@@ -36,7 +36,11 @@
 // reset_prefix_cache, for a weight update without a pause: refused while
 // requests run, unless it may preempt them first (resetRunning), in which
 // case the tokens their steps in flight sampled before it are dropped and
-// sampled again.
+// sampled again. Sleep, WakeUp and IsSleeping are vLLM's sleep, wake_up and
+// is_sleeping, for a trainer that shares the GPU: a pause that at level 1
+// or 2 also releases the executor's weights and KV cache, and a wake-up,
+// whole or staged by tag, that resumes once nothing sleeps;
+// ResumeGeneration refuses a sleeping engine (ErrAsleep).
 //
 // The caller's duties:
 //
