@@ -107,7 +107,8 @@ type Event struct {
 	Incarnation uint64 // the incarnation the event concerns; for frames, the producer
 	Collector   uint64 // EventFrameDelivered: the incarnation that received the frame
 	// Index is the sequence of a parallel-sampling request the event
-	// concerns (Request.Index; for frames, the producer's), 0 otherwise.
+	// concerns (Request.Index; for frames, the producer's), 0 otherwise;
+	// for EventSleep, the sleep's level.
 	Index int
 	// CollectorIndex is, for EventFrameDelivered, the sequence of
 	// Collector that received the frame.
@@ -119,7 +120,7 @@ type Event struct {
 	Finished       bool
 	Reason         FinishReason
 	Step           int64  // core step number
-	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use; EventCacheReset: requests preempted; EventPreempt: outputs in flight to drop
+	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use; EventCacheReset: requests preempted; EventPreempt: outputs in flight to drop; EventSleep, EventWakeUp, EventResumeRefused: the SleepTags asleep
 	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)

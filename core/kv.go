@@ -24,11 +24,12 @@ import "slices"
 // A reset of the prefix cache is what a trainer calls after it updated the
 // weights, so that no request goes on from KV the old weights computed
 // (the stale KV of lmdeploy's #4917 and vllm-omni's #6739). The model takes
-// a reset that succeeds as that update: each word is stamped with the
-// weights it was written under (Scheduler.weights, 0 until the first
-// reset), and a request that reads KV written before a reset reads
-// garbage. The tokens a request samples from its own KV do not depend on
-// the weights, so that what the checker expects stays the model's.
+// a reset that succeeds as that update, and a sleep as the release of the
+// KV cache's memory: each word is stamped with the generation of the KV it
+// was written in (Scheduler.kvStamp, 0 until the first reset or sleep),
+// and a request that reads KV written before one reads garbage. The tokens
+// a request samples from its own KV do not depend on the weights, so that
+// what the checker expects stays the model's.
 
 // digestSeed is the digest of the empty sequence: the parent of a
 // request's first block, vLLM's NONE_HASH.
@@ -118,7 +119,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 		if r.kvLastAt != start {
 			want = s.digestAt(r, start-1)
 		}
-		want ^= s.weights
+		want ^= s.kvStamp
 		if bad == 0 && (read != want || int(b.filled) != start-i*bs) {
 			bad = garbage(read, want)
 		}
@@ -135,7 +136,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 			r.kvChecked = s.kvEpoch + 1
 		}
 		d := s.digestAt(r, stop-1)
-		want := d ^ s.weights
+		want := d ^ s.kvStamp
 		if j > 0 && j != int(b.filled) && bad == 0 {
 			// It chains from a slot the block's word does not describe:
 			// one never written, or one overwritten since.
@@ -179,7 +180,7 @@ func (s *Scheduler) kvReadAll(r *Request, end int) uint64 {
 	for i := 0; i*bs < end; i++ {
 		b := &s.pool.blocks[r.table[i]]
 		last := min(end, (i+1)*bs) - 1
-		want := s.digestAt(r, last) ^ s.weights
+		want := s.digestAt(r, last) ^ s.kvStamp
 		if b.word != want || int(b.filled) != last-i*bs+1 {
 			return garbage(b.word, want)
 		}

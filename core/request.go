@@ -134,8 +134,8 @@ type Request struct {
 	kvGarbage uint64
 	// kvLast is the digest r's sequence expects up to position kvLastAt−1,
 	// the last it wrote: where its next step's writes chain from. Not
-	// stamped with the weights (kv.go): a request preempted before a reset
-	// may chain from it after.
+	// stamped (kv.go): a request preempted before a reset may chain from
+	// it after.
 	kvLast   uint64
 	kvLastAt int
 	// sampled are, with Config.AsyncScheduling, the tokens the model

@@ -99,10 +99,11 @@ type Scheduler struct {
 	// held (kv.go): a request that has not read its blocks since the last
 	// one reads them all at its next step.
 	kvEpoch uint64
-	// weights stamps the KV written since the last reset of the prefix
-	// cache (kv.go): 0 until the first, then a mix of their count.
-	weights uint64
-	resets  uint64
+	// kvStamp stamps the KV written since the KV was last discarded, by a
+	// reset of the prefix cache or a sleep (kv.go): 0 until the first,
+	// then a mix of kvGens, their count.
+	kvStamp uint64
+	kvGens  uint64
 
 	preemptions int64
 	frames      uint64
