@@ -772,7 +772,9 @@ func TestStatsMetricNames(t *testing.T) {
 	require.NoError(t, st.WritePrometheus(&b))
 	for _, name := range []string{"vllm:num_requests_running 0", "vllm:num_requests_waiting 0", "vllm:prompt_tokens_total 2",
 		"vllm:generation_tokens_total 4", "vllm:num_preemptions_total 0", `vllm:request_success_total{finished_reason="length"} 1`,
-		"llmdst:stale_frames_dropped_total 0", "llmdst:kv_leaked_blocks 0", "vllm:kv_cache_usage_perc 0"} {
+		"llmdst:stale_frames_dropped_total 0", "llmdst:kv_leaked_blocks 0", "vllm:kv_cache_usage_perc 0",
+		`vllm:engine_sleep_state{sleep_state="awake"} 1`, `vllm:engine_sleep_state{sleep_state="weights_offloaded"} 0`,
+		`vllm:engine_sleep_state{sleep_state="discard_all"} 0`} {
 		assert.Contains(t, b.String(), name+"\n")
 	}
 }

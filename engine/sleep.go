@@ -59,7 +59,16 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 		return ErrResumed
 	}
 	e.emit(Event{Kind: core.EventPaused, Call: call, Text: "Sleep"})
+	e.recordSleep(true, o.Level)
 	return nil
+}
+
+// recordSleep sets the sleep gauges, as vLLM's record_sleep_state does
+// when sleep or wake_up returns.
+func (e *AsyncLLM) recordSleep(sleeping bool, level int) {
+	e.mu.Lock()
+	e.stats.Sleeping, e.stats.SleepLevel = sleeping, level
+	e.mu.Unlock()
 }
 
 // WakeUp wakes the engine, vLLM's wake_up: it restores the executor's
@@ -91,6 +100,9 @@ func (e *AsyncLLM) WakeUp(ctx context.Context, tags ...string) error {
 		}
 	}
 	_, _, err := e.call(ctx, core.Input{Kind: core.InputWakeUp, Tags: wake})
+	if err == nil {
+		e.recordSleep(false, 0)
+	}
 	return err
 }
 

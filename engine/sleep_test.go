@@ -39,6 +39,8 @@ func TestSleepAndAStagedWakeUp(t *testing.T) {
 			b := add(t, e, "b", "hello world", p)
 			assert.ErrorIs(t, e.ResumeGeneration(ctx), engine.ErrAsleep, "%s", run)
 
+			st := e.Stats()
+			assert.True(t, st.Sleeping && st.SleepLevel == 1, "%s: the gauges say level 1: %+v", run, st)
 			require.NoError(t, e.WakeUp(ctx, engine.WakeWeights))
 			assert.True(t, x.sleeping(), "%s: the KV cache still sleeps", run)
 			assert.True(t, x.isPaused(), "%s: a weights-only wake-up leaves the engine paused", run)
@@ -47,6 +49,7 @@ func TestSleepAndAStagedWakeUp(t *testing.T) {
 
 			require.NoError(t, e.WakeUp(ctx, engine.WakeKVCache))
 			assert.False(t, x.sleeping(), "%s: after the last wake-up", run)
+			assert.False(t, e.Stats().Sleeping, "%s: the gauges say awake", run)
 			for _, r := range []*engine.Request{a, b} {
 				outs := drain(t, r)
 				assert.Equal(t, engine.FinishLength, last(outs).FinishReason, "%s", run)

@@ -25,6 +25,12 @@ type Stats struct {
 	// a correct engine; anything else is a bug worth an alert
 	// (core.EventKVLeak names the first block and its taker).
 	KVLeakedBlocks int
+	// Sleeping and SleepLevel are the engine's sleep as its last Sleep or
+	// WakeUp to return left it (vllm:engine_sleep_state): asleep at the
+	// level Sleep was given, or awake — after any wake-up, a staged one's
+	// first too, as vLLM records it (IsSleeping asks the core).
+	Sleeping   bool
+	SleepLevel int
 
 	// The prefix cache's counts in tokens, with Config.EnablePrefixCaching
 	// (core.SchedulerStats): a preempted request's lookups as it resumes
@@ -85,7 +91,18 @@ func (s Stats) Metrics() []Metric {
 		{"llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks)},
 		{"vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries)},
 		{"vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits)},
+		{`vllm:engine_sleep_state{sleep_state="awake"}`, flag(!s.Sleeping)},
+		{`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1)},
+		{`vllm:engine_sleep_state{sleep_state="discard_all"}`, flag(s.Sleeping && s.SleepLevel == 2)},
 	}
+}
+
+// flag is a gauge's 1 or 0.
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // WritePrometheus writes the metrics in the Prometheus text format.
