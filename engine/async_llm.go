@@ -57,7 +57,11 @@ type AsyncLLM struct {
 	// Utility calls (pause.go): the last call number handed out, and, under
 	// progMu, the calls awaiting a reply (nil) or holding it; made by the
 	// first call, since most engines never make one.
-	calls   atomic.Uint64
+	calls atomic.Uint64
+	// sleep is the sleep gauges' state as the last Sleep or WakeUp to
+	// return left it: 0 awake, else the level plus 1. An atomic, not
+	// under mu: a gauge is no reason to yield.
+	sleep   atomic.Int64
 	replies map[uint64]*core.Reply
 }
 

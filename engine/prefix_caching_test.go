@@ -62,7 +62,7 @@ func TestPrefixCachingStats(t *testing.T) {
 			assert.Zero(t, st.KVUsedBlocks, "cached blocks no request holds are free")
 			assert.Contains(t, b.String(), "vllm:prefix_cache_queries_total 20\nvllm:prefix_cache_hits_total 8\n")
 			ms := st.Metrics()
-			assert.Equal(t, "vllm:prefix_cache_hits_total", ms[len(ms)-1].Name, "the new metrics come last")
+			assert.Equal(t, "vllm:prefix_cache_hits_total", ms[len(ms)-4].Name, "metrics are added at the end: the prefix cache's, then the three sleep gauges")
 		})
 	}
 }

@@ -66,9 +66,11 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 // recordSleep sets the sleep gauges, as vLLM's record_sleep_state does
 // when sleep or wake_up returns.
 func (e *AsyncLLM) recordSleep(sleeping bool, level int) {
-	e.mu.Lock()
-	e.stats.Sleeping, e.stats.SleepLevel = sleeping, level
-	e.mu.Unlock()
+	var v int64
+	if sleeping {
+		v = int64(level) + 1
+	}
+	e.sleep.Store(v)
 }
 
 // WakeUp wakes the engine, vLLM's wake_up: it restores the executor's

@@ -53,6 +53,9 @@ func (e *AsyncLLM) Stats() Stats {
 	s.KVUsedBlocks, s.KVNumBlocks, s.KVLeakedBlocks = cs.KVUsedBlocks, cs.KVNumBlocks, e.core.KVLeaked()
 	s.PrefixCacheQueries, s.PrefixCacheHits = cs.PrefixCacheQueries, cs.PrefixCacheHits
 	s.PrefixCachePreemptedQueries, s.PrefixCachePreemptedHits = cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits
+	if v := e.sleep.Load(); v > 0 {
+		s.Sleeping, s.SleepLevel = true, int(v-1)
+	}
 	return s
 }
 

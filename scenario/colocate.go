@@ -63,14 +63,7 @@ type sleepStep struct {
 
 func colocate(x *Run) error {
 	r := x.Rand
-	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
-	if r.Intn(3) == 0 {
-		cfg.NumBlocks = 24 // as pause-resume's: the longest request fits alone
-	}
-	if r.Intn(2) == 0 {
-		cfg.AsyncScheduling = true
-	}
-	scripts := drawPauseClients(x, swarmSystemPrompt)
+	cfg, scripts := drawRLEngine(x)
 	plan := make([]sleepStep, 2+r.Intn(3))
 	for i := range plan {
 		s := sleepStep{gap: r.Intn(10), opts: engine.SleepOptions{Level: 1 + r.Intn(2), Mode: engine.PauseMode(r.Intn(3))},
@@ -117,19 +110,9 @@ func (p *pauseRun) sleeper(plan []sleepStep, alone bool) error {
 // once), check. It reports whether the engine was found dead.
 func (p *pauseRun) sleepWake(s sleepStep, alone bool) (dead bool, err error) {
 	x, e, ctx := p.x, p.e, context.Background()
-	abort := s.opts.Mode == engine.PauseAbort
-	if abort {
-		p.abortsBegun.Add(1)
-	}
-	serr := e.Sleep(ctx, s.opts)
-	if abort {
-		p.abortsDone.Add(1)
-	}
-	if errors.Is(serr, engine.ErrEngineDead) {
+	dead, serr := p.pause(s.opts.Mode, alone, func() error { return e.Sleep(ctx, s.opts) })
+	if dead {
 		return true, nil
-	}
-	if !alone && errors.Is(serr, engine.ErrResumed) {
-		serr = nil // the trainer resumed first
 	}
 	if serr != nil {
 		serr = fmt.Errorf("Sleep: %w", serr)

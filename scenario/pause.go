@@ -93,6 +93,22 @@ type pauseRun struct {
 	abortsBegun, abortsDone atomic.Int64
 }
 
+// drawRLEngine draws the engine and the clients of the RL loops that
+// stream over a shared system prompt (live-reload, colocate): prefix
+// caching on, a third of the runs under KV pressure, half with async
+// scheduling.
+func drawRLEngine(x *Run) (engine.Config, [][]pauseRequest) {
+	r := x.Rand
+	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
+	if r.Intn(3) == 0 {
+		cfg.NumBlocks = 24 // as pause-resume's: the longest request fits alone
+	}
+	if r.Intn(2) == 0 {
+		cfg.AsyncScheduling = true
+	}
+	return cfg, drawPauseClients(x, swarmSystemPrompt)
+}
+
 func pauseResume(x *Run) error {
 	r := x.Rand
 	cfg := engine.Config{StepTime: FoundingStepTime}
@@ -292,23 +308,35 @@ func (p *pauseRun) trainer(plan []pauseStep, alone bool) error {
 	return nil
 }
 
+// pause makes call, a pause of mode (PauseGeneration, Sleep), counting
+// the abort pauses begun and returned for the clients. It reports whether
+// the engine was found dead; beside another controller, whose resume may
+// overtake the pause (ErrResumed), that is the answer it is, not an error.
+func (p *pauseRun) pause(mode engine.PauseMode, alone bool, call func() error) (dead bool, err error) {
+	abort := mode == engine.PauseAbort
+	if abort {
+		p.abortsBegun.Add(1)
+	}
+	err = call()
+	if abort {
+		p.abortsDone.Add(1)
+	}
+	switch {
+	case errors.Is(err, engine.ErrEngineDead):
+		return true, nil
+	case !alone && errors.Is(err, engine.ErrResumed):
+		return false, nil // the other controller resumed first
+	}
+	return false, err
+}
+
 // update is one weight update: pause, check, sleep, resume, check. It
 // reports whether the engine was found dead.
 func (p *pauseRun) update(s pauseStep, alone bool) (dead bool, err error) {
 	x, e, ctx := p.x, p.e, context.Background()
-	abort := s.opts.Mode == engine.PauseAbort
-	if abort {
-		p.abortsBegun.Add(1)
-	}
-	perr := e.PauseGeneration(ctx, s.opts)
-	if abort {
-		p.abortsDone.Add(1)
-	}
-	if errors.Is(perr, engine.ErrEngineDead) {
+	dead, perr := p.pause(s.opts.Mode, alone, func() error { return e.PauseGeneration(ctx, s.opts) })
+	if dead {
 		return true, nil
-	}
-	if !alone && errors.Is(perr, engine.ErrResumed) {
-		perr = nil // the other trainer resumed first
 	}
 	if perr != nil {
 		perr = fmt.Errorf("PauseGeneration: %w", perr)

@@ -56,14 +56,7 @@ type reloadStep struct {
 
 func liveReload(x *Run) error {
 	r := x.Rand
-	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
-	if r.Intn(3) == 0 {
-		cfg.NumBlocks = 24 // as pause-resume's: the longest request fits alone
-	}
-	if r.Intn(2) == 0 {
-		cfg.AsyncScheduling = true
-	}
-	scripts := drawPauseClients(x, swarmSystemPrompt)
+	cfg, scripts := drawRLEngine(x)
 	plan := make([]reloadStep, 3+r.Intn(4))
 	for i := range plan {
 		gap, update := r.Intn(10), 1+r.Intn(3)
