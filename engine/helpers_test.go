@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/core"
@@ -182,4 +184,21 @@ func addAbortRace(seed uint64, p engine.Params) (sim.Result, []engine.Event, []e
 		return e.WaitIdle(context.Background())
 	})
 	return res, events, outs
+}
+
+// streamClients starts clients goroutines, each streaming a request of n
+// tokens over a prompt of its own and asserting that it got the model's
+// tokens (label names the run in a failure); wait on the group for them.
+func streamClients(t *testing.T, e *engine.AsyncLLM, clients, n int, label string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			id := string(rune('a' + c))
+			prompt := pauseLong + " " + id
+			r := add(t, e, id, prompt, engine.Params{MaxTokens: n, IgnoreEOS: true, Output: engine.Delta})
+			outs := drain(t, r)
+			assert.Equal(t, want(prompt, n), tokensOf(engine.Delta, outs), "%s client %s", label, id)
+		})
+	}
+	return &wg
 }

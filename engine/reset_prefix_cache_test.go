@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,18 +98,9 @@ func TestResetPrefixCacheOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
 		ctx := context.Background()
-		const clients, n = 4, 300
-		var streaming, resetters sync.WaitGroup
+		var resetters sync.WaitGroup
 		var done atomic.Bool
-		for c := range clients {
-			streaming.Go(func() {
-				id := string(rune('a' + c))
-				prompt := pauseLong + " " + id
-				r := add(t, e, id, prompt, engine.Params{MaxTokens: n, IgnoreEOS: true, Output: engine.Delta})
-				outs := drain(t, r)
-				assert.Equal(t, want(prompt, n), tokensOf(engine.Delta, outs), "async=%v client %s", async, id)
-			})
-		}
+		streaming := streamClients(t, e, 4, 300, fmt.Sprintf("async=%v", async))
 		var resets atomic.Int64
 		for range 2 {
 			resetters.Go(func() {

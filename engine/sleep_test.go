@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,18 +132,9 @@ func TestSleepOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
 		ctx := context.Background()
-		const clients, n = 4, 1000
-		var streaming, controllers sync.WaitGroup
+		var controllers sync.WaitGroup
 		var done atomic.Bool
-		for c := range clients {
-			streaming.Go(func() {
-				id := string(rune('a' + c))
-				prompt := pauseLong + " " + id
-				r := add(t, e, id, prompt, engine.Params{MaxTokens: n, IgnoreEOS: true, Output: engine.Delta})
-				outs := drain(t, r)
-				assert.Equal(t, want(prompt, n), tokensOf(engine.Delta, outs), "async=%v client %s", async, id)
-			})
-		}
+		streaming := streamClients(t, e, 4, 1000, fmt.Sprintf("async=%v", async))
 		var sleeps, refused atomic.Int64
 		controllers.Go(func() {
 			for i := 0; i == 0 || !done.Load(); i++ {
