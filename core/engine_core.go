@@ -67,8 +67,11 @@ type Input struct {
 	Mode         PauseMode // InputPause, InputSleep
 	ClearCache   bool      // InputPause
 	ResetRunning bool      // InputResetPrefixCache
-	Level        int       // InputSleep: 0 pauses only; 1 and 2 release the executor's memory
-	Tags         SleepTags // InputWakeUp: what to wake; none resumes a level-0 sleep only
+	// Level is InputSleep's: 0 pauses only; 1 and 2 release the
+	// executor's memory. A byte, as Tags, so that both share the word of
+	// the fields before them: an Input is copied through the queues.
+	Level uint8
+	Tags  SleepTags // InputWakeUp: what to wake; none resumes a level-0 sleep only
 	// Direct, if set, takes the reply from the core the moment it is made,
 	// ahead of the Outputs already on the output queue, as vLLM's client
 	// resolves a utility call on the thread that reads the core's socket;

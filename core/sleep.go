@@ -45,7 +45,7 @@ func (c *EngineCore) sleep(in Input) {
 		c.asleep = SleepAll
 		c.sched.discardKV()
 	}
-	c.emit(Event{Kind: EventSleep, Call: in.Call, Held: int(c.asleep), Text: in.Mode.String(), Index: in.Level})
+	c.emit(Event{Kind: EventSleep, Call: in.Call, Held: int(c.asleep), Text: in.Mode.String(), Index: int(in.Level)})
 }
 
 // wakeUp restores in.Tags of the executor's memory, vLLM's wake_up, and

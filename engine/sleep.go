@@ -51,7 +51,7 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 	if !o.Mode.Valid() {
 		return fmt.Errorf("engine: pause mode %d is not one of abort (0), wait (1), keep (2)", uint8(o.Mode))
 	}
-	call, r, err := e.call(ctx, core.Input{Kind: core.InputSleep, Level: o.Level, Mode: o.Mode})
+	call, r, err := e.call(ctx, core.Input{Kind: core.InputSleep, Level: uint8(o.Level), Mode: o.Mode})
 	if err != nil {
 		return err
 	}
