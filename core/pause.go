@@ -193,7 +193,9 @@ func (c *EngineCore) resetPrefixCache(in Input) {
 	c.tellPreempted(preempted)
 	c.syncHeld()
 	c.emit(Event{Kind: EventCacheReset, Call: in.Call, Held: len(preempted), Finished: ok})
-	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Reset: ok, Asleep: c.asleep != 0})
+	r := c.answer(in)
+	r.Reset = ok
+	c.send(in, r)
 }
 
 // dropPauses forgets the pauses answered.
@@ -214,8 +216,12 @@ func (c *EngineCore) overtakePauses() {
 
 // reply answers a utility call: on the output queue, after every frame
 // put before it, or at once to in.Direct.
-func (c *EngineCore) reply(in Input) {
-	c.send(in, Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Asleep: c.asleep != 0})
+func (c *EngineCore) reply(in Input) { c.send(in, c.answer(in)) }
+
+// answer is the reply to in that every call gets: the pause state and the
+// sleep; a call with more to say adds it.
+func (c *EngineCore) answer(in Input) Reply {
+	return Reply{Call: in.Call, Paused: c.sched.PauseState() != Unpaused, Asleep: c.asleep != 0}
 }
 
 // resume resumes scheduling: the pauses that have not taken effect never
