@@ -118,8 +118,7 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 // KV written from now on is stamped apart from what was written before,
 // and every request reads all its blocks again at its next step.
 func (s *Scheduler) discardKV() {
-	s.kvGens++
-	s.kvStamp = splitmix64(s.kvGens) | 1
+	s.kvStamp = splitmix64(s.kvStamp) | 1
 	s.kvEpoch++
 }
 

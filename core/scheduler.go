@@ -101,9 +101,8 @@ type Scheduler struct {
 	kvEpoch uint64
 	// kvStamp stamps the KV written since the KV was last discarded, by a
 	// reset of the prefix cache or a sleep (kv.go): 0 until the first,
-	// then a mix of kvGens, their count.
+	// then each a mix of the one before.
 	kvStamp uint64
-	kvGens  uint64
 
 	preemptions int64
 	frames      uint64
