@@ -90,20 +90,11 @@ func colocate(x *Run) error {
 // checks IsSleeping; beside the trainer it takes the trainer's resume
 // overtaking its sleep (ErrResumed) as the answer it is.
 func (p *pauseRun) sleeper(plan []sleepStep, alone bool) error {
-	for i, s := range plan {
-		if p.x.Failed() {
-			return nil
-		}
-		p.x.RT.Sleep(time.Duration(s.gap) * FoundingStepTime)
-		dead, err := p.sleepWake(s, alone)
-		if err != nil {
-			return fmt.Errorf("sleep %d (level %d, %s, staged %t): %w", i, s.opts.Level, s.opts.Mode, s.staged, err)
-		}
-		if dead {
-			return nil // a failpoint killed the model: the calls fail fast, as they should
-		}
-	}
-	return nil
+	return playRounds(p.x, plan, func(s sleepStep) int { return s.gap },
+		func(s sleepStep) (bool, error) { return p.sleepWake(s, alone) },
+		func(i int, s sleepStep) string {
+			return fmt.Sprintf("sleep %d (level %d, %s, staged %t)", i, s.opts.Level, s.opts.Mode, s.staged)
+		})
 }
 
 // sleepWake is one round: sleep, check, train, wake (in stages or at

@@ -292,17 +292,30 @@ func (p *pauseRun) client(script []pauseRequest) error {
 // ever. A trainer alone checks IsPaused; beside another it takes the
 // other's resume overtaking its pause (ErrResumed) as the answer it is.
 func (p *pauseRun) trainer(plan []pauseStep, alone bool) error {
+	return playRounds(p.x, plan, func(s pauseStep) int { return s.gap },
+		func(s pauseStep) (bool, error) { return p.update(s, alone) },
+		func(i int, s pauseStep) string {
+			return fmt.Sprintf("pause %d (%s, keep cache %t)", i, s.opts.Mode, s.opts.KeepCache)
+		})
+}
+
+// playRounds plays a controller's plan (a trainer's, a sleeper's, a
+// reloader's): before each round it sleeps the round's gap, in steps of
+// the engine. It stops when the run failed, at a round's error, named by
+// name, or when a round found the engine dead: a failpoint killed the
+// model, and the calls fail fast, as they should.
+func playRounds[S any](x *Run, plan []S, gap func(S) int, round func(S) (dead bool, err error), name func(int, S) string) error {
 	for i, s := range plan {
-		if p.x.Failed() {
+		if x.Failed() {
 			return nil
 		}
-		p.x.RT.Sleep(time.Duration(s.gap) * FoundingStepTime)
-		dead, err := p.update(s, alone)
+		x.RT.Sleep(time.Duration(gap(s)) * FoundingStepTime)
+		dead, err := round(s)
 		if err != nil {
-			return fmt.Errorf("pause %d (%s, keep cache %t): %w", i, s.opts.Mode, s.opts.KeepCache, err)
+			return fmt.Errorf("%s: %w", name(i, s), err)
 		}
 		if dead {
-			return nil // a failpoint killed the model: the calls fail fast, as they should
+			return nil
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
@@ -69,20 +68,18 @@ func liveReload(x *Run) error {
 // the prefix cache, which must happen when it preempts the running
 // requests.
 func reload(x *Run, e *engine.AsyncLLM, plan []reloadStep) error {
-	for i, s := range plan {
-		if x.Failed() {
-			return nil
-		}
-		x.RT.Sleep(time.Duration(s.wait) * FoundingStepTime)
-		ok, err := e.ResetPrefixCache(context.Background(), s.resetRunning)
-		switch {
-		case errors.Is(err, engine.ErrEngineDead):
-			return nil // a failpoint killed the model: the calls fail fast, as they should
-		case err != nil:
-			return fmt.Errorf("reset %d (reset running %t): ResetPrefixCache: %w", i, s.resetRunning, err)
-		case s.resetRunning && !ok:
-			return fmt.Errorf("reset %d: ResetPrefixCache with resetRunning refused to reset the cache", i)
-		}
-	}
-	return nil
+	return playRounds(x, plan, func(s reloadStep) int { return s.wait },
+		func(s reloadStep) (bool, error) {
+			ok, err := e.ResetPrefixCache(context.Background(), s.resetRunning)
+			switch {
+			case errors.Is(err, engine.ErrEngineDead):
+				return true, nil
+			case err != nil:
+				return false, fmt.Errorf("ResetPrefixCache: %w", err)
+			case s.resetRunning && !ok:
+				return false, errors.New("ResetPrefixCache with resetRunning refused to reset the cache")
+			}
+			return false, nil
+		},
+		func(i int, s reloadStep) string { return fmt.Sprintf("reset %d (reset running %t)", i, s.resetRunning) })
 }
