@@ -52,6 +52,17 @@ const (
 	// InputWakeUp wakes the executor's Tags, vLLM's wake_up, and resumes
 	// scheduling once nothing of it sleeps.
 	InputWakeUp
+	// InputStartWeightUpdate opens a weight update, vLLM's
+	// start_weight_update: from it to InputFinishWeightUpdate the core
+	// schedules nothing (weights.go). Refused, with the reply's Err, while
+	// one is open or while the weights sleep.
+	InputStartWeightUpdate
+	// InputUpdateWeights writes a batch of the new weights, vLLM's
+	// update_weights, into the update open.
+	InputUpdateWeights
+	// InputFinishWeightUpdate closes the update open, vLLM's
+	// finish_weight_update, and lets the core schedule again.
+	InputFinishWeightUpdate
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -91,6 +102,9 @@ type Reply struct {
 	// Asleep: some of the executor's memory sleeps (every call answers
 	// it); answering an InputResume, the resume was refused for it.
 	Asleep bool
+	// Err is why the core refused a weight update's call:
+	// ErrWeightUpdateActive, ErrNoWeightUpdate or ErrWeightsAsleep.
+	Err error
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -146,6 +160,10 @@ type EngineCore struct {
 	// asleep is the executor's memory a sleep released and no wake-up
 	// has restored yet (sleep.go).
 	asleep SleepTags
+	// updating says a weight update is open, written how many batches
+	// it wrote (weights.go).
+	updating bool
+	written  int
 }
 
 // inflight is a step the model runs: what it computes, the tokens it
@@ -314,6 +332,8 @@ func (c *EngineCore) handle(in Input) bool {
 		c.pause(in)
 	case InputWakeUp:
 		c.wakeUp(in)
+	case InputStartWeightUpdate, InputUpdateWeights, InputFinishWeightUpdate:
+		c.weightUpdate(in)
 	}
 	return true
 }

@@ -83,12 +83,17 @@ const (
 	// EventResumeRefused: the core refused resume Call, the executor's
 	// SleepTags Held being asleep: the wake-up resumes.
 	EventResumeRefused
+	// EventWeightUpdate: the core took Call, a weight update's Text
+	// ("start", "update", "finish"): Finished when it did it, with Held
+	// the batches the update has written after it; refused, Err says why
+	// and Held is the SleepTags asleep.
+	EventWeightUpdate
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
-	"core.sleep", "core.wake-up", "core.resume-refused"}
+	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -124,7 +129,7 @@ type Event struct {
 	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
-	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset, EventSleep, EventWakeUp, EventResumeRefused: the utility call
+	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset, EventSleep, EventWakeUp, EventResumeRefused, EventWeightUpdate: the utility call
 	// Input numbers the core's inputs in the order it took them, from 1:
 	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the
 	// inputs WaitIdle waited for (those sent before it was called), so
@@ -186,6 +191,11 @@ func (e Event) String() string {
 		return s
 	case EventResumeRefused:
 		return fmt.Sprintf("%s: call %d: the executor's %s asleep", e.Kind, e.Call, SleepTags(e.Held))
+	case EventWeightUpdate:
+		if !e.Finished {
+			return fmt.Sprintf("%s: call %d, %s refused: %v", e.Kind, e.Call, e.Text, e.Err)
+		}
+		return fmt.Sprintf("%s: call %d, %s, %d batch(es) written", e.Kind, e.Call, e.Text, e.Held)
 	case EventResume, EventPaused:
 		return fmt.Sprintf("%s: call %d", e.Kind, e.Call)
 	}

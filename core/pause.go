@@ -57,11 +57,25 @@ func (st PauseState) String() string {
 	return fmt.Sprintf("pause-state(%d)", uint8(st))
 }
 
-// SetPauseState sets what Schedule leaves alone from its next call on.
-func (s *Scheduler) SetPauseState(st PauseState) { s.pause = st }
+// SetPauseState sets what Schedule leaves alone from its next call on,
+// unless a hold leaves everything alone (Hold).
+func (s *Scheduler) SetPauseState(st PauseState) {
+	s.asked = st
+	s.pause = st
+	if s.held {
+		s.pause = PausedAll
+	}
+}
 
-// PauseState returns the pause state.
-func (s *Scheduler) PauseState() PauseState { return s.pause }
+// PauseState returns the pause state set, whatever a hold does.
+func (s *Scheduler) PauseState() PauseState { return s.asked }
+
+// Hold makes Schedule leave everything alone, whatever the pause state,
+// until Hold(false): a weight update's hold, which no resume lifts.
+func (s *Scheduler) Hold(on bool) {
+	s.held = on
+	s.SetPauseState(s.asked)
+}
 
 // ResetPrefixCache drops every hash of the prefix cache, so that no later
 // request finds a block cached before it, vLLM's reset_prefix_cache. With
@@ -155,7 +169,9 @@ func (c *EngineCore) pause(in Input) {
 // asked: the running requests a PauseKeep froze are preempted, to compute
 // again after the resume.
 func (c *EngineCore) completePauses() {
-	if len(c.pauses) == 0 {
+	if len(c.pauses) == 0 || c.sched.HeldWork() {
+		// A weight update's hold is no pause's effect: a wait pause
+		// waits for the requests the hold froze to run to their ends.
 		return
 	}
 	if slices.ContainsFunc(c.pauses, func(in Input) bool { return in.ClearCache }) {

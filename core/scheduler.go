@@ -119,7 +119,9 @@ type Scheduler struct {
 	outs [2]SchedulerOutput
 	out  *SchedulerOutput
 
-	pause PauseState // what Schedule leaves alone (EngineCore's pauses)
+	pause PauseState // what Schedule leaves alone: asked, or PausedAll when held
+	asked PauseState // EngineCore's pauses (SetPauseState)
+	held  bool       // a weight update's hold (Hold)
 }
 
 // NewScheduler returns an empty scheduler; cfg must have its defaults set.
@@ -289,8 +291,14 @@ func (s *Scheduler) HasRequests() bool { return len(s.requests) > 0 }
 // counts them: every request when unpaused, the running ones under
 // PausedNew, none under PausedAll. The requests a pause holds back are
 // live all the same (HasRequests, NumRequests).
-func (s *Scheduler) HasWork() bool {
-	switch s.pause {
+func (s *Scheduler) HasWork() bool { return s.hasWork(s.pause) }
+
+// HeldWork reports whether a hold (Hold) holds back work the pause state
+// would schedule.
+func (s *Scheduler) HeldWork() bool { return s.held && s.hasWork(s.asked) }
+
+func (s *Scheduler) hasWork(st PauseState) bool {
+	switch st {
 	case Unpaused:
 		return len(s.requests) > 0
 	case PausedNew:

@@ -110,6 +110,15 @@ var (
 	EnginePauseReplyOvertakes = register(&Point{Name: "engine/pause-reply-overtakes", Bug: true,
 		Doc:   "a bug, vLLM's order: the core's reply to a pause reaches PauseGeneration ahead of the outputs the core put before it, as vLLM's client resolves a utility call on the thread that reads the core's socket, and PauseGeneration then sleeps 20 ms, as vLLM's pause_generation does so that those outputs come first; an output handler descheduled for longer leaves a request the pause aborted without its final output when PauseGeneration returns",
 		Terms: "return", checkValue: checkNoValue})
+	CoreUpdateKeepsScheduling = register(&Point{Name: "core/update-keeps-scheduling", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: a weight update (start_weight_update, update_weights, finish_weight_update) holds nothing back, so when no pause came before it the core steps between its calls, each forward pass over weights half replaced — the race vime's #168 hangs in and NeMo RL's keep pause is there to close; the engine holds scheduling from the start to the finish",
+		Terms: "return", checkValue: checkNoValue})
+	CoreUpdateHoldsByPausing = register(&Point{Name: "core/update-holds-by-pausing", Bug: true,
+		Doc:   "a bug: a weight update holds scheduling by setting the scheduler's pause state, and its finish unpauses, so a resume from another controller in the middle of the update lets the core step over weights half replaced, and the finish undoes a pause its caller took before it, whose requests then step before anyone resumed",
+		Terms: "return", checkValue: checkNoValue})
+	CoreUpdateWhileAsleep = register(&Point{Name: "core/update-while-asleep", Bug: true,
+		Doc:   "a bug, vLLM's #57853: a weight update while the executor's weights sleep writes into released memory and kills the core, where it should be refused; the engine refuses it (the call returns ErrAsleep) until WakeUp(\"weights\")",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.
