@@ -2,6 +2,7 @@ package props
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -66,12 +67,19 @@ const (
 	// a sleep's release to the wake-up that restores the last of it), the
 	// core runs no step: a forward pass would read released memory.
 	AsleepRunsNothing = "an-asleep-engine-runs-no-step"
+	// UpdateRunsNothing: from a weight update's start to its finish the
+	// core runs no step: a forward pass would read weights half replaced.
+	UpdateRunsNothing = "no-step-during-a-weight-update"
+	// WeightsWrittenAwake: a weight update writes the executor's weights
+	// only while they are awake (the core refuses its calls otherwise).
+	WeightsWrittenAwake = "weights-written-only-awake"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
-// pause's, then the KV cache's, then the sleep's.
+// pause's, then the KV cache's, then the sleep's, then the weight
+// update's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
-	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing}
+	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -90,6 +98,8 @@ var docs = map[string]string{
 	PauseReturnsAfterItsOutputs: "when PauseGeneration returns, every frame the core emitted before the pause took effect has reached the output handler; under PauseAbort, every request the pause aborted has ended",
 	KVBlocksAccounted:           "whenever the core holds no request, no KV block is in use; once the engine is closed, every KV block is free or held by a request the core still holds, as many times as its reference count says: a block an aborted request never gave back is a leak",
 	AsleepRunsNothing:           "while any of the executor's memory sleeps, from a sleep's release to the wake-up that restores the last of it, the core runs no step",
+	UpdateRunsNothing:           "from a weight update's start to its finish the core runs no step, whatever resumes or wake-ups come between: a forward pass would read weights half replaced",
+	WeightsWrittenAwake:         "a weight update writes the executor's weights only while they are awake: while they sleep its calls are refused",
 }
 
 // Violation is a property that did not hold.
@@ -213,11 +223,12 @@ type Checker struct {
 	paused, pauseDone bool
 	pauses            map[uint64]*pauseCall
 	// asleep is the executor's memory asleep, as the core's sleeps and
-	// wake-ups tell.
-	asleep  core.SleepTags
-	events  int
-	all     []*Violation
-	reached SituationSet
+	// wake-ups tell; updating, that a weight update is open.
+	asleep   core.SleepTags
+	updating bool
+	events   int
+	all      []*Violation
+	reached  SituationSet
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
@@ -423,12 +434,17 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventResumeRefused:
 		c.reach(ResumeWhileAsleep)
+	case core.EventWeightUpdate:
+		c.weightUpdate(ev)
 	case core.EventStep:
 		if c.paused && c.pauseDone {
 			c.fail(PausedRunsNothing, "the core ran step %d (%d scheduled) after a pause took effect, with no resume since", ev.Step, ev.Held)
 		}
 		if c.asleep != 0 {
 			c.fail(AsleepRunsNothing, "the core ran step %d (%d scheduled) with the executor's %s asleep", ev.Step, ev.Held, c.asleep)
+		}
+		if c.updating {
+			c.fail(UpdateRunsNothing, "the core ran step %d (%d scheduled) in the middle of a weight update, over weights half replaced", ev.Step, ev.Held)
 		}
 	case core.EventKVLeak:
 		c.fail(KVBlocksAccounted, "after core step %d the core held no request, yet %d KV block(s) were in use: %v", ev.Step, ev.Held, ev.Err)
@@ -572,6 +588,29 @@ type pauseCall struct {
 
 // pause follows the core's pauses and resumes and checks PauseGeneration's
 // return.
+// weightUpdate follows a weight update's calls: the update open, and the
+// situations they reach.
+func (c *Checker) weightUpdate(ev *core.Event) {
+	if !ev.Finished {
+		if errors.Is(ev.Err, core.ErrWeightsAsleep) {
+			c.reach(UpdateWhileAsleep)
+		}
+		return
+	}
+	if c.asleep&core.SleepWeights != 0 {
+		c.fail(WeightsWrittenAwake, "the core took the %s of a weight update (call %d) with the executor's %s asleep", ev.Text, ev.Call, c.asleep)
+	}
+	switch ev.Text {
+	case "start":
+		c.updating = true
+		if len(c.inCore) > 0 {
+			c.reach(UpdateWithRequests)
+		}
+	case "finish":
+		c.updating = false
+	}
+}
+
 func (c *Checker) pause(ev *core.Event) {
 	if c.pauses == nil {
 		c.pauses = make(map[uint64]*pauseCall)
@@ -607,6 +646,9 @@ func (c *Checker) pause(ev *core.Event) {
 	case core.EventResume:
 		if c.paused && !c.pauseDone {
 			c.reach(ResumeBeforePauseTookEffect)
+		}
+		if c.updating {
+			c.reach(ResumeDuringUpdate)
 		}
 		c.paused, c.pauseDone = false, false
 	case core.EventPaused:

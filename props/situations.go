@@ -82,6 +82,16 @@ const (
 	// ResumeWhileAsleep: a resume reached the core while some of the
 	// executor's memory slept; the core refused it.
 	ResumeWhileAsleep
+	// UpdateWithRequests: a weight update began while the core held
+	// requests, which must wait for its finish.
+	UpdateWithRequests
+	// ResumeDuringUpdate: a resume (a ResumeGeneration, a wake-up)
+	// reached the core in the middle of a weight update, which it must
+	// not end.
+	ResumeDuringUpdate
+	// UpdateWhileAsleep: a weight update's call reached the core while
+	// the executor's weights slept; the core refused it.
+	UpdateWhileAsleep
 
 	situationCount
 )
@@ -90,7 +100,7 @@ var situationNames = [situationCount]string{
 	"stale-frame-after-reuse", "reuse-before-the-core-aborted", "reuse-with-frames-in-flight", "abort-after-reuse", "stale-frame-dropped",
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
-	"partial-wake-with-requests", "resume-while-asleep",
+	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 }
 
 var situationDocs = [situationCount]string{
@@ -111,6 +121,9 @@ var situationDocs = [situationCount]string{
 	"a reset of the prefix cache preempted a request with a step of it in flight, whose token must be dropped",
 	"a wake-up left some of the executor's memory asleep while the core held requests, which must wait for the rest (vLLM #44395's window)",
 	"a resume reached the core while some of the executor's memory slept",
+	"a weight update began while the core held requests, which must wait for its finish",
+	"a resume (a ResumeGeneration, a wake-up) reached the core in the middle of a weight update, which it must not end",
+	"a weight update's call reached the core while the executor's weights slept",
 }
 
 // AllSituations lists every situation, in the order of their constants.
