@@ -63,6 +63,8 @@ type AsyncLLM struct {
 	// under mu: a gauge is no reason to yield.
 	sleep   atomic.Int64
 	replies map[uint64]*core.Reply
+	// version is the weight version (weights.go), nil until one is set.
+	version atomic.Pointer[string]
 }
 
 // reqState is the output processor's state of one incarnation.
