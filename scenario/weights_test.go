@@ -1,0 +1,52 @@
+package scenario_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+)
+
+// TestWeightSyncPassesOnTheFixedEngine: the engine as it is passes
+// weight-sync under chaos, its default, and under a starved engine core.
+// (That the runs start updates with requests held is
+// TestEveryScenarioReachesItsTargets'.)
+func TestWeightSyncPassesOnTheFixedEngine(t *testing.T) {
+	assertPasses(t, scenario.WeightSync, "chaos", "starve:engine-core")
+}
+
+// TestWeightSyncCatchesAnUpdateThatKeepsScheduling plants vLLM's
+// behaviour, core/update-keeps-scheduling: a weight update holds nothing
+// back, and an update in flight (half of them) steps between its batches
+// over weights half replaced (85% of the first 2,000 seeds).
+func TestWeightSyncCatchesAnUpdateThatKeepsScheduling(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.WeightSync, "chaos", withFailpoint("core/update-keeps-scheduling=return"), props.UpdateRunsNothing)
+	assert.Greater(t, n, int(pauseSeeds())/2, "the planted bug was caught on too few seeds")
+}
+
+// TestWeightSyncCatchesAnUpdateThatHoldsByPausing plants
+// core/update-holds-by-pausing: the update's hold is the pause state. Its
+// finish undoes the pause or sleep the syncer took before it, whose frozen
+// requests step before the resume (PausedRunsNothing, 80% of the first
+// 2,000 seeds); the trainer's resume in the middle of an update lifts it
+// (UpdateRunsNothing, 9%). Nothing else fails.
+func TestWeightSyncCatchesAnUpdateThatHoldsByPausing(t *testing.T) {
+	counts, first := sweepFailures(t, scenario.WeightSync, "chaos", pauseSeeds(), withFailpoint("core/update-holds-by-pausing=return"))
+	assert.Greater(t, counts[props.PausedRunsNothing], int(pauseSeeds())/2, "a finish that unpauses: %v", counts)
+	assert.Positive(t, counts[props.UpdateRunsNothing], "a resume that lifts the hold: %v", counts)
+	for p, n := range counts {
+		assert.Contains(t, []string{props.PausedRunsNothing, props.UpdateRunsNothing}, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+	}
+}
+
+// TestWeightSyncCatchesAnUpdateWhileAsleep plants vLLM's #57853,
+// core/update-while-asleep: the syncer's StartWeightUpdate before its
+// WakeUp("weights") writes into the released weights instead of being
+// refused (31% of the first 2,000 seeds: a colocated round, a quarter of
+// them, that tries it, half of those).
+func TestWeightSyncCatchesAnUpdateWhileAsleep(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.WeightSync, "chaos", withFailpoint("core/update-while-asleep=return"), props.WeightsWrittenAwake)
+	assert.Greater(t, n, int(pauseSeeds())/10, "the planted bug was caught on too few seeds")
+}
