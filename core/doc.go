@@ -33,7 +33,11 @@
 // pause that at level 1 or 2 releases the executor's memory (SleepTags)
 // once it took effect, and a wake-up that resumes once none of it sleeps;
 // a step with memory asleep kills the core, as a forward pass into
-// released memory kills a GPU's.
+// released memory kills a GPU's. InputStartWeightUpdate,
+// InputUpdateWeights and InputFinishWeightUpdate are vLLM's
+// weight-transfer calls: the start holds scheduling (Scheduler.Hold, apart
+// from the pause state, so that no resume lifts it) until the finish, and
+// each is refused, with the reply's Err, while the weights sleep.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
@@ -47,7 +51,8 @@
 //  3. Take Outputs from its output queue until the queue closes; an Outputs
 //     with Dead set means the core failed and will do nothing more; its
 //     Reply answers a utility call (InputPause, InputResume, InputIsPaused,
-//     InputResetPrefixCache, InputSleep, InputWakeUp).
+//     InputResetPrefixCache, InputSleep, InputWakeUp, and the weight
+//     update's three).
 //  4. Put an InputShutdown to stop it: the core aborts every request it holds,
 //     emitting an abort frame for each, and closes the output queue.
 //

@@ -41,6 +41,13 @@
 // or 2 also releases the executor's weights and KV cache, and a wake-up,
 // whole or staged by tag, that resumes once nothing sleeps;
 // ResumeGeneration refuses a sleeping engine (ErrAsleep).
+// StartWeightUpdate, UpdateWeights and FinishWeightUpdate are vLLM's
+// start_weight_update, update_weights and finish_weight_update, for a
+// trainer that sends new weights in batches: from the start to the finish
+// the core runs no step, paused or not, whatever resumes come between
+// (vLLM leaves that to a pause before it); the calls are refused while the
+// weights sleep (ErrAsleep). WeightVersion is the version the last finish
+// named, vLLM's get_weight_version.
 //
 // The caller's duties:
 //
