@@ -44,6 +44,8 @@ type story struct {
 	// multi are the incarnations that asked for several sequences, whose
 	// requests the story names ID#INCARNATION/SEQUENCE.
 	multi map[uint64]bool
+	// updating: a weight update is open, whose hold a resume leaves.
+	updating bool
 }
 
 // name names a request's incarnation, and its sequence when it has several.
@@ -182,6 +184,10 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventPauseDone:
 		st.notable(at, who, fmt.Sprintf("pause %d (%s) takes effect: no step until a resume", ev.Call, ev.Text))
 	case core.EventResume:
+		if st.updating {
+			st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again once the weight update finishes", ev.Call))
+			return
+		}
 		st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again", ev.Call))
 	case core.EventPaused:
 		call := "PauseGeneration"
@@ -193,6 +199,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("sleep %d (level %d) takes effect: the executor releases its %s, and the KV written before is gone", ev.Call, ev.Index, core.SleepTags(ev.Held)))
 	case core.EventWakeUp:
 		switch {
+		case core.SleepTags(ev.Held) == 0 && st.updating:
+			st.notable(at, who, fmt.Sprintf("takes wake-up %d (%s): nothing sleeps, it schedules again once the weight update finishes", ev.Call, ev.Text))
 		case core.SleepTags(ev.Held) == 0:
 			st.notable(at, who, fmt.Sprintf("takes wake-up %d (%s): nothing sleeps, it schedules again", ev.Call, ev.Text))
 		case ev.Finished:
@@ -203,6 +211,9 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventResumeRefused:
 		st.notable(at, who, fmt.Sprintf("refuses resume %d: its %s asleep, the wake-up resumes", ev.Call, core.SleepTags(ev.Held)))
 	case core.EventWeightUpdate:
+		if ev.Finished {
+			st.updating = ev.Text != "finish"
+		}
 		switch {
 		case !ev.Finished:
 			st.notable(at, who, fmt.Sprintf("refuses the %s of a weight update (call %d): %v", ev.Text, ev.Call, ev.Err))
