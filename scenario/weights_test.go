@@ -1,9 +1,11 @@
 package scenario_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
@@ -49,4 +51,28 @@ func TestWeightSyncCatchesAnUpdateThatHoldsByPausing(t *testing.T) {
 func TestWeightSyncCatchesAnUpdateWhileAsleep(t *testing.T) {
 	n := assertCaughtOnlyAs(t, scenario.WeightSync, "chaos", withFailpoint("core/update-while-asleep=return"), props.WeightsWrittenAwake)
 	assert.Greater(t, n, int(pauseSeeds())/10, "the planted bug was caught on too few seeds")
+}
+
+// TestTheStoryTellsAWeightUpdate: weight-sync's seed 6 starts an update
+// with requests held, takes the trainer's resume in the middle of it and
+// finishes it; its story tells each call in that order, and that the
+// resume schedules again only once the update finished.
+func TestTheStoryTellsAWeightUpdate(t *testing.T) {
+	res, err := run(t, scenario.WeightSync, false, 6, defaultStrategy(t, scenario.WeightSync), true)
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, scenario.WriteStory(&b, res.Trace))
+	told := b.String()
+	at := -1
+	for _, line := range []string{
+		"starts a weight update (call 4): no step until its finish",
+		"reaches " + props.UpdateWithRequests.String(),
+		"takes resume 5: it schedules again once the weight update finishes",
+		"writes batch 1 of the new weights (call 6)",
+		"finishes the weight update (call 7) after 1 batch(es): its hold on scheduling ends",
+	} {
+		i := strings.Index(told, line)
+		require.Greater(t, i, at, "%q, in order:\n%s", line, told)
+		at = i
+	}
 }
