@@ -73,16 +73,7 @@ func colocate(x *Run) error {
 		}
 		plan[i] = s
 	}
-	var trainer []pauseStep
-	if r.Intn(3) == 0 {
-		trainer = drawPausePlan(x)
-	}
-	alone := trainer == nil
-	controllers := []controller{{"sleeper", func(p *pauseRun) error { return p.sleeper(plan, alone) }}}
-	if !alone {
-		controllers = append(controllers, controller{"trainer", func(p *pauseRun) error { return p.trainer(trainer, false) }})
-	}
-	return x.streamBeside(cfg, scripts, controllers)
+	return x.streamBesideATrainer(cfg, scripts, "sleeper", func(p *pauseRun, alone bool) error { return p.sleeper(plan, alone) })
 }
 
 // sleeper plays the sleeper's plan. Every sleep is followed by its

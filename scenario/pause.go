@@ -175,6 +175,24 @@ func (x *Run) streamBeside(cfg engine.Config, scripts [][]pauseRequest, controll
 	return errors.Join(errs...)
 }
 
+// streamBesideATrainer runs the clients' scripts beside ctl, the
+// controller named name, and in a third of the runs pause-resume's trainer
+// beside it, drawn now, after everything ctl draws: a second controller,
+// whose pauses and resumes come at any moment. ctl is told whether it is
+// alone.
+func (x *Run) streamBesideATrainer(cfg engine.Config, scripts [][]pauseRequest, name string, ctl func(p *pauseRun, alone bool) error) error {
+	var trainer []pauseStep
+	if x.Rand.Intn(3) == 0 {
+		trainer = drawPausePlan(x)
+	}
+	alone := trainer == nil
+	controllers := []controller{{name, func(p *pauseRun) error { return ctl(p, alone) }}}
+	if !alone {
+		controllers = append(controllers, controller{"trainer", func(p *pauseRun) error { return p.trainer(trainer, false) }})
+	}
+	return x.streamBeside(cfg, scripts, controllers)
+}
+
 // drawPauseClients draws two or three clients' scripts over prompts that
 // start with system.
 func drawPauseClients(x *Run, system string) [][]pauseRequest {

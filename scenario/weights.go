@@ -84,16 +84,7 @@ func weightSync(x *Run) error {
 		}
 		plan[i] = s
 	}
-	var trainer []pauseStep
-	if r.Intn(3) == 0 {
-		trainer = drawPausePlan(x)
-	}
-	alone := trainer == nil
-	controllers := []controller{{"syncer", func(p *pauseRun) error { return p.syncer(plan, alone) }}}
-	if !alone {
-		controllers = append(controllers, controller{"trainer", func(p *pauseRun) error { return p.trainer(trainer, false) }})
-	}
-	return x.streamBeside(cfg, scripts, controllers)
+	return x.streamBesideATrainer(cfg, scripts, "syncer", func(p *pauseRun, alone bool) error { return p.syncer(plan, alone) })
 }
 
 // syncer plays the syncer's plan, naming each update's version after its
