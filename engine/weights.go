@@ -34,6 +34,12 @@ const DefaultWeightVersion = "default"
 // weights stays: ResetPrefixCache, or a pause that clears the cache,
 // drops it.
 //
+// What waits for running requests to end waits for the finish: a
+// PauseGeneration or Sleep of mode PauseWait, and WaitIdle, called in the
+// middle of an update with requests running, return after it. A trainer
+// that calls one between its own start and finish waits for ever: it
+// pauses before the start, or with PauseKeep, which takes effect at once.
+//
 // It fails with ErrWeightUpdateActive when an update is open, with an
 // error that is ErrAsleep when the executor's weights sleep
 // (WakeUp(WakeWeights) first: vLLM's worker writes into released memory

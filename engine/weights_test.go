@@ -20,8 +20,9 @@ import (
 // TestAWeightUpdateInFlight is an async RL trainer's update with no pause
 // before it: a streams when the update starts, b is added during it, and
 // a ResumeGeneration comes between the batches. Nothing steps from the
-// start to the finish; then a and b run on with the model's tokens, and
-// the version is the finish's.
+// start to the finish, and a WaitIdle called after the start does not
+// return before it; then a and b run on with the model's tokens, and the
+// version is the finish's.
 func TestAWeightUpdateInFlight(t *testing.T) {
 	for _, run := range pauseRuns(12) {
 		runPause(t, run, func(x *pauseEnv) {
@@ -33,6 +34,11 @@ func TestAWeightUpdateInFlight(t *testing.T) {
 			assert.Equal(t, engine.DefaultWeightVersion, e.WeightVersion(), "%s", run)
 			require.NoError(t, e.StartWeightUpdate(ctx))
 			started := x.mark()
+			var idle atomic.Bool
+			x.rt.Go("waiter", func() {
+				assert.NoError(t, e.WaitIdle(ctx))
+				idle.Store(true)
+			})
 			b := add(t, e, "b", "hello world", p)
 			require.NoError(t, e.UpdateWeights(ctx))
 			require.NoError(t, e.ResumeGeneration(ctx))
@@ -41,6 +47,7 @@ func TestAWeightUpdateInFlight(t *testing.T) {
 			x.rt.Sleep(5 * time.Millisecond)
 			assert.Zero(t, x.count(core.EventStep, 0, started, x.mark()), "%s: a step ran during the update", run)
 			assert.False(t, x.ended(a), "%s: a is held, not ended", run)
+			assert.False(t, idle.Load(), "%s: WaitIdle returned in the middle of the update", run)
 			require.NoError(t, e.FinishWeightUpdate(ctx, "v1"))
 			assert.Equal(t, "v1", e.WeightVersion(), "%s", run)
 			for _, r := range []*engine.Request{a, b} {
@@ -48,6 +55,9 @@ func TestAWeightUpdateInFlight(t *testing.T) {
 			}
 			assert.Equal(t, want(pauseLong, n), x.emitted(a), "%s", run)
 			assert.Equal(t, want("hello world", n), x.emitted(b), "%s", run)
+			for !idle.Load() {
+				x.rt.Sleep(time.Millisecond) // WaitIdle returns once a and b ended
+			}
 		})
 	}
 }
