@@ -160,8 +160,8 @@ type EngineCore struct {
 	// asleep is the executor's memory a sleep released and no wake-up
 	// has restored yet (sleep.go).
 	asleep SleepTags
-	// updating says a weight update is open, written how many batches
-	// it wrote (weights.go).
+	// updating: a weight update is open; written: the batches it wrote
+	// (weights.go).
 	updating bool
 	written  int
 }

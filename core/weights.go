@@ -19,8 +19,7 @@ var (
 	ErrWeightsAsleep = errors.New("the executor's weights are asleep: wake them up first")
 )
 
-// weightPhase names a weight update's calls in events, as vLLM's calls
-// are named without their suffix.
+// weightPhase names a weight update's calls in its events (Event.Text).
 var weightPhase = map[InputKind]string{InputStartWeightUpdate: "start", InputUpdateWeights: "update", InputFinishWeightUpdate: "finish"}
 
 // weightUpdate takes a call of a weight update, vLLM's

@@ -58,7 +58,8 @@ func (e *AsyncLLM) UpdateWeights(ctx context.Context) error {
 }
 
 // FinishWeightUpdate closes the update open, vLLM's finish_weight_update,
-// and the core schedules again; a version other than "" then becomes the
+// and lifts its hold: the core schedules again, unless a pause or a sleep
+// holds it too. A version other than "" then becomes the
 // engine's weight version (WeightVersion), as vLLM commits it only after
 // the finish succeeded. It fails as UpdateWeights does, and then neither
 // the hold nor the version changes.
