@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +202,24 @@ func streamClients(t *testing.T, e *engine.AsyncLLM, clients, n int, label strin
 		})
 	}
 	return &wg
+}
+
+// whileStreaming streams clients as streamClients does and runs each
+// controller on a goroutine of its own, round after round (its argument
+// the round's number, from 0), at least once and until every client's
+// request ended.
+func whileStreaming(t *testing.T, e *engine.AsyncLLM, clients, n int, label string, controllers ...func(round int)) {
+	streaming := streamClients(t, e, clients, n, label)
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for _, ctl := range controllers {
+		wg.Go(func() {
+			for i := 0; i == 0 || !done.Load(); i++ {
+				ctl(i)
+			}
+		})
+	}
+	streaming.Wait()
+	done.Store(true)
+	wg.Wait()
 }

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -98,25 +97,16 @@ func TestResetPrefixCacheOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
 		ctx := context.Background()
-		var resetters sync.WaitGroup
-		var done atomic.Bool
-		streaming := streamClients(t, e, 4, 300, fmt.Sprintf("async=%v", async))
 		var resets atomic.Int64
-		for range 2 {
-			resetters.Go(func() {
-				for i := 0; !done.Load(); i++ {
-					ok, err := e.ResetPrefixCache(ctx, i%2 == 0)
-					assert.NoError(t, err)
-					if i%2 == 0 {
-						assert.True(t, ok, "a reset with resetRunning always happens")
-						resets.Add(1)
-					}
-				}
-			})
+		reset := func(i int) {
+			ok, err := e.ResetPrefixCache(ctx, i%2 == 0)
+			assert.NoError(t, err)
+			if i%2 == 0 {
+				assert.True(t, ok, "a reset with resetRunning always happens")
+				resets.Add(1)
+			}
 		}
-		streaming.Wait()
-		done.Store(true)
-		resetters.Wait()
+		whileStreaming(t, e, 4, 300, fmt.Sprintf("async=%v", async), reset, reset)
 		t.Logf("async=%v: %d resets with resetRunning, %d preemptions", async, resets.Load(), e.Stats().Preemptions)
 		require.NoError(t, e.Close())
 	}

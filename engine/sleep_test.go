@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,36 +131,25 @@ func TestSleepOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
 		ctx := context.Background()
-		var controllers sync.WaitGroup
-		var done atomic.Bool
-		streaming := streamClients(t, e, 4, 1000, fmt.Sprintf("async=%v", async))
 		var sleeps, refused atomic.Int64
-		controllers.Go(func() {
-			for i := 0; i == 0 || !done.Load(); i++ {
-				err := e.Sleep(ctx, engine.SleepOptions{Level: 1 + i%2, Mode: engine.PauseKeep})
-				if !errors.Is(err, engine.ErrResumed) {
-					assert.NoError(t, err)
-					sleeps.Add(1)
-				}
-				assert.NoError(t, e.WakeUp(ctx, engine.WakeWeights))
-				assert.NoError(t, e.WakeUp(ctx, engine.WakeKVCache))
+		whileStreaming(t, e, 4, 1000, fmt.Sprintf("async=%v", async), func(i int) {
+			err := e.Sleep(ctx, engine.SleepOptions{Level: 1 + i%2, Mode: engine.PauseKeep})
+			if !errors.Is(err, engine.ErrResumed) {
+				assert.NoError(t, err)
+				sleeps.Add(1)
+			}
+			assert.NoError(t, e.WakeUp(ctx, engine.WakeWeights))
+			assert.NoError(t, e.WakeUp(ctx, engine.WakeKVCache))
+		}, func(int) {
+			if err := e.PauseGeneration(ctx, engine.PauseOptions{Mode: engine.PauseKeep, KeepCache: true}); !errors.Is(err, engine.ErrResumed) {
+				assert.NoError(t, err) // or the sleeper's wake-up overtook it
+			}
+			if err := e.ResumeGeneration(ctx); errors.Is(err, engine.ErrAsleep) {
+				refused.Add(1)
+			} else {
+				assert.NoError(t, err)
 			}
 		})
-		controllers.Go(func() {
-			for i := 0; i == 0 || !done.Load(); i++ {
-				if err := e.PauseGeneration(ctx, engine.PauseOptions{Mode: engine.PauseKeep, KeepCache: true}); !errors.Is(err, engine.ErrResumed) {
-					assert.NoError(t, err) // or the sleeper's wake-up overtook it
-				}
-				if err := e.ResumeGeneration(ctx); errors.Is(err, engine.ErrAsleep) {
-					refused.Add(1)
-				} else {
-					assert.NoError(t, err)
-				}
-			}
-		})
-		streaming.Wait()
-		done.Store(true)
-		controllers.Wait()
 		require.NoError(t, e.WakeUp(ctx)) // the pauser's last pause, if the sleeper's wake-up came first
 		t.Logf("async=%v: %d sleeps, %d resumes refused", async, sleeps.Load(), refused.Load())
 		require.NoError(t, e.Close())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,33 +114,22 @@ func TestWeightUpdatesOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
 		ctx := context.Background()
-		var controllers sync.WaitGroup
-		var done atomic.Bool
-		streaming := streamClients(t, e, 4, 1000, fmt.Sprintf("async=%v", async))
 		var updates atomic.Int64
-		controllers.Go(func() {
-			for i := 0; i == 0 || !done.Load(); i++ {
-				assert.NoError(t, e.StartWeightUpdate(ctx))
-				for range 1 + i%3 {
-					assert.NoError(t, e.UpdateWeights(ctx))
-				}
-				v := fmt.Sprintf("v%d", i)
-				assert.NoError(t, e.FinishWeightUpdate(ctx, v))
-				assert.Equal(t, v, e.WeightVersion())
-				updates.Add(1)
+		whileStreaming(t, e, 4, 1000, fmt.Sprintf("async=%v", async), func(i int) {
+			assert.NoError(t, e.StartWeightUpdate(ctx))
+			for range 1 + i%3 {
+				assert.NoError(t, e.UpdateWeights(ctx))
 			}
-		})
-		controllers.Go(func() {
-			for i := 0; i == 0 || !done.Load(); i++ {
-				if err := e.PauseGeneration(ctx, engine.PauseOptions{Mode: engine.PauseMode(1 + i%2), KeepCache: true}); !errors.Is(err, engine.ErrResumed) {
-					assert.NoError(t, err)
-				}
-				assert.NoError(t, e.ResumeGeneration(ctx))
+			v := fmt.Sprintf("v%d", i)
+			assert.NoError(t, e.FinishWeightUpdate(ctx, v))
+			assert.Equal(t, v, e.WeightVersion())
+			updates.Add(1)
+		}, func(i int) {
+			if err := e.PauseGeneration(ctx, engine.PauseOptions{Mode: engine.PauseMode(1 + i%2), KeepCache: true}); !errors.Is(err, engine.ErrResumed) {
+				assert.NoError(t, err)
 			}
+			assert.NoError(t, e.ResumeGeneration(ctx))
 		})
-		streaming.Wait()
-		done.Store(true)
-		controllers.Wait()
 		t.Logf("async=%v: %d updates", async, updates.Load())
 		require.NoError(t, e.Close())
 	}
