@@ -48,3 +48,16 @@ func TestColocateCatchesASleepThatKeepsThePrefixCache(t *testing.T) {
 	n := assertCaughtOnlyAs(t, scenario.Colocate, "chaos", withFailpoint("core/sleep-keeps-prefix-cache=return"), props.ModelTokens)
 	assert.Greater(t, n, int(pauseSeeds())/2, "the planted bug was caught on too few seeds")
 }
+
+// TestTheStoryTellsASleepAsASleep: the core takes a sleep as a pause
+// first; colocate's seed 2 story names it a sleep from the start, with
+// its level, and its return as Sleep's.
+func TestTheStoryTellsASleepAsASleep(t *testing.T) {
+	told := storyOf(t, scenario.Colocate, 2)
+	assertToldInOrder(t, told,
+		"takes sleep 6 (level 1, wait), a pause first",
+		"sleep 6's pause (wait) takes effect: no step until the wake-up",
+		"sleep 6 (level 1) takes effect: the executor releases its weights,kv_cache",
+		"Sleep (sleep 6) returns")
+	assert.NotContains(t, told, "pause 6")
+}

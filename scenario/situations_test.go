@@ -101,13 +101,7 @@ func TestEveryScenarioReachesItsTargets(t *testing.T) {
 // back, where the legacy engine's story tells the stale delivery; a run
 // that waited for the core tells no window.
 func TestTheStoryTellsWhereTheWindowOpened(t *testing.T) {
-	story := func(s *scenario.Scenario, seed uint64) string {
-		res, err := run(t, s, false, seed, defaultStrategy(t, s), true)
-		require.NoError(t, err)
-		var b strings.Builder
-		require.NoError(t, scenario.WriteStory(&b, res.Trace))
-		return b.String()
-	}
+	story := func(s *scenario.Scenario, seed uint64) string { return storyOf(t, s, seed) }
 	window := "reaches " + props.StaleFrameAfterReuse.String() + ": "
 	told := story(scenario.AbortReuse, 1)
 	require.Equal(t, 1, strings.Count(told, window), told)
@@ -119,6 +113,17 @@ func TestTheStoryTellsWhereTheWindowOpened(t *testing.T) {
 
 	waited := story(scenario.AbortReuseWaitIdle, 1)
 	assert.NotContains(t, waited, "reaches ", waited)
+}
+
+// storyOf is the story of seed of s on the fixed engine under its default
+// strategy, which must pass.
+func storyOf(t *testing.T, s *scenario.Scenario, seed uint64) string {
+	t.Helper()
+	res, err := run(t, s, false, seed, defaultStrategy(t, s), true)
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, scenario.WriteStory(&b, res.Trace))
+	return b.String()
 }
 
 // TestTheRunListsWhatTheCheckerReached: a scenario passes each situation

@@ -25,7 +25,7 @@ import (
 // scenario's checker reports its own through it).
 func WriteStory(w io.Writer, tr *sim.Trace) error {
 	bw := bufio.NewWriter(w)
-	st := &story{w: bw, tasks: tr.Tasks}
+	st := &story{w: bw, tasks: tr.Tasks, sleeps: sleepCalls(tr)}
 	for _, e := range tr.Events {
 		st.event(e)
 	}
@@ -46,6 +46,33 @@ type story struct {
 	multi map[uint64]bool
 	// updating: a weight update is open, whose hold a resume leaves.
 	updating bool
+	// sleeps are the utility calls that were sleeps, by call, and their
+	// levels (sleepCalls): the core takes a sleep as a pause first.
+	sleeps map[uint64]int
+}
+
+// sleepCalls finds the sleeps among the run's utility calls, which the
+// core tells as pauses until they release memory: a sleep of level 1 or 2
+// by its release (core.EventSleep, which carries the level), one of level
+// 0 by its return (Sleep's EventPaused). A sleep that neither released
+// memory nor returned, overtaken by a resume, is told as the pause it was.
+func sleepCalls(tr *sim.Trace) map[uint64]int {
+	sleeps := map[uint64]int{}
+	for _, e := range tr.Events {
+		n, ok := e.Note.(interface{ event() core.Event })
+		if e.Kind != sim.EvNote || !ok {
+			continue
+		}
+		switch ev := n.event(); {
+		case ev.Kind == core.EventSleep:
+			sleeps[ev.Call] = ev.Index
+		case ev.Kind == core.EventPaused && ev.Text == "Sleep":
+			if _, ok := sleeps[ev.Call]; !ok {
+				sleeps[ev.Call] = 0
+			}
+		}
+	}
+	return sleeps
 }
 
 // name names a request's incarnation, and its sequence when it has several.
@@ -180,8 +207,16 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventKVLeak:
 		st.notable(at, who, fmt.Sprintf("holds no request after step %d, yet %d KV block(s) are in use: %v", ev.Step, ev.Held, ev.Err))
 	case core.EventPause:
+		if level, ok := st.sleeps[ev.Call]; ok {
+			st.notable(at, who, fmt.Sprintf("takes sleep %d (level %d, %s), a pause first: %s", ev.Call, level, ev.Text, pauseDoes[ev.Text]))
+			return
+		}
 		st.notable(at, who, fmt.Sprintf("takes pause %d (%s): %s", ev.Call, ev.Text, pauseDoes[ev.Text]))
 	case core.EventPauseDone:
+		if _, ok := st.sleeps[ev.Call]; ok {
+			st.notable(at, who, fmt.Sprintf("sleep %d's pause (%s) takes effect: no step until the wake-up", ev.Call, ev.Text))
+			return
+		}
 		st.notable(at, who, fmt.Sprintf("pause %d (%s) takes effect: no step until a resume", ev.Call, ev.Text))
 	case core.EventResume:
 		if st.updating {
@@ -190,11 +225,11 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		}
 		st.notable(at, who, fmt.Sprintf("takes resume %d: it schedules again", ev.Call))
 	case core.EventPaused:
-		call := "PauseGeneration"
-		if ev.Text != "" {
-			call = ev.Text
+		if ev.Text == "Sleep" {
+			st.notable(at, who, fmt.Sprintf("Sleep (sleep %d) returns", ev.Call))
+			return
 		}
-		st.notable(at, who, fmt.Sprintf("%s (pause %d) returns", call, ev.Call))
+		st.notable(at, who, fmt.Sprintf("PauseGeneration (pause %d) returns", ev.Call))
 	case core.EventSleep:
 		st.notable(at, who, fmt.Sprintf("sleep %d (level %d) takes effect: the executor releases its %s, and the KV written before is gone", ev.Call, ev.Index, core.SleepTags(ev.Held)))
 	case core.EventWakeUp:

@@ -58,19 +58,19 @@ func TestWeightSyncCatchesAnUpdateWhileAsleep(t *testing.T) {
 // finishes it; its story tells each call in that order, and that the
 // resume schedules again only once the update finished.
 func TestTheStoryTellsAWeightUpdate(t *testing.T) {
-	res, err := run(t, scenario.WeightSync, false, 6, defaultStrategy(t, scenario.WeightSync), true)
-	require.NoError(t, err)
-	var b strings.Builder
-	require.NoError(t, scenario.WriteStory(&b, res.Trace))
-	told := b.String()
-	at := -1
-	for _, line := range []string{
+	assertToldInOrder(t, storyOf(t, scenario.WeightSync, 6),
 		"starts a weight update (call 4): no step until its finish",
-		"reaches " + props.UpdateWithRequests.String(),
+		"reaches "+props.UpdateWithRequests.String(),
 		"takes resume 5: it schedules again once the weight update finishes",
 		"writes batch 1 of the new weights (call 6)",
-		"finishes the weight update (call 7) after 1 batch(es): its hold on scheduling ends",
-	} {
+		"finishes the weight update (call 7) after 1 batch(es): its hold on scheduling ends")
+}
+
+// assertToldInOrder asserts that the story told holds each line, in order.
+func assertToldInOrder(t *testing.T, told string, lines ...string) {
+	t.Helper()
+	at := -1
+	for _, line := range lines {
 		i := strings.Index(told, line)
 		require.Greater(t, i, at, "%q, in order:\n%s", line, told)
 		at = i
