@@ -84,7 +84,7 @@ const (
 	// SleepTags Held being asleep: the wake-up resumes.
 	EventResumeRefused
 	// EventWeightUpdate: the core took Call, a weight update's Text
-	// ("start", "update", "finish"): Finished when it did it, with Held
+	// (WeightUpdateStart, WeightUpdateBatch, WeightUpdateFinish): Finished when it did it, with Held
 	// the batches the update has written after it; refused, Err says why
 	// and Held is the SleepTags asleep.
 	EventWeightUpdate

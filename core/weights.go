@@ -19,8 +19,14 @@ var (
 	ErrWeightsAsleep = errors.New("the executor's weights are asleep: wake them up first")
 )
 
-// weightPhase names a weight update's calls in its events (Event.Text).
-var weightPhase = map[InputKind]string{InputStartWeightUpdate: "start", InputUpdateWeights: "update", InputFinishWeightUpdate: "finish"}
+// The names of a weight update's calls in its events (Event.Text).
+const (
+	WeightUpdateStart  = "start"
+	WeightUpdateBatch  = "update"
+	WeightUpdateFinish = "finish"
+)
+
+var weightPhase = map[InputKind]string{InputStartWeightUpdate: WeightUpdateStart, InputUpdateWeights: WeightUpdateBatch, InputFinishWeightUpdate: WeightUpdateFinish}
 
 // weightUpdate takes a call of a weight update, vLLM's
 // start_weight_update, update_weights and finish_weight_update, between
@@ -44,7 +50,8 @@ func (c *EngineCore) weightUpdate(in Input) {
 		err = ErrNoWeightUpdate
 	case c.asleep&SleepWeights != 0:
 		if c.faults.Fires(failpoints.CoreUpdateWhileAsleep) {
-			c.emit(Event{Kind: EventWeightUpdate, Call: in.Call, Text: ev.Text, Finished: true, Held: c.written})
+			ev.Finished, ev.Held = true, c.written
+			c.emit(ev)
 			panic(fmt.Sprintf("segmentation fault: %s of a weight update wrote into the executor's weights, which are asleep", ev.Text))
 		}
 		err, ev.Held = ErrWeightsAsleep, int(c.asleep)

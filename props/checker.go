@@ -601,12 +601,12 @@ func (c *Checker) weightUpdate(ev *core.Event) {
 		c.fail(WeightsWrittenAwake, "the core took the %s of a weight update (call %d) with the executor's %s asleep", ev.Text, ev.Call, c.asleep)
 	}
 	switch ev.Text {
-	case "start":
+	case core.WeightUpdateStart:
 		c.updating = true
 		if len(c.inCore) > 0 {
 			c.reach(UpdateWithRequests)
 		}
-	case "finish":
+	case core.WeightUpdateFinish:
 		c.updating = false
 	}
 }

@@ -247,14 +247,14 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("refuses resume %d: its %s asleep, the wake-up resumes", ev.Call, core.SleepTags(ev.Held)))
 	case core.EventWeightUpdate:
 		if ev.Finished {
-			st.updating = ev.Text != "finish"
+			st.updating = ev.Text != core.WeightUpdateFinish
 		}
 		switch {
 		case !ev.Finished:
 			st.notable(at, who, fmt.Sprintf("refuses the %s of a weight update (call %d): %v", ev.Text, ev.Call, ev.Err))
-		case ev.Text == "start":
+		case ev.Text == core.WeightUpdateStart:
 			st.notable(at, who, fmt.Sprintf("starts a weight update (call %d): no step until its finish", ev.Call))
-		case ev.Text == "update":
+		case ev.Text == core.WeightUpdateBatch:
 			st.notable(at, who, fmt.Sprintf("writes batch %d of the new weights (call %d)", ev.Held, ev.Call))
 		default:
 			st.notable(at, who, fmt.Sprintf("finishes the weight update (call %d) after %d batch(es): its hold on scheduling ends", ev.Call, ev.Held))
