@@ -107,27 +107,37 @@ func (p *pauseRun) syncer(plan []syncStep, alone bool) error {
 		})
 }
 
+// roundErrs gathers a controller round's errors, each named by its call,
+// and tells the engine's death apart from them: a failpoint killed the
+// model, and the calls fail fast, as they should.
+type roundErrs []error
+
+// dead reports whether err is the engine's death; any other error is
+// kept, named what.
+func (errs *roundErrs) dead(what string, err error) bool {
+	if errors.Is(err, engine.ErrEngineDead) {
+		return true
+	}
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %w", what, err))
+	}
+	return false
+}
+
+func (errs roundErrs) join() error { return errors.Join(errs...) }
+
 // syncWeights is one round: pause or sleep, update, resume or wake. Every
 // pause and sleep is followed by its resume or wake-up, and every update
 // started by its finish, whatever went wrong, so that no request waits for
 // ever. It reports whether the engine was found dead.
 func (p *pauseRun) syncWeights(s syncStep, version string, alone bool) (dead bool, err error) {
 	e, ctx := p.e, context.Background()
-	var errs []error
-	fail := func(what string, err error) (dead bool) {
-		if errors.Is(err, engine.ErrEngineDead) {
-			return true
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", what, err))
-		}
-		return false
-	}
+	var errs roundErrs
 	switch {
 	case s.sleep != nil:
 		dead, err = p.pause(s.sleep.Mode, alone, func() error { return e.Sleep(ctx, *s.sleep) })
-		if dead || fail("Sleep", err) {
-			return true, errors.Join(errs...)
+		if dead || errs.dead("Sleep", err) {
+			return true, errs.join()
 		}
 		if s.early {
 			switch err := e.StartWeightUpdate(ctx); {
@@ -138,65 +148,59 @@ func (p *pauseRun) syncWeights(s syncStep, version string, alone bool) (dead boo
 				if alone {
 					errs = append(errs, errors.New("StartWeightUpdate with the weights asleep returned no error, not ErrAsleep"))
 				}
-				if fail("FinishWeightUpdate", e.FinishWeightUpdate(ctx, "")) {
-					return true, errors.Join(errs...)
+				if errs.dead("FinishWeightUpdate", e.FinishWeightUpdate(ctx, "")) {
+					return true, errs.join()
 				}
-			case fail("StartWeightUpdate with the weights asleep", err):
-				return true, errors.Join(errs...)
+			case errs.dead("StartWeightUpdate with the weights asleep", err):
+				return true, errs.join()
 			}
 		}
-		if fail("WakeUp(weights)", e.WakeUp(ctx, engine.WakeWeights)) {
-			return true, errors.Join(errs...)
+		if errs.dead("WakeUp(weights)", e.WakeUp(ctx, engine.WakeWeights)) {
+			return true, errs.join()
 		}
 	case s.pause != nil:
 		dead, err = p.pause(s.pause.Mode, alone, func() error { return e.PauseGeneration(ctx, *s.pause) })
-		if dead || fail("PauseGeneration", err) {
-			return true, errors.Join(errs...)
+		if dead || errs.dead("PauseGeneration", err) {
+			return true, errs.join()
 		}
 	}
-	if dead, err := p.weightUpdate(s.batches, version); dead {
-		return true, errors.Join(append(errs, err)...)
-	} else if err != nil {
-		errs = append(errs, err)
-	} else if got := e.WeightVersion(); alone && got != version {
+	before := len(errs)
+	if p.weightUpdate(&errs, s.batches, version) {
+		return true, errs.join()
+	}
+	updated := len(errs) == before // every call of the update succeeded
+	if got := e.WeightVersion(); alone && updated && got != version {
 		errs = append(errs, fmt.Errorf("WeightVersion after FinishWeightUpdate(%q) returned %q", version, got))
 	}
 	switch {
 	case s.sleep != nil:
-		if fail("WakeUp(kv_cache)", e.WakeUp(ctx, engine.WakeKVCache)) {
-			return true, errors.Join(errs...)
+		if errs.dead("WakeUp(kv_cache)", e.WakeUp(ctx, engine.WakeKVCache)) {
+			return true, errs.join()
 		}
 	case s.pause != nil:
-		if fail("ResumeGeneration", e.ResumeGeneration(ctx)) {
-			return true, errors.Join(errs...)
+		if errs.dead("ResumeGeneration", e.ResumeGeneration(ctx)) {
+			return true, errs.join()
 		}
 	}
-	return false, errors.Join(errs...)
+	return false, errs.join()
 }
 
-// weightUpdate runs a weight update: start, the batches, each after its steps,
-// and the finish naming version. A batch refused still ends with the
-// finish.
-func (p *pauseRun) weightUpdate(batches []int, version string) (dead bool, err error) {
+// weightUpdate runs a weight update: start, the batches, each after its
+// steps, and the finish naming version, keeping their errors in errs. A
+// batch refused still ends with the finish; a start refused makes
+// nothing more. It reports whether the engine was found dead.
+func (p *pauseRun) weightUpdate(errs *roundErrs, batches []int, version string) (dead bool) {
 	e, ctx := p.e, context.Background()
-	if err := e.StartWeightUpdate(ctx); errors.Is(err, engine.ErrEngineDead) {
-		return true, nil
+	if err := e.StartWeightUpdate(ctx); errs.dead("StartWeightUpdate", err) {
+		return true
 	} else if err != nil {
-		return false, fmt.Errorf("StartWeightUpdate: %w", err)
+		return false // refused: there is nothing to finish
 	}
-	var errs []error
 	for i, steps := range batches {
 		p.x.RT.Sleep(time.Duration(steps) * FoundingStepTime)
-		if err := e.UpdateWeights(ctx); errors.Is(err, engine.ErrEngineDead) {
-			return true, errors.Join(errs...)
-		} else if err != nil {
-			errs = append(errs, fmt.Errorf("UpdateWeights (batch %d): %w", i+1, err))
+		if errs.dead(fmt.Sprintf("UpdateWeights (batch %d)", i+1), e.UpdateWeights(ctx)) {
+			return true
 		}
 	}
-	if err := e.FinishWeightUpdate(ctx, version); errors.Is(err, engine.ErrEngineDead) {
-		return true, errors.Join(errs...)
-	} else if err != nil {
-		errs = append(errs, fmt.Errorf("FinishWeightUpdate: %w", err))
-	}
-	return false, errors.Join(errs...)
+	return errs.dead("FinishWeightUpdate", e.FinishWeightUpdate(ctx, version))
 }
