@@ -68,6 +68,14 @@ type Config struct {
 	// which is dropped. Aborts and adds reach the core between the two.
 	// Off by default, so that every recorded seed's trace stands.
 	AsyncScheduling bool
+	// MaxLoRAs is how many LoRA adapters one step's batch may use, vLLM's
+	// --max-loras: the executor's LoRA slots. 0 means LoRA is off, which
+	// the frontend enforces (a request with an adapter is refused). The
+	// scheduler keeps a waiting request of a new adapter waiting while
+	// the step's batch already uses MaxLoRAs adapters, and admits the
+	// requests behind it; a batch of more is the model's death, as vLLM's
+	// worker raises for it.
+	MaxLoRAs int
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -131,6 +139,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: NumBlocks must be ≥ 2, got %d: one block is vLLM's null block, which holds no request", c.NumBlocks)
 	case c.NumBlocks > NumBlocksMax:
 		return fmt.Errorf("core: NumBlocks must be ≤ %d, got %d: block tables hold 32-bit block ids", NumBlocksMax, c.NumBlocks)
+	case c.MaxLoRAs < 0:
+		return fmt.Errorf("core: MaxLoRAs must be ≥ 0 (0: LoRA off), got %d", c.MaxLoRAs)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}

@@ -37,7 +37,12 @@
 // InputUpdateWeights and InputFinishWeightUpdate are vLLM's
 // weight-transfer calls: the start holds scheduling (Scheduler.Hold, apart
 // from the pause state, so that no resume lifts it) until the finish, and
-// each is refused, with the reply's Err, while the weights sleep.
+// each is refused, with the reply's Err, while the weights sleep. A
+// request's LoRA adapter (Request.LoRA) changes its tokens (LoRAKey) and
+// the KV it writes, which the prefix cache keeps apart from every other
+// adapter's; Config.MaxLoRAs bounds the adapters of a step's batch, as
+// vLLM's scheduled_loras does, and a batch of more kills the core, as
+// vLLM's worker raises for it.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

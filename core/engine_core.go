@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,8 @@ type EngineCore struct {
 	out    *task.Queue[*Outputs]
 	faults *failpoints.Set
 
-	step int64
+	step  int64
+	loras []int // scratch: loraCount's adapters
 	// flight is vLLM's batch queue under AsyncScheduling: the steps the
 	// model runs, oldest first, whose outputs the scheduler has not taken.
 	flight  [2]inflight
@@ -427,6 +429,9 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	for _, r := range so.Preempted {
 		c.emit(Event{Kind: EventPreempt, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
+	for _, r := range so.LoRAWaiting {
+		c.emit(Event{Kind: EventLoRAWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, LoRA: r.LoRA, Held: len(so.LoRAs)})
+	}
 	if c.cfg.EnablePrefixCaching && c.cfg.Observer != nil {
 		for _, sc := range so.Scheduled {
 			if r := sc.Req; sc.Cached > 0 {
@@ -441,8 +446,12 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 // it.
 func (c *EngineCore) startStep(so *SchedulerOutput) {
 	c.step++
+	loras := 0
+	if c.cfg.MaxLoRAs > 0 {
+		loras = c.loraCount(so)
+	}
 	if c.cfg.Observer != nil {
-		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled)})
+		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), LoRA: loras})
 	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))
@@ -451,6 +460,23 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 		// A GPU's forward pass into released memory: vLLM's #44395.
 		panic(fmt.Sprintf("illegal memory access: step %d ran a forward pass with the executor's %s asleep", c.step, c.asleep))
 	}
+	if loras > c.cfg.MaxLoRAs {
+		// vLLM's worker, activating the batch's adapters.
+		panic(fmt.Sprintf("Number of requested LoRAs (%d) is greater than the number of GPU LoRA slots (%d): step %d", loras, c.cfg.MaxLoRAs, c.step))
+	}
+}
+
+// loraCount is how many LoRA adapters the batch of so uses, as the
+// executor counts them when it activates them, apart from the scheduler's
+// own account.
+func (c *EngineCore) loraCount(so *SchedulerOutput) int {
+	c.loras = c.loras[:0]
+	for _, sc := range so.Scheduled {
+		if l := sc.Req.LoRA; l != 0 && !slices.Contains(c.loras, l) {
+			c.loras = append(c.loras, l)
+		}
+	}
+	return len(c.loras)
 }
 
 // finishStep takes step's output from the model: the aborts that arrived

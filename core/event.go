@@ -16,7 +16,9 @@ const (
 	EventAbort
 	// EventCoreAdd: the core admitted the request.
 	EventCoreAdd
-	// EventCoreReject: the core refused an ADD whose internal id it holds.
+	// EventCoreReject: the core refused an ADD whose internal id it holds
+	// (or, which the frontend refuses first, with a LoRA adapter while
+	// LoRA is off); Err says which.
 	EventCoreReject
 	// EventCoreAbort: the core processed an abort of InternalID;
 	// Incarnation is the one it finished, 0 when it held none.
@@ -88,12 +90,18 @@ const (
 	// the batches the update has written after it; refused, Err says why
 	// and Held is the SleepTags asleep.
 	EventWeightUpdate
+	// EventLoRAWait: the core held back waiting request Incarnation, of
+	// LoRA adapter LoRA, for the first time since it entered the queue:
+	// the step's batch already used Held adapters, the executor's every
+	// slot (Config.MaxLoRAs), none of them its own. Requests behind it
+	// may be admitted meanwhile.
+	EventLoRAWait
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
-	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update"}
+	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -130,6 +138,10 @@ type Event struct {
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
 	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset, EventSleep, EventWakeUp, EventResumeRefused, EventWeightUpdate: the utility call
+	// LoRA is, for EventLoRAWait, the waiting request's LoRA adapter, and
+	// for EventStep the LoRA adapters the step's batch used, as the
+	// executor counts them (0 with LoRA off).
+	LoRA int
 	// Input numbers the core's inputs in the order it took them, from 1:
 	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the
 	// inputs WaitIdle waited for (those sent before it was called), so
@@ -155,7 +167,12 @@ func (e Event) String() string {
 		}
 		return s
 	case EventStep:
+		if e.LoRA > 0 {
+			return fmt.Sprintf("%s %d: %d scheduled, %d LoRA adapter(s)", e.Kind, e.Step, e.Held, e.LoRA)
+		}
 		return fmt.Sprintf("%s %d: %d scheduled", e.Kind, e.Step, e.Held)
+	case EventLoRAWait:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): LoRA adapter %d waits for a slot, the batch uses all %d", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.LoRA, e.Held)
 	case EventIdle:
 		return fmt.Sprintf("%s: the core holds %d request(s)", e.Kind, e.Held)
 	case EventKVLeak:

@@ -30,6 +30,13 @@ import "slices"
 // and a request that reads KV written before one reads garbage. The tokens
 // a request samples from its own KV do not depend on the weights, so that
 // what the checker expects stays the model's.
+//
+// A LoRA adapter's weights compute other KV than the base model's: the
+// words a request writes and expects are mixed with its adapter's
+// (Request.loraSalt, 0 for the base model), and the prefix cache keys its
+// blocks with it (Request.cacheSalt), so that a request of one adapter
+// never takes another's blocks, as vLLM's block hashes take the adapter
+// among their extra keys; one that did would read garbage.
 
 // digestSeed is the digest of the empty sequence: the parent of a
 // request's first block, vLLM's NONE_HASH.
@@ -119,7 +126,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 		if r.kvLastAt != start {
 			want = s.digestAt(r, start-1)
 		}
-		want ^= s.kvStamp
+		want ^= s.kvStamp ^ r.loraSalt
 		if bad == 0 && (read != want || int(b.filled) != start-i*bs) {
 			bad = garbage(read, want)
 		}
@@ -136,7 +143,7 @@ func (s *Scheduler) kvWrite(r *Request, start, n int) {
 			r.kvChecked = s.kvEpoch + 1
 		}
 		d := s.digestAt(r, stop-1)
-		want := d ^ s.kvStamp
+		want := d ^ s.kvStamp ^ r.loraSalt
 		if j > 0 && j != int(b.filled) && bad == 0 {
 			// It chains from a slot the block's word does not describe:
 			// one never written, or one overwritten since.
@@ -180,7 +187,7 @@ func (s *Scheduler) kvReadAll(r *Request, end int) uint64 {
 	for i := 0; i*bs < end; i++ {
 		b := &s.pool.blocks[r.table[i]]
 		last := min(end, (i+1)*bs) - 1
-		want := s.digestAt(r, last) ^ s.kvStamp
+		want := s.digestAt(r, last) ^ s.kvStamp ^ r.loraSalt
 		if b.word != want || int(b.filled) != last-i*bs+1 {
 			return garbage(b.word, want)
 		}

@@ -104,6 +104,27 @@ func SequenceKey(key uint64, index int) uint64 {
 	return splitmix64(key ^ uint64(index)*0xD1B54A32D192ED03)
 }
 
+// LoRAKey is the key a request with LoRA adapter lora samples with, given
+// the key it would sample with on the base model: the key itself for
+// lora 0, so that a request without an adapter samples as it always did,
+// and a different key for each adapter — an adapter's weights change
+// every token, as a real one changes the logits.
+func LoRAKey(key uint64, lora int) uint64 {
+	if lora == 0 {
+		return key
+	}
+	return splitmix64(key ^ uint64(lora)*0x8CB92BA72F3D8DD7)
+}
+
+// loraSalt is what adapter lora mixes into the KV it writes and into the
+// prefix cache's keys of its blocks: 0 for the base model.
+func loraSalt(lora int) uint64 {
+	if lora == 0 {
+		return 0
+	}
+	return splitmix64(uint64(lora) ^ 0x4CF5AD432745937F)
+}
+
 func splitmix64(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9

@@ -23,10 +23,10 @@ func seq(from, n int) []int {
 }
 
 // sampled returns the tokens a request samples: core.Sampled for its
-// sequence's key.
+// sequence's and adapter's key.
 func sampled(r *core.Request, n int) []int {
 	m := core.ToyModel{}
-	key := core.SequenceKey(m.Prepare(r.Prompt), r.Index)
+	key := core.LoRAKey(core.SequenceKey(m.Prepare(r.Prompt), r.Index), r.LoRA)
 	out := make([]int, n)
 	for i := range out {
 		out[i] = core.SampleAt(m, key, i, &r.Params, core.EOSTokenID)

@@ -91,8 +91,14 @@ type Request struct {
 	// served first and preempted last, as vLLM's priority; every sequence
 	// of a request has its request's. Under PolicyFCFS it is not read.
 	Priority int
-	Prompt   []int
-	Params   SamplingParams
+	// LoRA is the LoRA adapter the request runs with, vLLM's
+	// lora_int_id: 0 for the base model. Every sequence of a request has
+	// its request's. The adapter changes the tokens it samples (LoRAKey)
+	// and the KV it writes, so its KV is cached apart from every other
+	// adapter's; a step runs at most Config.MaxLoRAs adapters.
+	LoRA   int
+	Prompt []int
+	Params SamplingParams
 
 	Output      []int // sampled tokens
 	NumComputed int   // tokens whose KV is computed
@@ -108,7 +114,17 @@ type Request struct {
 	// AsyncScheduling.
 	Placeholders int
 
-	key uint64 // the model's summary of the prompt
+	key uint64 // the model's summary of the prompt, with its adapter's
+	// loraSalt tells the KV r's adapter wrote, and its cache keys, from
+	// the base model's and every other adapter's (kv.go): 0 for the base
+	// model.
+	loraSalt uint64
+	// cacheSalt is what r's adapter mixes into the prefix cache's keys of
+	// its blocks: loraSalt, unless core/prefix-cache-ignores-lora drops it.
+	cacheSalt uint64
+	// loraWaited is set while r waits in the queue after the scheduler
+	// first held it back for a LoRA slot, so that it is told once.
+	loraWaited bool
 
 	// table is the request's block table: the ids of the KV blocks it
 	// holds, in order of position, vLLM's req_to_blocks.

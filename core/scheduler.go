@@ -28,6 +28,12 @@ type SchedulerOutput struct {
 	Scheduled   []Scheduled
 	Preempted   []*Request
 	TotalTokens int
+	// LoRAWaiting are the waiting requests the step held back, for the
+	// first time since they last entered the queue, because its batch
+	// already used Config.MaxLoRAs adapters, none of them theirs; LoRAs
+	// are the adapters it used then.
+	LoRAWaiting []*Request
+	LoRAs       []int
 
 	sampled []int // Sample's result, room reused with the output
 }
@@ -134,14 +140,25 @@ func NewScheduler(cfg Config) *Scheduler {
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
-// vLLM's "duplicate request id" assertion.
+// vLLM's "duplicate request id" assertion, and when r has a LoRA adapter
+// and LoRA is off (Config.MaxLoRAs 0), which the frontend refuses first.
 func (s *Scheduler) AddRequest(r *Request) error {
 	if _, ok := s.requests[r.InternalID]; ok {
 		return fmt.Errorf("core: duplicate request id %q", r.InternalID)
 	}
+	if r.LoRA != 0 && s.cfg.MaxLoRAs == 0 {
+		return fmt.Errorf("core: request %q asks for LoRA adapter %d, but LoRA is off (MaxLoRAs 0)", r.InternalID, r.LoRA)
+	}
 	r.Status = StatusWaiting
 	r.StopReason = -1
-	r.key = SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index)
+	r.key = LoRAKey(SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index), r.LoRA)
+	r.loraSalt, r.cacheSalt, r.loraWaited = 0, 0, false
+	if r.LoRA != 0 {
+		r.loraSalt = loraSalt(r.LoRA)
+		if !s.cfg.Faults.Fires(failpoints.CorePrefixCacheIgnoresLoRA) {
+			r.cacheSalt = r.loraSalt
+		}
+	}
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
@@ -357,7 +374,7 @@ func (s *Scheduler) allocate(r *Request, need, n int) {
 	}
 	full := min(n, r.NumTokens()) / s.cfg.BlockSize
 	for ; r.cachedBlocks < full; r.cachedBlocks++ {
-		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks])
+		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks]^r.cacheSalt)
 	}
 }
 
@@ -376,7 +393,7 @@ func (s *Scheduler) roomFor(r *Request) int {
 func (s *Scheduler) lookup(r *Request, hits []int32) []int32 {
 	hits = hits[:0]
 	for _, h := range r.hashes[:(r.NumTokens()-1)/s.cfg.BlockSize] {
-		id, ok := s.pool.lookup(h)
+		id, ok := s.pool.lookup(h ^ r.cacheSalt)
 		if !ok {
 			break
 		}
@@ -460,6 +477,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	clear(out.Scheduled)
 	clear(out.Preempted)
 	out.Scheduled, out.Preempted, out.TotalTokens = out.Scheduled[:0], out.Preempted[:0], 0
+	if len(out.LoRAWaiting) > 0 {
+		clear(out.LoRAWaiting)
+		out.LoRAWaiting = out.LoRAWaiting[:0]
+	}
 	budget := s.cfg.MaxNumBatchedTokens
 	if s.pause == PausedAll {
 		budget = 0 // vLLM's paused scheduler: a token budget of nothing
@@ -496,8 +517,15 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		i++
 	}
 	if len(out.Preempted) == 0 && s.pause == Unpaused {
-		for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs {
-			r := s.waiting[0] // NumComputed is 0: new, or preempted
+		if s.cfg.MaxLoRAs > 0 {
+			s.scheduledLoRAs(out)
+		}
+		for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
+			r := s.waiting[i] // NumComputed is 0: new, or preempted
+			if r.LoRA != 0 && !s.loraSlot(out, r) {
+				i++ // vLLM: "Scheduling would exceed max_loras, skip."
+				continue
+			}
 			if s.cfg.EnablePrefixCaching {
 				s.hits = s.lookup(r, s.hits)
 				s.recordLookup(r, len(s.hits)*s.cfg.BlockSize)
@@ -507,7 +535,12 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			if n <= 0 || !s.admit(r, s.hits, n) {
 				break
 			}
-			s.waiting = s.waiting[1:]
+			if i == 0 {
+				s.waiting = s.waiting[1:]
+			} else { // behind requests held back for a LoRA slot, which keep their places
+				s.waiting = slices.Delete(s.waiting, i, i+1)
+			}
+			r.loraWaited = false
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
 			r.kvChecked = 0 // it reads every block it took at its first step
@@ -523,6 +556,40 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		}
 	}
 	return out
+}
+
+// scheduledLoRAs sets out.LoRAs to the adapters of the running requests
+// the step scheduled, vLLM's scheduled_loras, before it admits waiting
+// requests.
+func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
+	out.LoRAs = out.LoRAs[:0]
+	if s.cfg.Faults.Fires(failpoints.CoreLoRALimitForgetsRunning) {
+		return
+	}
+	for _, sc := range out.Scheduled {
+		if l := sc.Req.LoRA; l != 0 && !slices.Contains(out.LoRAs, l) {
+			out.LoRAs = append(out.LoRAs, l)
+		}
+	}
+}
+
+// loraSlot reports whether waiting request r, which has an adapter, may
+// join the step's batch: its adapter is among out.LoRAs, or a slot is
+// free, which it then takes. Held back, r is told in out.LoRAWaiting once
+// a wait.
+func (s *Scheduler) loraSlot(out *SchedulerOutput, r *Request) bool {
+	switch {
+	case slices.Contains(out.LoRAs, r.LoRA):
+		return true
+	case len(out.LoRAs) < s.cfg.MaxLoRAs:
+		out.LoRAs = append(out.LoRAs, r.LoRA)
+		return true
+	}
+	if !r.loraWaited {
+		r.loraWaited = true
+		out.LoRAWaiting = append(out.LoRAWaiting, r)
+	}
+	return false
 }
 
 // unschedule takes r's share out of the step being scheduled, if it has

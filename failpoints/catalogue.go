@@ -119,6 +119,12 @@ var (
 	CoreUpdateWhileAsleep = register(&Point{Name: "core/update-while-asleep", Bug: true,
 		Doc:   "a bug, vLLM's #57853: a weight update while the executor's weights sleep writes into released memory and kills the core, where it should be refused; the engine refuses it (the call returns ErrAsleep) until WakeUp(\"weights\")",
 		Terms: "return", checkValue: checkNoValue})
+	CorePrefixCacheIgnoresLoRA = register(&Point{Name: "core/prefix-cache-ignores-lora", Bug: true,
+		Doc:   "a bug, the one vLLM's block hashes exist to prevent (they take the adapter's name among their extra keys): the prefix cache keys a block by its tokens alone, so a request of one LoRA adapter takes the blocks of a prompt another adapter, or the base model, computed, and attends KV its own weights never wrote; it samples meaningless tokens (Config.EnablePrefixCaching with LoRA only)",
+		Terms: "return", checkValue: checkNoValue})
+	CoreLoRALimitForgetsRunning = register(&Point{Name: "core/lora-limit-forgets-running", Bug: true,
+		Doc:   "a bug: the scheduler counts toward max_loras only the adapters of the waiting requests it admits in a step, not those of the running requests it scheduled first, as vLLM's scheduled_loras does, so a step's batch can ask for more adapters than the executor has slots; vLLM's worker then raises \"Number of requested LoRAs … is greater than the number of GPU LoRA slots\" and the core dies",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.

@@ -1,0 +1,189 @@
+package core_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
+	"github.com/llmdst/llmdst/task"
+)
+
+// loraReq is a request of adapter lora.
+func loraReq(id string, lora int, prompt []int, maxTokens int) *core.Request {
+	r := req(id, prompt, core.SamplingParams{MaxTokens: maxTokens})
+	r.LoRA = lora
+	return r
+}
+
+// adapters returns the distinct adapters so's batch uses.
+func adapters(so *core.SchedulerOutput) []int {
+	var ls []int
+	for _, sc := range so.Scheduled {
+		if l := sc.Req.LoRA; l != 0 && !slices.Contains(ls, l) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// TestALoRARequestWaitsForASlot: with one LoRA slot taken by a running
+// request of adapter 1, a waiting request of adapter 2 is held back, told
+// once, while the requests behind it — of adapter 1 and of the base model
+// — are admitted; it keeps its place and runs once the slot frees. No
+// step's batch uses more than one adapter, and every request samples its
+// own adapter's tokens. With core/lora-limit-forgets-running the adapter
+// of the running request is not counted, and adapter 2 joins it.
+func TestALoRARequestWaitsForASlot(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{MaxLoRAs: 1}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreLoRALimitForgetsRunning.Name+"=return")
+		}
+		s := newSched(cfg)
+		a := loraReq("a", 1, seq(1, 4), 6)
+		require.NoError(t, s.AddRequest(a))
+		stepChecked(t, s)
+		b, c, d := loraReq("b", 2, seq(20, 4), 3), loraReq("c", 1, seq(40, 4), 2), loraReq("d", 0, seq(60, 4), 2)
+		for _, r := range []*core.Request{b, c, d} {
+			require.NoError(t, s.AddRequest(r))
+		}
+		so := stepChecked(t, s)
+		if bug {
+			assert.Positive(t, scheduledTokens(so, b), "the bug admits adapter 2 beside the running adapter 1")
+			assert.Equal(t, []int{1, 2}, adapters(so))
+			continue
+		}
+		assert.Equal(t, -1, scheduledTokens(so, b), "adapter 2 waits: the one slot is adapter 1's")
+		assert.Equal(t, []*core.Request{b}, so.LoRAWaiting)
+		assert.Equal(t, []int{1}, so.LoRAs)
+		assert.Positive(t, scheduledTokens(so, c), "adapter 1's request behind it runs in the taken slot")
+		assert.Positive(t, scheduledTokens(so, d), "the base model's request needs no slot")
+		so = stepChecked(t, s)
+		assert.Empty(t, so.LoRAWaiting, "a request held back is told once a wait")
+		got := map[string][]int{}
+		for steps := 0; s.HasRequests(); steps++ {
+			require.Less(t, steps, 100)
+			so := s.Schedule()
+			assert.LessOrEqual(t, len(adapters(so)), 1, "a step's batch uses at most MaxLoRAs adapters")
+			for _, f := range s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{})) {
+				got[f.InternalID] = append(got[f.InternalID], f.NewTokens...)
+			}
+		}
+		assert.Equal(t, sampled(b, 3), got["b"], "b ran once adapter 1's requests ended")
+		assert.Equal(t, sampled(a, 6)[3:], got["a"])
+	}
+}
+
+// TestEachAdapterHasItsOwnTokensAndCache: the same prompt gives each
+// adapter, and the base model, tokens of its own (core.LoRAKey), and with
+// prefix caching a request finds only its own adapter's blocks. With
+// core/prefix-cache-ignores-lora adapter 2 takes adapter 1's blocks and
+// samples garbage from KV its weights never wrote.
+func TestEachAdapterHasItsOwnTokensAndCache(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{MaxLoRAs: 2, BlockSize: 4, EnablePrefixCaching: true}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CorePrefixCacheIgnoresLoRA.Name+"=return")
+		}
+		s := newSched(cfg)
+		prompt := seq(1, 9)
+		tokens := map[string][]int{}
+		cached := map[string]int{}
+		for _, r := range []*core.Request{loraReq("a", 1, prompt, 4), loraReq("b", 2, prompt, 4), loraReq("c", 1, prompt, 4), loraReq("d", 0, prompt, 4)} {
+			require.NoError(t, s.AddRequest(r))
+			for s.HasRequests() {
+				so := stepChecked(t, s)
+				for _, sc := range so.Scheduled {
+					cached[sc.Req.InternalID] += sc.Cached
+				}
+			}
+			tokens[r.InternalID] = r.Output
+			if !bug || r.InternalID == "a" || r.InternalID == "c" {
+				assert.Equal(t, sampled(r, 4), r.Output, "%s samples its adapter's tokens", r.InternalID)
+			}
+		}
+		if bug {
+			assert.Equal(t, 8, cached["b"], "the bug gives adapter 2 adapter 1's blocks")
+			assert.Equal(t, 8, cached["d"], "and the base model too")
+			assert.NotEqual(t, sampled(loraReq("d", 0, prompt, 4), 4), tokens["d"])
+			assert.NotEqual(t, sampled(loraReq("b", 2, prompt, 4), 4), tokens["b"], "and it samples from KV adapter 1 wrote")
+			continue
+		}
+		assert.NotEqual(t, tokens["a"], tokens["b"], "two adapters, two answers")
+		assert.NotEqual(t, tokens["a"], tokens["d"], "an adapter's answer is not the base model's")
+		assert.Equal(t, tokens["a"], tokens["c"])
+		assert.Equal(t, map[string]int{"a": 0, "b": 0, "c": 8, "d": 0}, cached, "only adapter 1's second request finds its blocks")
+	}
+}
+
+// TestTheExecutorCountsTheBatchsAdapters: the core tells each step's
+// adapters and each request held back for a slot, once; a batch of more
+// adapters than the slots is the model's death, with vLLM's worker's
+// words; a request with an adapter is refused while LoRA is off.
+func TestTheExecutorCountsTheBatchsAdapters(t *testing.T) {
+	feed := func(rt task.Runtime, c *core.EngineCore) {
+		for i, l := range []int{1, 2, 1} {
+			c.Send(core.Input{Kind: core.InputAdd, Req: loraIncarnation(i+1, l)})
+		}
+		rt.Go("stopper", func() {
+			rt.Sleep(time.Second) // every request ends well before
+			c.Send(core.Input{Kind: core.InputShutdown})
+		})
+	}
+	for _, bug := range []bool{false, true} {
+		var steps, waits []core.Event
+		cfg := core.Config{MaxLoRAs: 1, Observer: func(ev core.Event) {
+			switch ev.Kind {
+			case core.EventStep:
+				steps = append(steps, ev)
+			case core.EventLoRAWait:
+				waits = append(waits, ev)
+			}
+		}}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreLoRALimitForgetsRunning.Name+"=return")
+		}
+		outs := drive(t, cfg, feed)
+		require.NotEmpty(t, steps)
+		if bug {
+			assert.Equal(t, 2, steps[len(steps)-1].LoRA, "the last step's batch asked for both adapters")
+			assert.ErrorContains(t, outs[len(outs)-1].Dead, "Number of requested LoRAs (2) is greater than the number of GPU LoRA slots (1)")
+			continue
+		}
+		for _, ev := range steps {
+			assert.Equal(t, 1, ev.LoRA, "step %d", ev.Step)
+		}
+		require.Len(t, waits, 1, "adapter 2 is held back once")
+		assert.Equal(t, 2, waits[0].LoRA)
+		assert.Equal(t, 1, waits[0].Held)
+		assert.Nil(t, outs[len(outs)-1].Dead)
+	}
+
+	var rejected []core.Event
+	outs := drive(t, core.Config{Observer: func(ev core.Event) {
+		if ev.Kind == core.EventCoreReject {
+			rejected = append(rejected, ev)
+		}
+	}}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputAdd, Req: loraIncarnation(1, 3)})
+		c.Send(core.Input{Kind: core.InputShutdown})
+	})
+	require.Len(t, rejected, 1)
+	assert.ErrorContains(t, rejected[0].Err, "asks for LoRA adapter 3, but LoRA is off")
+	fs := frames(outs)
+	require.Len(t, fs, 1)
+	assert.Equal(t, core.FinishError, fs[0].Reason)
+}
+
+// loraIncarnation is incarnation n of a request of adapter lora.
+func loraIncarnation(n, lora int) *core.Request {
+	r := loraReq(string(rune('a'+n-1)), lora, seq(10*n, 4), 3)
+	r.Incarnation = uint64(n)
+	return r
+}
