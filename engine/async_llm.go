@@ -133,6 +133,12 @@ func New(cfg Config) (*AsyncLLM, error) {
 	if cfg.StreamInterval < 0 {
 		return nil, &configError{fmt.Errorf("engine: StreamInterval must be ≥ 0, got %d", cfg.StreamInterval)}
 	}
+	if cfg.MaxLoRAs < 0 {
+		return nil, &configError{fmt.Errorf("engine: MaxLoRAs must be ≥ 0 (0: the default of %d), got %d", DefaultMaxLoRAs, cfg.MaxLoRAs)}
+	}
+	if cfg.MaxLoRAs > 0 && !cfg.EnableLoRA {
+		return nil, &configError{fmt.Errorf("engine: MaxLoRAs is %d but LoRA is off: set EnableLoRA to serve LoRA adapters", cfg.MaxLoRAs)}
+	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {
 		return nil, &configError{err}
@@ -229,7 +235,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 // sequence of it, and its ABORT right after when an Abort came first.
 func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
 	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
-		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Priority: p.Priority, Prompt: prompt,
+		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Priority: p.Priority, LoRA: p.LoRAID(), Prompt: prompt,
 		Params: p.Sampling(),
 	}})
 	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way

@@ -87,6 +87,16 @@ type Config struct {
 	// one token more, which is dropped; see core.Config.AsyncScheduling.
 	// Off by default.
 	AsyncScheduling bool
+	// EnableLoRA is vLLM's --enable-lora: a request may run with a LoRA
+	// adapter (Params.LoRA), which changes the tokens it samples and the
+	// KV it writes. Off by default, and a request with an adapter is then
+	// refused.
+	EnableLoRA bool
+	// MaxLoRAs is vLLM's --max-loras: the most LoRA adapters one step's
+	// batch may use, the executor's LoRA slots. A waiting request of
+	// another adapter waits while they are all taken, and requests behind
+	// it may go first. 0 means 1, vLLM's default; it needs EnableLoRA.
+	MaxLoRAs int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -117,10 +127,25 @@ func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
-		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, StepTime: c.StepTime, Model: c.Model,
+		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
+
+// LoRASlots is how many LoRA adapters a step may use under c: 0 with
+// LoRA off, MaxLoRAs or its default with it on.
+func (c Config) LoRASlots() int {
+	if !c.EnableLoRA {
+		return 0
+	}
+	if c.MaxLoRAs == 0 {
+		return DefaultMaxLoRAs
+	}
+	return c.MaxLoRAs
+}
+
+// DefaultMaxLoRAs is Config.MaxLoRAs's default, vLLM's --max-loras.
+const DefaultMaxLoRAs = 1
 
 // Event is one thing the engine did; see core.Event.
 type Event = core.Event
@@ -201,6 +226,10 @@ type Params struct {
 	// its own tokens (core.SequenceKey); its outputs carry them in
 	// Output.Completions, and it finishes when every sequence has.
 	N int
+	// LoRA is the LoRA adapter the request runs with, vLLM's
+	// lora_request; nil means the base model. It needs Config.EnableLoRA.
+	// Every sequence of the request runs with it.
+	LoRA *LoRARequest
 	// Priority is the request's place under Config.SchedulingPolicy
 	// PolicyPriority, vLLM's priority: a lower value is scheduled first
 	// and preempted last; requests of equal priority go in order of
@@ -210,8 +239,25 @@ type Params struct {
 	Priority int
 }
 
+// LoRARequest names a LoRA adapter, vLLM's LoRARequest: Name is how it is
+// shown, ID (vLLM's lora_int_id, ≥ 1) is what the engine knows it by.
+// The model's adapter ID changes every token a prompt samples, and the
+// prefix cache keeps each adapter's KV apart.
+type LoRARequest struct {
+	Name string
+	ID   int
+}
+
 // MaxN is the most sequences one request may ask for (Params.N).
 const MaxN = 1024
+
+// LoRAID is the id of p's LoRA adapter: 0 for the base model.
+func (p Params) LoRAID() int {
+	if p.LoRA == nil {
+		return 0
+	}
+	return p.LoRA.ID
+}
 
 // sequences is how many sequences p asks for.
 func (p Params) sequences() int { return max(p.N, 1) }

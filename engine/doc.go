@@ -47,7 +47,11 @@
 // the core runs no step, paused or not, whatever resumes come between
 // (vLLM leaves that to a pause before it); the calls are refused while the
 // weights sleep (ErrAsleep). WeightVersion is the version the last finish
-// named, vLLM's get_weight_version.
+// named, vLLM's get_weight_version. With Config.EnableLoRA a request may
+// run with a LoRA adapter (Params.LoRA, vLLM's lora_request), which changes
+// its tokens and its KV; a step runs at most Config.MaxLoRAs adapters, and
+// a waiting request of another adapter waits for a slot while the requests
+// behind it go first, as vLLM's scheduler does.
 //
 // The caller's duties:
 //

@@ -390,6 +390,8 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{NumBlocks: 1}, "core: NumBlocks must be ≥ 2, got 1: one block is vLLM's null block, which holds no request"},
 		{engine.Config{OutputChunkSize: -1}, "engine: OutputChunkSize must be ≥ 0, got -1"},
 		{engine.Config{StreamInterval: -2}, "engine: StreamInterval must be ≥ 0, got -2"},
+		{engine.Config{EnableLoRA: true, MaxLoRAs: -1}, "engine: MaxLoRAs must be ≥ 0 (0: the default of 1), got -1"},
+		{engine.Config{MaxLoRAs: 2}, "engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
 	} {
 		e, err := engine.New(c.cfg)
 		assert.Nil(t, e)

@@ -33,7 +33,7 @@ func newEngine(t *testing.T, rt task.Runtime, cfg engine.Config) *engine.AsyncLL
 	var c *props.Checker
 	if cfg.Observer == nil {
 		c = props.NewChecker(cfg.Model)
-		c.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
+		c.SetEngine(cfg)
 		cfg.Observer = c.Observer(rt)
 	}
 	e, err := engine.New(cfg)

@@ -45,6 +45,15 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		// is not enabled."
 		return bad("Priority %d needs the priority scheduling policy, but the engine's SchedulingPolicy is %s: set Config.SchedulingPolicy to PolicyPriority, or leave Priority 0",
 			p.Priority, e.ccfg.SchedulingPolicy)
+	case p.LoRA != nil && p.LoRA.ID < 1:
+		// vLLM's LoRARequest: "id must be > 0".
+		return bad("LoRA adapter %q has id %d: ids must be ≥ 1", p.LoRA.Name, p.LoRA.ID)
+	case p.LoRA != nil && p.LoRA.Name == "":
+		return bad("LoRA adapter %d has no name", p.LoRA.ID)
+	case p.LoRA != nil && !e.cfg.EnableLoRA:
+		// vLLM's input processor: "Got lora_request … but LoRA is not
+		// enabled!"
+		return bad("LoRA adapter %q (id %d) asked for, but LoRA is not enabled: set Config.EnableLoRA", p.LoRA.Name, p.LoRA.ID)
 	case len(prompt) == 0:
 		return bad("the prompt must not be empty")
 	case len(prompt) >= e.ccfg.MaxModelLen:

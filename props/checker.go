@@ -73,13 +73,16 @@ const (
 	// WeightsWrittenAwake: a weight update writes the executor's weights
 	// only while they are awake (the core refuses its calls otherwise).
 	WeightsWrittenAwake = "weights-written-only-awake"
+	// LoRASlotsSuffice: no step's batch uses more LoRA adapters than the
+	// executor has slots (engine.Config.MaxLoRAs; SetLoRASlots).
+	LoRASlotsSuffice = "a-step-uses-at-most-max-loras-adapters"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
 // pause's, then the KV cache's, then the sleep's, then the weight
-// update's.
+// update's, then LoRA's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
-	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake}
+	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake, LoRASlotsSuffice}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -100,6 +103,7 @@ var docs = map[string]string{
 	AsleepRunsNothing:           "while any of the executor's memory sleeps, from a sleep's release to the wake-up that restores the last of it, the core runs no step",
 	UpdateRunsNothing:           "from a weight update's start to its finish the core runs no step, whatever resumes or wake-ups come between: a forward pass would read weights half replaced",
 	WeightsWrittenAwake:         "a weight update writes the executor's weights only while they are awake: while they sleep its calls are refused",
+	LoRASlotsSuffice:            "no step's batch uses more LoRA adapters than the executor has LoRA slots (max_loras): a waiting request of another adapter waits for a slot",
 }
 
 // Violation is a property that did not hold.
@@ -232,6 +236,8 @@ type Checker struct {
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
+	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
+	loraSlots int
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -282,6 +288,19 @@ func (c *Checker) SetModel(m core.Model) {
 // token count: its MaxTokens, or what the model length leaves after the
 // prompt. Without it, only more tokens than MaxTokens are caught.
 func (c *Checker) SetModelLen(n int) { c.modelLen = n }
+
+// SetLoRASlots sets the engine's LoRA slots, its Config.LoRASlots: no
+// step may use more adapters. 0, LoRA off, until it is set.
+func (c *Checker) SetLoRASlots(n int) { c.loraSlots = n }
+
+// SetEngine tells the checker what it needs of the configuration of the
+// engine it follows: its model (SetModel), model length (SetModelLen) and
+// LoRA slots (SetLoRASlots).
+func (c *Checker) SetEngine(cfg engine.Config) {
+	c.SetModel(cfg.Model)
+	c.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
+	c.SetLoRASlots(cfg.LoRASlots())
+}
 
 // Err returns the first violation so far, or nil.
 func (c *Checker) Err() error {
@@ -446,6 +465,11 @@ func (c *Checker) observe(ev *core.Event) {
 		if c.updating {
 			c.fail(UpdateRunsNothing, "the core ran step %d (%d scheduled) in the middle of a weight update, over weights half replaced", ev.Step, ev.Held)
 		}
+		if ev.LoRA > c.loraSlots {
+			c.fail(LoRASlotsSuffice, "the core ran step %d (%d scheduled) over %d LoRA adapters, with %d LoRA slot(s)", ev.Step, ev.Held, ev.LoRA, c.loraSlots)
+		}
+	case core.EventLoRAWait:
+		c.reach(LoRAWaitedForASlot)
 	case core.EventKVLeak:
 		c.fail(KVBlocksAccounted, "after core step %d the core held no request, yet %d KV block(s) were in use: %v", ev.Step, ev.Held, ev.Err)
 	case core.EventIdle:
@@ -679,7 +703,7 @@ func (c *Checker) add(ev *core.Event) {
 	p, _ := ev.Params.(engine.Params)
 	prev := c.latest[ev.RequestID]
 	in := &incarnation{id: ev.RequestID, internal: ev.InternalID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
-		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: prev != 0}
+		key: core.LoRAKey(core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), p.LoRAID()), reuse: prev != 0}
 	for _, s := range p.Stop {
 		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
 		in.text.reach = max(in.text.reach, len(s)-1)

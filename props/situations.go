@@ -92,6 +92,9 @@ const (
 	// UpdateWhileAsleep: a weight update's call reached the core while
 	// the executor's weights slept; the core refused it.
 	UpdateWhileAsleep
+	// LoRAWaitedForASlot: the core held a waiting request back because
+	// the step's batch used every LoRA slot, none for its adapter.
+	LoRAWaitedForASlot
 
 	situationCount
 )
@@ -101,6 +104,7 @@ var situationNames = [situationCount]string{
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
+	"lora-waited-for-a-slot",
 }
 
 var situationDocs = [situationCount]string{
@@ -124,6 +128,7 @@ var situationDocs = [situationCount]string{
 	"a weight update began while the core held requests, which must wait for its finish",
 	"a resume (a ResumeGeneration, a wake-up) reached the core in the middle of a weight update, which it must not end",
 	"a weight update's call reached the core while the executor's weights slept",
+	"the core held a waiting request back because the step's batch used every LoRA slot, none of them for its adapter",
 }
 
 // AllSituations lists every situation, in the order of their constants.

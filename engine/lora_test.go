@@ -1,0 +1,125 @@
+package engine_test
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// wantLoRA is the tokens adapter lora gives prompt, IgnoreEOS.
+func wantLoRA(prompt string, lora, n int) []int {
+	m := core.ToyModel{}
+	key := core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), lora)
+	out := make([]int, n)
+	for i := range out {
+		out[i] = m.TokenAt(key, i)
+	}
+	return out
+}
+
+// TestALoRARequestIsRefusedWhenItCannotRun: an adapter asked for with
+// LoRA off, or named wrongly, is refused before anything is registered,
+// with what was wrong; the id stays free.
+func TestALoRARequestIsRefusedWhenItCannotRun(t *testing.T) {
+	off := newEngine(t, task.Real(), engine.Config{})
+	_, err := off.AddRequest("a", "hello", engine.Params{MaxTokens: 2, LoRA: &engine.LoRARequest{Name: "sql", ID: 1}})
+	assert.ErrorIs(t, err, engine.ErrInvalidRequest)
+	assert.EqualError(t, err, `engine: invalid request: LoRA adapter "sql" (id 1) asked for, but LoRA is not enabled: set Config.EnableLoRA`)
+
+	on := newEngine(t, task.Real(), engine.Config{EnableLoRA: true})
+	for _, c := range []struct {
+		lora engine.LoRARequest
+		want string
+	}{
+		{engine.LoRARequest{Name: "sql", ID: 0}, `LoRA adapter "sql" has id 0: ids must be ≥ 1`},
+		{engine.LoRARequest{Name: "sql", ID: -3}, `LoRA adapter "sql" has id -3: ids must be ≥ 1`},
+		{engine.LoRARequest{ID: 2}, "LoRA adapter 2 has no name"},
+	} {
+		_, err := on.AddRequest("a", "hello", engine.Params{MaxTokens: 2, LoRA: &c.lora})
+		assert.ErrorIs(t, err, engine.ErrInvalidRequest)
+		assert.EqualError(t, err, "engine: invalid request: "+c.want)
+	}
+	r := add(t, on, "a", "hello", engine.Params{MaxTokens: 3, IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: "sql", ID: 7}})
+	assert.Equal(t, wantLoRA("hello", 7, 3), tokensOf(engine.Cumulative, drain(t, r)), "the id was never taken, and the adapter's tokens came")
+}
+
+// TestAdaptersShareTheEngine: under the simulator, requests of four
+// adapters and of the base model, over one prompt with prefix caching and
+// one or two LoRA slots, each get their own adapter's tokens; a checker
+// finds every property held, no step over more adapters than the slots
+// among them, and the runs hold requests back for a slot.
+func TestAdaptersShareTheEngine(t *testing.T) {
+	waited := 0
+	const seeds = 12
+	for seed := uint64(1); seed <= seeds; seed++ {
+		cfg := engine.Config{EnableLoRA: true, MaxLoRAs: 1 + int(seed%2), EnablePrefixCaching: true, BlockSize: 4}
+		c := props.NewChecker(nil)
+		c.SetEngine(cfg)
+		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
+			cfg := cfg
+			cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
+			e, err := engine.New(cfg)
+			require.NoError(t, err)
+			defer e.Close()
+			g := task.NewGroup(rt, "clients")
+			for i := range 10 {
+				lora := i % 5 // 0: the base model
+				g.Go("client-"+strconv.Itoa(i), func() {
+					rt.Sleep(time.Duration(i/3) * time.Millisecond)
+					p := engine.Params{MaxTokens: 3 + i%4, IgnoreEOS: true, Output: engine.Delta}
+					if lora != 0 {
+						p.LoRA = &engine.LoRARequest{Name: fmt.Sprintf("adapter-%d", lora), ID: lora}
+					}
+					r := add(t, e, strconv.Itoa(i), pauseLong, p)
+					assert.Equal(t, wantLoRA(pauseLong, lora, p.MaxTokens), tokensOf(engine.Delta, drain(t, r)), "seed %d request %d (adapter %d)", seed, i, lora)
+				})
+			}
+			g.Wait()
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		if c.Reached().Has(props.LoRAWaitedForASlot) {
+			waited++
+		}
+	}
+	assert.Equal(t, seeds, waited, "five adapters' requests at once, one or two slots: some wait in every run")
+}
+
+// TestAdaptersOnTheRealRuntime: on goroutines, clients of five adapters
+// and the base model stream over one prompt into two LoRA slots, with
+// prefix caching and either scheduler: every request gets its adapter's
+// tokens, and the checker (newEngine's) finds every property held, under
+// the race detector too.
+func TestAdaptersOnTheRealRuntime(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnableLoRA: true, MaxLoRAs: 2, EnablePrefixCaching: true, BlockSize: 4})
+		var wg sync.WaitGroup
+		for c := range 12 {
+			wg.Go(func() {
+				for k := range 20 {
+					lora := (c + k) % 6
+					p := engine.Params{MaxTokens: 1 + k%5, IgnoreEOS: true, Output: engine.Delta}
+					if lora != 0 {
+						p.LoRA = &engine.LoRARequest{Name: fmt.Sprintf("adapter-%d", lora), ID: lora}
+					}
+					r := add(t, e, fmt.Sprintf("c%d-%d", c, k), pauseLong, p)
+					assert.Equal(t, wantLoRA(pauseLong, lora, p.MaxTokens), tokensOf(engine.Delta, drain(t, r)), "async=%v client %d request %d (adapter %d)", async, c, k, lora)
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, e.Close())
+	}
+}
