@@ -73,8 +73,7 @@ type Run struct {
 // the trace, with the run's routing. The run closes it at the end.
 func (x *Run) NewEngine(cfg engine.Config) (*engine.AsyncLLM, error) {
 	cfg = x.engineConfig(cfg)
-	x.Checker.SetModel(cfg.Model)
-	x.Checker.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
+	x.Checker.SetEngine(cfg)
 	checker := x.Checker
 	rt := x.RT
 	tracing, hashing := sim.Tracing(rt), sim.Hashing(rt)
@@ -299,6 +298,9 @@ func fingerprint(ev engine.Event) uint64 {
 	if ev.Index != 0 || ev.CollectorIndex != 0 { // sequences of N > 1 only: other hashes stay as they were
 		mix(uint64(ev.Index))
 		mix(uint64(ev.CollectorIndex))
+	}
+	if ev.LoRA != 0 { // LoRA runs only
+		mix(uint64(ev.LoRA))
 	}
 	return h
 }

@@ -143,7 +143,7 @@ func (st *story) reached(at time.Duration, who, name string) {
 // preemption, a prefix hit, the engine's death) or that nearly every run
 // reaches: a line for them would say nothing new.
 var toldAlready = props.SetOf(props.StaleFrameDropped, props.LateCoreAbort, props.Preempted, props.PrefixCacheHit,
-	props.EngineDied, props.PauseWithRequests, props.AddWhilePaused)
+	props.EngineDied, props.PauseWithRequests, props.AddWhilePaused, props.LoRAWaitedForASlot)
 
 // engineEvent tells an engine event, as a line of its own or in a summary.
 func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
@@ -179,7 +179,13 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		}
 		st.add(at, &routine{who: who, verb: "takes outputs of", req: req, n: 1, first: -1})
 	case core.EventAdd:
+		if p, ok := ev.Params.(engine.Params); ok && p.LoRA != nil {
+			st.notable(at, who, fmt.Sprintf("adds %s (internal id %s) with LoRA adapter %s (id %d)", req, ev.InternalID, p.LoRA.Name, p.LoRA.ID))
+			return
+		}
 		st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)", req, ev.InternalID))
+	case core.EventLoRAWait:
+		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, the step's batch uses all %d for other adapters; requests behind it may go first", req, ev.LoRA, ev.Held))
 	case core.EventAbort:
 		st.notable(at, who, fmt.Sprintf("aborts %s: its frontend state is removed and its collector gets the final %q output", req, ev.Reason))
 	case core.EventCoreAbort:
