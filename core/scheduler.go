@@ -540,6 +540,9 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			} else { // behind requests held back for a LoRA slot, which keep their places
 				s.waiting = slices.Delete(s.waiting, i, i+1)
 			}
+			if r.LoRA != 0 && !slices.Contains(out.LoRAs, r.LoRA) {
+				out.LoRAs = append(out.LoRAs, r.LoRA)
+			}
 			r.loraWaited = false
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
@@ -575,14 +578,10 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 
 // loraSlot reports whether waiting request r, which has an adapter, may
 // join the step's batch: its adapter is among out.LoRAs, or a slot is
-// free, which it then takes. Held back, r is told in out.LoRAWaiting once
-// a wait.
+// free, which its admission takes. Held back, r is told in out.LoRAWaiting
+// once a wait.
 func (s *Scheduler) loraSlot(out *SchedulerOutput, r *Request) bool {
-	switch {
-	case slices.Contains(out.LoRAs, r.LoRA):
-		return true
-	case len(out.LoRAs) < s.cfg.MaxLoRAs:
-		out.LoRAs = append(out.LoRAs, r.LoRA)
+	if len(out.LoRAs) < s.cfg.MaxLoRAs || slices.Contains(out.LoRAs, r.LoRA) {
 		return true
 	}
 	if !r.loraWaited {
