@@ -22,7 +22,7 @@ import (
 // block-management bug would make the model read someone else's KV and
 // sample wrong tokens, and an output applied to the wrong request would
 // give it someone else's. At the end every request has ended.
-func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false)) }
+func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false, false)) }
 
 // TestBlocksPropertyWithResets is TestBlocksProperty with resets of the
 // prefix cache among the actions, with or without preempting the running
@@ -31,11 +31,20 @@ func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false)) }
 // and the outputs it will drop then add up to the steps in flight that
 // sample for it. (A test of its own, so that TestBlocksProperty's saved
 // failures keep drawing the actions they were found with.)
-func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(true)) }
+func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(true, false)) }
+
+// TestBlocksPropertyWithLoRA is TestBlocksProperty with 1 to 3 LoRA slots
+// and each request of one of four adapters or of the base model: every
+// request still samples its own adapter's tokens (so no request reads KV
+// another adapter wrote, through the prefix cache or otherwise), no step
+// schedules more adapters than the slots, and every request still ends,
+// however long it waited for a slot.
+func TestBlocksPropertyWithLoRA(t *testing.T) { rapid.Check(t, blocksProperty(true, true)) }
 
 // blocksProperty is TestBlocksProperty's body; with resets the actions
-// include resets of the prefix cache.
-func blocksProperty(resets bool) func(t *rapid.T) {
+// include resets of the prefix cache, with lora the requests have
+// adapters.
+func blocksProperty(resets, lora bool) func(t *rapid.T) {
 	lastAction := 5
 	if resets {
 		lastAction = 6
@@ -50,6 +59,9 @@ func blocksProperty(resets bool) func(t *rapid.T) {
 			SchedulingPolicy:    core.SchedulingPolicy(rapid.IntRange(0, 1).Draw(t, "policy")),
 		}
 		cfg.MaxNumBatchedTokens = rapid.IntRange(cfg.MaxNumSeqs, 16).Draw(t, "maxNumBatchedTokens")
+		if lora {
+			cfg.MaxLoRAs = rapid.IntRange(1, 3).Draw(t, "maxLoRAs")
+		}
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}
 		var all []*core.Request
@@ -74,9 +86,15 @@ func blocksProperty(resets bool) func(t *rapid.T) {
 				}
 			}
 		}
+		slots := func(so *core.SchedulerOutput) {
+			if so != nil && len(adapters(so)) > cfg.MaxLoRAs {
+				t.Fatalf("a step scheduled adapters %v with %d LoRA slot(s)", adapters(so), cfg.MaxLoRAs)
+			}
+		}
 		step := func() {
 			if cfg.AsyncScheduling {
 				p.step()
+				slots(p.so)
 				return
 			}
 			so := s.Schedule()
@@ -84,6 +102,7 @@ func blocksProperty(resets bool) func(t *rapid.T) {
 				s.RejectUnschedulable()
 				return
 			}
+			slots(so)
 			s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
 		}
 		actions := rapid.IntRange(1, 40).Draw(t, "actions")
@@ -99,13 +118,17 @@ func blocksProperty(resets bool) func(t *rapid.T) {
 				sp := core.SamplingParams{MaxTokens: rapid.IntRange(1, 8).Draw(t, "maxTokens")}
 				n := rapid.IntRange(1, 3).Draw(t, "n")
 				prio := rapid.IntRange(0, 2).Draw(t, "priority")
+				adapter := 0
+				if lora {
+					adapter = rapid.IntRange(0, 4).Draw(t, "lora")
+				}
 				id := fmt.Sprint("r", i)
 				if ended := endedIDs(all, s); len(ended) > 0 && rapid.Bool().Draw(t, "reuse") {
 					id = ended[rapid.IntRange(0, len(ended)-1).Draw(t, "reused")]
 				}
 				for idx := range n {
 					r := &core.Request{InternalID: fmt.Sprintf("%d_%s", idx, id), ExternalID: id, Incarnation: uint64(i), Index: idx,
-						Prompt: prompt, Params: sp}
+						Prompt: prompt, Params: sp, LoRA: adapter}
 					if cfg.SchedulingPolicy == core.PolicyPriority {
 						r.Priority = prio
 					}
