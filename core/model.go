@@ -72,8 +72,12 @@ func SampleAt(m Model, key uint64, i int, p *SamplingParams, eos int) int {
 
 // Tokens returns the first n tokens the model generates for prompt,
 // ignoring every stop condition.
-func Tokens(m Model, prompt []int, n int) []int {
-	key := m.Prepare(prompt)
+func Tokens(m Model, prompt []int, n int) []int { return TokensFor(m, m.Prepare(prompt), n) }
+
+// TokensFor returns the first n tokens the model generates with key: a
+// prompt's (Model.Prepare), a sequence's (SequenceKey) or an adapter's
+// (LoRAKey), ignoring every stop condition.
+func TokensFor(m Model, key uint64, n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = m.TokenAt(key, i)

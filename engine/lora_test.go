@@ -20,12 +20,7 @@ import (
 // wantLoRA is the tokens adapter lora gives prompt, IgnoreEOS.
 func wantLoRA(prompt string, lora, n int) []int {
 	m := core.ToyModel{}
-	key := core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), lora)
-	out := make([]int, n)
-	for i := range out {
-		out[i] = m.TokenAt(key, i)
-	}
-	return out
+	return core.TokensFor(m, core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), lora), n)
 }
 
 // TestALoRARequestIsRefusedWhenItCannotRun: an adapter asked for with

@@ -28,12 +28,7 @@ func seqTokens(index, n int) []int { return seqTokensFor(prompt, index, n) }
 
 func seqTokensFor(prompt []int, index, n int) []int {
 	m := core.ToyModel{}
-	key := core.SequenceKey(m.Prepare(prompt), index)
-	out := make([]int, n)
-	for i := range out {
-		out[i] = m.TokenAt(key, i)
-	}
-	return out
+	return core.TokensFor(m, core.SequenceKey(m.Prepare(prompt), index), n)
 }
 
 func seqName(index int) string { return fmt.Sprintf("%d_a-1", index) }

@@ -141,10 +141,5 @@ func (x *Run) drainSeqs(r *engine.Request, kind engine.OutputKind) (seqs [][]int
 // wantSeq returns the model's first n tokens of sequence index for prompt.
 func wantSeq(prompt string, index, n int) []int {
 	m := core.ToyModel{}
-	key := core.SequenceKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), index)
-	out := make([]int, n)
-	for i := range out {
-		out[i] = m.TokenAt(key, i)
-	}
-	return out
+	return core.TokensFor(m, core.SequenceKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), index), n)
 }
