@@ -12,13 +12,14 @@ import (
 // executor has slots, so the scheduler keeps a request of an adapter that
 // has none waiting and admits the requests behind it.
 //
-//	tenant-0…  (3 to 5)  stream requests one after another as
+//	client-0…  (3 to 5)  tenants, streaming requests one after another as
 //	                     pause-resume's clients do (ids reused as soon as
 //	                     a request ends, Delta, Cumulative and FinalOnly,
 //	                     now and then two sequences or a long MaxTokens, a
 //	                     quarter aborted after a few outputs), each
-//	                     request with one of 2 to 4 adapters more than
-//	                     the slots, or, one in four, with the base model
+//	                     request with one of the adapters, of which there
+//	                     are one or two more than the slots, or, one in
+//	                     four, with the base model
 //
 // Every request must end with a finished output and the tokens of its own
 // adapter (token-i-is-the-models-token-i: an adapter changes every token,
