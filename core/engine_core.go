@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,10 @@ type EngineCore struct {
 
 	step  int64
 	loras []int // scratch: loraCount's adapters
+	// loraCounts are the requests of each LoRA adapter as last published
+	// (LoRACounts), with MaxLoRAs > 0; loraNow is syncHeld's scratch.
+	loraCounts atomic.Pointer[LoRACounts]
+	loraNow    LoRACounts
 	// flight is vLLM's batch queue under AsyncScheduling: the steps the
 	// model runs, oldest first, whose outputs the scheduler has not taken.
 	flight  [2]inflight
@@ -647,6 +652,9 @@ func (c *EngineCore) syncHeld() {
 	publish(&c.waiting, int64(st.Waiting))
 	publish(&c.kvUsed, int64(st.KVUsedBlocks))
 	publish(&c.preemptions, st.Preemptions)
+	if c.cfg.MaxLoRAs > 0 {
+		c.publishLoRAs()
+	}
 	if c.cfg.EnablePrefixCaching {
 		publish(&c.prefixQueries, st.PrefixCacheQueries)
 		publish(&c.prefixHits, st.PrefixCacheHits)
@@ -662,6 +670,35 @@ func (c *EngineCore) KVLeaked() int { return int(c.leaked.Load()) }
 
 // publish stores v in a unless a holds it already: most steps change few
 // of the counts, and a load costs less than a store.
+// LoRACounts are how many requests of each LoRA adapter (by id) the core
+// runs and keeps waiting, vLLM's SchedulerStats.running_lora_adapters and
+// waiting_lora_adapters: an adapter with none is absent.
+type LoRACounts struct{ Running, Waiting map[int]int }
+
+// publishLoRAs publishes the scheduler's LoRA counts when they changed,
+// as a new snapshot: one a reader holds is never written again.
+func (c *EngineCore) publishLoRAs() {
+	now := &c.loraNow
+	if now.Running == nil {
+		now.Running, now.Waiting = map[int]int{}, map[int]int{}
+	}
+	c.sched.CountLoRAs(now.Running, now.Waiting)
+	if last := c.loraCounts.Load(); last != nil && maps.Equal(last.Running, now.Running) && maps.Equal(last.Waiting, now.Waiting) {
+		return
+	}
+	c.loraCounts.Store(&LoRACounts{Running: maps.Clone(now.Running), Waiting: maps.Clone(now.Waiting)})
+}
+
+// LoRACounts returns the LoRA counts as of the core's last change; they
+// are empty with LoRA off. Any task may call it; the maps must not be
+// changed.
+func (c *EngineCore) LoRACounts() LoRACounts {
+	if l := c.loraCounts.Load(); l != nil {
+		return *l
+	}
+	return LoRACounts{}
+}
+
 func publish(a *atomic.Int64, v int64) {
 	if a.Load() != v {
 		a.Store(v)

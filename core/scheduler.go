@@ -561,6 +561,24 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	return out
 }
 
+// CountLoRAs fills running and waiting, cleared first, with how many
+// requests of each LoRA adapter the scheduler runs and keeps waiting,
+// vLLM's running_lora_adapters and waiting_lora_adapters (by id).
+func (s *Scheduler) CountLoRAs(running, waiting map[int]int) {
+	clear(running)
+	clear(waiting)
+	for _, r := range s.running {
+		if r.LoRA != 0 {
+			running[r.LoRA]++
+		}
+	}
+	for _, r := range s.waiting {
+		if r.LoRA != 0 {
+			waiting[r.LoRA]++
+		}
+	}
+}
+
 // scheduledLoRAs sets out.LoRAs to the adapters of the running requests
 // the step scheduled, vLLM's scheduled_loras, before it admits waiting
 // requests.

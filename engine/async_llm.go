@@ -37,6 +37,9 @@ type AsyncLLM struct {
 	closed  bool
 	dead    error
 	stats   Stats
+	// loraNames are the names requests gave each LoRA adapter id, the
+	// last one given; made by the first request with an adapter.
+	loraNames map[int]string
 	// deferredAborts are aborts a fault hook held back until the next ADD.
 	deferredAborts [][]string
 
@@ -191,6 +194,12 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	if old, ok := e.live[id]; ok {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q is still live (incarnation %d); abort it or read it to its end first", ErrDuplicateRequestID, id, old.incarnation)
+	}
+	if p.LoRA != nil {
+		if e.loraNames == nil {
+			e.loraNames = make(map[int]string)
+		}
+		e.loraNames[p.LoRA.ID] = p.LoRA.Name
 	}
 	e.nextInc++
 	inc := e.nextInc

@@ -51,7 +51,8 @@
 // run with a LoRA adapter (Params.LoRA, vLLM's lora_request), which changes
 // its tokens and its KV; a step runs at most Config.MaxLoRAs adapters, and
 // a waiting request of another adapter waits for a slot while the requests
-// behind it go first, as vLLM's scheduler does.
+// behind it go first, as vLLM's scheduler does; Stats says which adapters
+// run and wait (vllm:lora_requests_info).
 //
 // The caller's duties:
 //

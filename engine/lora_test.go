@@ -1,9 +1,12 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,11 +99,22 @@ func TestAdaptersShareTheEngine(t *testing.T) {
 // and the base model stream over one prompt into two LoRA slots, with
 // prefix caching and either scheduler: every request gets its adapter's
 // tokens, and the checker (newEngine's) finds every property held, under
-// the race detector too.
+// the race detector too, while a scraper reads the stats.
 func TestAdaptersOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnableLoRA: true, MaxLoRAs: 2, EnablePrefixCaching: true, BlockSize: 4})
 		var wg sync.WaitGroup
+		var stop atomic.Bool
+		var scraper sync.WaitGroup
+		polls := 0
+		scraper.Go(func() { // beside the clients: the snapshots race nothing
+			for !stop.Load() {
+				var b strings.Builder
+				assert.NoError(t, e.Stats().WritePrometheus(&b))
+				assert.Contains(t, b.String(), `vllm:lora_requests_info{max_lora="2",`)
+				polls++
+			}
+		})
 		for c := range 12 {
 			wg.Go(func() {
 				for k := range 20 {
@@ -115,6 +129,45 @@ func TestAdaptersOnTheRealRuntime(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		stop.Store(true)
+		scraper.Wait()
+		t.Logf("async=%v: %d scrapes", async, polls)
 		require.NoError(t, e.Close())
 	}
+}
+
+// TestLoRAAdaptersInTheStats: with one slot, a request of adapter "sql"
+// running and one of "chat" waiting for the slot, the stats and
+// vllm:lora_requests_info say so, at the engine clock's time; once both
+// ended they list none. With LoRA off the metric is absent, as vLLM's.
+func TestLoRAAdaptersInTheStats(t *testing.T) {
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		e := newEngine(t, rt, engine.Config{EnableLoRA: true})
+		defer e.Close()
+		sql := add(t, e, "a", "hello", engine.Params{MaxTokens: 20, IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: "sql", ID: 1}})
+		chat := add(t, e, "b", "hello", engine.Params{MaxTokens: 2, IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: "chat", ID: 2}})
+		rt.Sleep(5 * core.DefaultStepTime)
+		st := e.Stats()
+		assert.Equal(t, 1, st.MaxLoRAs)
+		assert.Equal(t, []engine.LoRAAdapterStats{{Name: "sql", ID: 1, Running: 1}, {Name: "chat", ID: 2, Waiting: 1}}, st.LoRAAdapters)
+		var b strings.Builder
+		require.NoError(t, st.WritePrometheus(&b))
+		at := strconv.FormatFloat(float64(rt.Now().UnixNano())/1e9, 'g', -1, 64)
+		assert.Contains(t, b.String(), `vllm:lora_requests_info{max_lora="1",running_lora_adapters="sql",waiting_lora_adapters="chat"} `+at+"\n")
+		drain(t, sql)
+		drain(t, chat)
+		require.NoError(t, e.WaitIdle(context.Background()))
+		st = e.Stats()
+		assert.Empty(t, st.LoRAAdapters)
+		b.Reset()
+		require.NoError(t, st.WritePrometheus(&b))
+		assert.Contains(t, b.String(), `vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} `)
+		return nil
+	})
+	require.NoError(t, res.Err)
+
+	off := newEngine(t, task.Real(), engine.Config{})
+	var b strings.Builder
+	require.NoError(t, off.Stats().WritePrometheus(&b))
+	assert.NotContains(t, b.String(), "lora")
 }

@@ -3,6 +3,13 @@ package engine
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmdst/llmdst/core"
 )
 
 // Stats are the engine's counters, named after vLLM's metrics.
@@ -31,6 +38,15 @@ type Stats struct {
 	// first too, as vLLM records it (IsSleeping asks the core).
 	Sleeping   bool
 	SleepLevel int
+	// MaxLoRAs is the engine's LoRA slots (Config.LoRASlots), 0 with LoRA
+	// off, and LoRAAdapters the adapters the core runs or keeps waiting
+	// requests of, by id, as of its last change: vllm:lora_requests_info,
+	// whose value is At, the time of the snapshot on the engine's clock
+	// (vLLM's is the wall time of its last update), so that a router can
+	// take the latest.
+	MaxLoRAs     int
+	LoRAAdapters []LoRAAdapterStats
+	At           time.Time
 
 	// The prefix cache's counts in tokens, with Config.EnablePrefixCaching
 	// (core.SchedulerStats): a preempted request's lookups as it resumes
@@ -41,13 +57,24 @@ type Stats struct {
 	PrefixCachePreemptedHits    int64
 }
 
+// LoRAAdapterStats are the requests of one LoRA adapter the core runs
+// and keeps waiting; Name is the last a request gave its id.
+type LoRAAdapterStats struct {
+	Name             string
+	ID               int
+	Running, Waiting int
+}
+
 // Stats returns a snapshot of the counters. Running, waiting, preemptions,
 // KV usage and the prefix cache's counts are the core's as of its last change: an abort that leaves
 // the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
+	lc := e.core.LoRACounts()
 	e.mu.Lock()
 	s := e.stats
+	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
 	e.mu.Unlock()
+	s.MaxLoRAs, s.At = e.ccfg.MaxLoRAs, e.rt.Now()
 	cs := e.core.Stats()
 	s.RequestsRunning, s.RequestsWaiting, s.Preemptions = cs.Running, cs.Waiting, cs.Preemptions
 	s.KVUsedBlocks, s.KVNumBlocks, s.KVLeakedBlocks = cs.KVUsedBlocks, cs.KVNumBlocks, e.core.KVLeaked()
@@ -79,7 +106,7 @@ func (s Stats) KVCacheUsage() float64 {
 
 // Metrics returns the counters under vLLM's metric names, in a fixed order.
 func (s Stats) Metrics() []Metric {
-	return []Metric{
+	ms := []Metric{
 		{"vllm:num_requests_running", float64(s.RequestsRunning)},
 		{"vllm:num_requests_waiting", float64(s.RequestsWaiting)},
 		{"vllm:prompt_tokens_total", float64(s.PromptTokens)},
@@ -98,6 +125,45 @@ func (s Stats) Metrics() []Metric {
 		{`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1)},
 		{`vllm:engine_sleep_state{sleep_state="discard_all"}`, flag(s.Sleeping && s.SleepLevel == 2)},
 	}
+	if s.MaxLoRAs > 0 { // as vLLM's, only with LoRA on
+		ms = append(ms, Metric{s.loraInfo(), float64(s.At.UnixNano()) / 1e9})
+	}
+	return ms
+}
+
+// loraAdapters lists the adapters of lc by id, named by names.
+func loraAdapters(lc core.LoRACounts, names map[int]string) []LoRAAdapterStats {
+	if len(lc.Running)+len(lc.Waiting) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(lc.Running))
+	for id := range lc.Waiting {
+		if _, ok := lc.Running[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]LoRAAdapterStats, len(ids))
+	for i, id := range ids {
+		out[i] = LoRAAdapterStats{Name: names[id], ID: id, Running: lc.Running[id], Waiting: lc.Waiting[id]}
+	}
+	return out
+}
+
+// loraInfo is vllm:lora_requests_info's name and labels: the slots and the
+// names of the adapters with requests running and waiting, in order of id.
+func (s Stats) loraInfo() string {
+	var running, waiting []string
+	for _, a := range s.LoRAAdapters {
+		if a.Running > 0 {
+			running = append(running, a.Name)
+		}
+		if a.Waiting > 0 {
+			waiting = append(waiting, a.Name)
+		}
+	}
+	return fmt.Sprintf(`vllm:lora_requests_info{max_lora="%d",running_lora_adapters=%q,waiting_lora_adapters=%q}`,
+		s.MaxLoRAs, strings.Join(running, ","), strings.Join(waiting, ","))
 }
 
 // flag is a gauge's 1 or 0.
@@ -111,7 +177,9 @@ func flag(b bool) float64 {
 // WritePrometheus writes the metrics in the Prometheus text format.
 func (s Stats) WritePrometheus(w io.Writer) error {
 	for _, m := range s.Metrics() {
-		if _, err := fmt.Fprintf(w, "%s %g\n", m.Name, m.Value); err != nil {
+		// The shortest spelling that reads back as the value: %g's six
+		// digits would cut a timestamp to the quarter hour.
+		if _, err := fmt.Fprintf(w, "%s %s\n", m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64)); err != nil {
 			return err
 		}
 	}
