@@ -3,8 +3,10 @@ package engine_test
 import (
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
+	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 )
 
@@ -55,6 +57,59 @@ func FuzzAddRequest(f *testing.F) {
 			if out.Finished {
 				return
 			}
+		}
+	})
+}
+
+// FuzzAddLoRARequest: whatever adapter a request names, on an engine with
+// LoRA on or off, AddRequest either refuses it with ErrInvalidRequest or
+// accepts it, and an accepted request ends with its adapter's tokens.
+func FuzzAddLoRARequest(f *testing.F) {
+	f.Add(true, "sql", 1, 3)
+	f.Add(true, "", 2, 1)
+	f.Add(true, "chat", 0, 2)
+	f.Add(false, "sql", 1, 2)
+	f.Add(true, "x", -7, 1)
+	on, err := engine.New(engine.Config{StepTime: engine.NoStepTime, EnableLoRA: true, MaxLoRAs: 2, EnablePrefixCaching: true, BlockSize: 4})
+	if err != nil {
+		f.Fatal(err)
+	}
+	off, err := engine.New(engine.Config{StepTime: engine.NoStepTime})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { on.Close(); off.Close() })
+	f.Fuzz(func(t *testing.T, enabled bool, name string, id, maxTokens int) {
+		e := off
+		if enabled {
+			e = on
+		}
+		p := engine.Params{MaxTokens: min(maxTokens, 16), IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: name, ID: id}}
+		r, err := e.AddRequest("a", "the quick brown fox", p)
+		if err != nil {
+			if !errors.Is(err, engine.ErrInvalidRequest) {
+				t.Fatalf("AddRequest(%+v) on an engine with LoRA %v: an error that is not ErrInvalidRequest: %v", *p.LoRA, enabled, err)
+			}
+			return
+		}
+		if !enabled || id < 1 || name == "" {
+			t.Fatalf("AddRequest accepted adapter %+v on an engine with LoRA %v", *p.LoRA, enabled)
+		}
+		var tokens []int
+		for {
+			out, err := r.Next()
+			if err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			if out.Finished {
+				tokens = out.TokenIDs
+				break
+			}
+		}
+		m := core.ToyModel{}
+		want := core.TokensFor(m, core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode("the quick brown fox")), id), p.MaxTokens)
+		if !slices.Equal(tokens, want) {
+			t.Fatalf("adapter %d: tokens %v, want its own %v", id, tokens, want)
 		}
 	})
 }
