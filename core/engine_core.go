@@ -65,6 +65,12 @@ const (
 	// InputFinishWeightUpdate closes the update open, vLLM's
 	// finish_weight_update, and lets the core schedule again.
 	InputFinishWeightUpdate
+	// InputLoadLoRA loads adapter LoRA, vLLM's add_lora: with LoadInplace
+	// its new weights replace those loaded (Scheduler.ReloadLoRA), from
+	// the next step on; without, it changes nothing a request sees, as
+	// adapters load when a step first needs them. Refused, with the
+	// reply's Err, while the weights sleep.
+	InputLoadLoRA
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -85,6 +91,10 @@ type Input struct {
 	// the fields before them: an Input is copied through the queues.
 	Level uint8
 	Tags  SleepTags // InputWakeUp: what to wake; none resumes a level-0 sleep only
+	// LoadInplace and LoRA are InputLoadLoRA's: the adapter, and whether
+	// its new weights replace those loaded (vLLM's load_inplace).
+	LoadInplace bool
+	LoRA        int32
 	// Direct, if set, takes the reply from the core the moment it is made,
 	// ahead of the Outputs already on the output queue, as vLLM's client
 	// resolves a utility call on the thread that reads the core's socket;
@@ -104,7 +114,7 @@ type Reply struct {
 	// Asleep: some of the executor's memory sleeps (every call answers
 	// it); answering an InputResume, the resume was refused for it.
 	Asleep bool
-	// Err is why the core refused a weight update's call:
+	// Err is why the core refused a weight update's call or a LoRA load:
 	// ErrWeightUpdateActive, ErrNoWeightUpdate or ErrWeightsAsleep.
 	Err error
 }
@@ -341,6 +351,8 @@ func (c *EngineCore) handle(in Input) bool {
 		c.wakeUp(in)
 	case InputStartWeightUpdate, InputUpdateWeights, InputFinishWeightUpdate:
 		c.weightUpdate(in)
+	case InputLoadLoRA:
+		c.loadLoRA(in)
 	}
 	return true
 }

@@ -96,12 +96,17 @@ const (
 	// slot (Config.MaxLoRAs), none of them its own. Requests behind it
 	// may be admitted meanwhile.
 	EventLoRAWait
+	// EventLoRALoad: the core took Call, a load of LoRA adapter LoRA
+	// (vLLM's add_lora) after step Step: Finished when its new weights
+	// replaced the old in place, Held then their revision (from 1), each
+	// step after Step sampling with them; refused, Err says why.
+	EventLoRALoad
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
-	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait"}
+	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -171,6 +176,14 @@ func (e Event) String() string {
 			return fmt.Sprintf("%s %d: %d scheduled, %d LoRA adapter(s)", e.Kind, e.Step, e.Held, e.LoRA)
 		}
 		return fmt.Sprintf("%s %d: %d scheduled", e.Kind, e.Step, e.Held)
+	case EventLoRALoad:
+		switch {
+		case e.Err != nil:
+			return fmt.Sprintf("%s: call %d, adapter %d refused: %v", e.Kind, e.Call, e.LoRA, e.Err)
+		case e.Finished:
+			return fmt.Sprintf("%s: call %d, adapter %d's new weights in place after step %d: revision %d", e.Kind, e.Call, e.LoRA, e.Step, e.Held)
+		}
+		return fmt.Sprintf("%s: call %d, adapter %d loaded", e.Kind, e.Call, e.LoRA)
 	case EventLoRAWait:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): LoRA adapter %d waits for a slot, the batch uses all %d", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.LoRA, e.Held)
 	case EventIdle:

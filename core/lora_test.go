@@ -187,3 +187,51 @@ func loraIncarnation(n, lora int) *core.Request {
 	r.Incarnation = uint64(n)
 	return r
 }
+
+// TestAReloadedAdapterSamplesItsNewWeights: adapter 1's weights loaded in
+// place while a request of it runs: it samples its next tokens with the
+// new weights, over the KV it computed; a request of it admitted after the
+// load, with the same prompt, finds none of the old weights' blocks and
+// samples the new weights' tokens from its first; a third finds the
+// second's blocks. With core/lora-reload-keeps-prefix-cache (vLLM's keys,
+// by the adapter alone) the second takes the old weights' blocks and
+// samples garbage.
+func TestAReloadedAdapterSamplesItsNewWeights(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{MaxLoRAs: 1, BlockSize: 4, EnablePrefixCaching: true}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreLoRAReloadKeepsPrefixCache.Name+"=return")
+		}
+		s := newSched(cfg)
+		prompt := seq(1, 9)
+		key := core.LoRAKey(core.ToyModel{}.Prepare(prompt), 1)
+		a := loraReq("a", 1, prompt, 6)
+		require.NoError(t, s.AddRequest(a))
+		for range 3 {
+			stepChecked(t, s)
+		}
+		assert.Equal(t, uint64(1), s.ReloadLoRA(1))
+		drainAll(t, s)
+		assert.Equal(t, append(core.TokensFor(core.ToyModel{}, key, 3), core.TokensFor(core.ToyModel{}, core.RevisionKey(key, 1), 6)[3:]...), a.Output,
+			"three tokens of the old weights, three of the new")
+
+		b := loraReq("b", 1, prompt, 4)
+		require.NoError(t, s.AddRequest(b))
+		cached := stepChecked(t, s).Scheduled[0].Cached // the output is the scheduler's until its next step
+		drainAll(t, s)
+		if bug {
+			assert.Equal(t, 8, cached, "the bug gives b the old weights' blocks")
+			assert.NotEqual(t, core.TokensFor(core.ToyModel{}, core.RevisionKey(key, 1), 4), b.Output, "and b samples from them")
+			continue
+		}
+		assert.Zero(t, cached, "the old weights' blocks are not the new weights'")
+		assert.Equal(t, core.TokensFor(core.ToyModel{}, core.RevisionKey(key, 1), 4), b.Output)
+
+		c := loraReq("c", 1, prompt, 4)
+		require.NoError(t, s.AddRequest(c))
+		cached = stepChecked(t, s).Scheduled[0].Cached
+		drainAll(t, s)
+		assert.Equal(t, 8, cached, "the new weights' blocks serve a request of them")
+		assert.Equal(t, b.Output, c.Output)
+	}
+}

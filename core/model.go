@@ -120,13 +120,26 @@ func LoRAKey(key uint64, lora int) uint64 {
 	return splitmix64(key ^ uint64(lora)*0x8CB92BA72F3D8DD7)
 }
 
-// loraSalt is what adapter lora mixes into the KV it writes and into the
-// prefix cache's keys of its blocks: 0 for the base model.
-func loraSalt(lora int) uint64 {
+// RevisionKey is the key an adapter's request samples with once the
+// adapter's weights were loaded in place revision times (vLLM's
+// add_lora with load_inplace), given its LoRAKey: the key itself at
+// revision 0, a different key for each later revision, as new weights
+// change every token.
+func RevisionKey(key, revision uint64) uint64 {
+	if revision == 0 {
+		return key
+	}
+	return splitmix64(key ^ revision*0xA0761D6478BD642F)
+}
+
+// loraSalt is what adapter lora, at revision rev of its weights, mixes
+// into the KV it writes and into the prefix cache's keys of its blocks: 0
+// for the base model.
+func loraSalt(lora int, rev uint64) uint64 {
 	if lora == 0 {
 		return 0
 	}
-	return splitmix64(uint64(lora) ^ 0x4CF5AD432745937F)
+	return RevisionKey(splitmix64(uint64(lora)^0x4CF5AD432745937F), rev)
 }
 
 func splitmix64(x uint64) uint64 {

@@ -115,12 +115,13 @@ type Request struct {
 	Placeholders int
 
 	key uint64 // the model's summary of the prompt, with its adapter's
-	// loraSalt tells the KV r's adapter wrote, and its cache keys, from
-	// the base model's and every other adapter's (kv.go): 0 for the base
-	// model.
+	// loraSalt tells the KV r's adapter wrote, at the revision of its
+	// weights r was admitted under, and its cache keys, from the base
+	// model's and every other adapter's or revision's (kv.go): 0 for the
+	// base model. Set as r is admitted (Scheduler.saltLoRA).
 	loraSalt uint64
 	// cacheSalt is what r's adapter mixes into the prefix cache's keys of
-	// its blocks: loraSalt, unless core/prefix-cache-ignores-lora drops it.
+	// its blocks: loraSalt, unless a planted bug leaves something out.
 	cacheSalt uint64
 	// loraWaited is set while r waits in the queue after the scheduler
 	// first held it back for a LoRA slot, so that it is told once.

@@ -125,6 +125,10 @@ type Scheduler struct {
 	outs [2]SchedulerOutput
 	out  *SchedulerOutput
 
+	// loraRevs counts, by adapter, the loads of new weights in place
+	// (ReloadLoRA); made by the first.
+	loraRevs map[int]uint64
+
 	pause PauseState // what Schedule leaves alone: asked, or PausedAll when held
 	asked PauseState // EngineCore's pauses (SetPauseState)
 	held  bool       // a weight update's hold (Hold)
@@ -151,14 +155,8 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	}
 	r.Status = StatusWaiting
 	r.StopReason = -1
-	r.key = LoRAKey(SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index), r.LoRA)
+	r.key = s.keyOf(r)
 	r.loraSalt, r.cacheSalt, r.loraWaited = 0, 0, false
-	if r.LoRA != 0 {
-		r.loraSalt = loraSalt(r.LoRA)
-		if !s.cfg.Faults.Fires(failpoints.CorePrefixCacheIgnoresLoRA) {
-			r.cacheSalt = r.loraSalt
-		}
-	}
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
@@ -522,9 +520,12 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		}
 		for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
 			r := s.waiting[i] // NumComputed is 0: new, or preempted
-			if r.LoRA != 0 && !s.loraSlot(out, r) {
-				i++ // vLLM: "Scheduling would exceed max_loras, skip."
-				continue
+			if r.LoRA != 0 {
+				if !s.loraSlot(out, r) {
+					i++ // vLLM: "Scheduling would exceed max_loras, skip."
+					continue
+				}
+				s.saltLoRA(r)
 			}
 			if s.cfg.EnablePrefixCaching {
 				s.hits = s.lookup(r, s.hits)
@@ -577,6 +578,55 @@ func (s *Scheduler) CountLoRAs(running, waiting map[int]int) {
 			waiting[r.LoRA]++
 		}
 	}
+}
+
+// keyOf is the key r samples with: its sequence's, its adapter's at the
+// adapter's revision.
+func (s *Scheduler) keyOf(r *Request) uint64 {
+	key := SequenceKey(s.cfg.Model.Prepare(r.Prompt), r.Index)
+	if r.LoRA == 0 {
+		return key
+	}
+	return RevisionKey(LoRAKey(key, r.LoRA), s.loraRevs[r.LoRA])
+}
+
+// saltLoRA sets the salts of waiting request r, which has an adapter, for
+// the KV it is about to compute, from its first token, with its adapter's
+// weights as they are now; a request admitted before a reload goes on
+// with the salts it was admitted with, reading its own KV. The prefix
+// cache keys its blocks with the revision too, unless a planted bug
+// leaves out the adapter or, as vLLM does, the revision.
+func (s *Scheduler) saltLoRA(r *Request) {
+	rev := s.loraRevs[r.LoRA]
+	r.loraSalt = loraSalt(r.LoRA, rev)
+	switch {
+	case s.cfg.Faults.Fires(failpoints.CorePrefixCacheIgnoresLoRA):
+		r.cacheSalt = 0
+	case rev > 0 && s.cfg.Faults.Fires(failpoints.CoreLoRAReloadKeepsPrefixCache):
+		r.cacheSalt = loraSalt(r.LoRA, 0)
+	default:
+		r.cacheSalt = r.loraSalt
+	}
+}
+
+// ReloadLoRA takes new weights for adapter lora, loaded in place (vLLM's
+// add_lora with load_inplace), and returns its revision: every request of
+// it samples with the new weights from its next step on, those running
+// over the KV they computed before (vLLM's policy switch in the middle
+// of a request), and a request admitted from now on computes its KV anew.
+func (s *Scheduler) ReloadLoRA(lora int) uint64 {
+	if s.loraRevs == nil {
+		s.loraRevs = make(map[int]uint64)
+	}
+	s.loraRevs[lora]++
+	for _, q := range [...][]*Request{s.running, s.waiting} {
+		for _, r := range q {
+			if r.LoRA == lora {
+				r.key = s.keyOf(r)
+			}
+		}
+	}
+	return s.loraRevs[lora]
 }
 
 // scheduledLoRAs sets out.LoRAs to the adapters of the running requests

@@ -125,6 +125,9 @@ var (
 	CoreLoRALimitForgetsRunning = register(&Point{Name: "core/lora-limit-forgets-running", Bug: true,
 		Doc:   "a bug: the scheduler counts toward max_loras only the adapters of the waiting requests it admits in a step, not those of the running requests it scheduled first, as vLLM's scheduled_loras does, so a step's batch can ask for more adapters than the executor has slots; vLLM's worker then raises \"Number of requested LoRAs … is greater than the number of GPU LoRA slots\" and the core dies",
 		Terms: "return", checkValue: checkNoValue})
+	CoreLoRAReloadKeepsPrefixCache = register(&Point{Name: "core/lora-reload-keeps-prefix-cache", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: the prefix cache keys an adapter's blocks by the adapter alone, not by the revision of its weights, so after add_lora with load_inplace a new request of it takes blocks the old weights computed and goes on from KV of the old policy (vLLM's RFC #48297 asks callers to reset the prefix cache after such an update); the engine keys them with the revision",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.
