@@ -143,9 +143,10 @@ type Event struct {
 	Prompt         []int  // EventAdd: the prompt's tokens
 	Params         any    // EventAdd: the frontend's request parameters (engine.Params)
 	Call           uint64 // EventPause, EventPauseDone, EventResume, EventPaused, EventCacheReset, EventSleep, EventWakeUp, EventResumeRefused, EventWeightUpdate: the utility call
-	// LoRA is, for EventLoRAWait, the waiting request's LoRA adapter, and
-	// for EventStep the LoRA adapters the step's batch used, as the
-	// executor counts them (0 with LoRA off).
+	// LoRA is, for EventLoRAWait, the waiting request's LoRA adapter, for
+	// EventLoRALoad the adapter loaded, and for EventStep the LoRA
+	// adapters the step's batch used, as the executor counts them (0 with
+	// LoRA off).
 	LoRA int
 	// Input numbers the core's inputs in the order it took them, from 1:
 	// for EventCoreAdd and EventCoreReject, the ADD's; for EventIdle, the

@@ -240,12 +240,17 @@ type Params struct {
 }
 
 // LoRARequest names a LoRA adapter, vLLM's LoRARequest: Name is how it is
-// shown, ID (vLLM's lora_int_id, ≥ 1) is what the engine knows it by.
+// shown, ID (vLLM's lora_int_id, from 1 to 2^31−1) is what the engine
+// knows it by.
 // The model's adapter ID changes every token a prompt samples, and the
 // prefix cache keeps each adapter's KV apart.
 type LoRARequest struct {
 	Name string
 	ID   int
+	// LoadInplace is AddLoRA's: the adapter's new weights replace the
+	// ones loaded (vLLM's load_inplace). A request's adapter must not
+	// carry it.
+	LoadInplace bool
 }
 
 // MaxN is the most sequences one request may ask for (Params.N).

@@ -52,7 +52,10 @@
 // its tokens and its KV; a step runs at most Config.MaxLoRAs adapters, and
 // a waiting request of another adapter waits for a slot while the requests
 // behind it go first, as vLLM's scheduler does; Stats says which adapters
-// run and wait (vllm:lora_requests_info).
+// run and wait (vllm:lora_requests_info). AddLoRA is vLLM's add_lora: with
+// LoadInplace an adapter's new weights replace the old for every request
+// of it from the next step on, and the prefix cache keeps each revision's
+// blocks apart, where vLLM leaves that to a reset.
 //
 // The caller's duties:
 //

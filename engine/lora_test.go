@@ -40,9 +40,11 @@ func TestALoRARequestIsRefusedWhenItCannotRun(t *testing.T) {
 		lora engine.LoRARequest
 		want string
 	}{
-		{engine.LoRARequest{Name: "sql", ID: 0}, `LoRA adapter "sql" has id 0: ids must be ≥ 1`},
-		{engine.LoRARequest{Name: "sql", ID: -3}, `LoRA adapter "sql" has id -3: ids must be ≥ 1`},
+		{engine.LoRARequest{Name: "sql", ID: 0}, `LoRA adapter "sql" has id 0: ids run from 1 to 2147483647`},
+		{engine.LoRARequest{Name: "sql", ID: -3}, `LoRA adapter "sql" has id -3: ids run from 1 to 2147483647`},
+		{engine.LoRARequest{Name: "sql", ID: 1 << 31}, `LoRA adapter "sql" has id 2147483648: ids run from 1 to 2147483647`},
 		{engine.LoRARequest{ID: 2}, "LoRA adapter 2 has no name"},
+		{engine.LoRARequest{Name: "sql", ID: 2, LoadInplace: true}, `LoRA adapter "sql" of a request says LoadInplace, which is AddLoRA's: a request that carried it would reload the adapter at every step`},
 	} {
 		_, err := on.AddRequest("a", "hello", engine.Params{MaxTokens: 2, LoRA: &c.lora})
 		assert.ErrorIs(t, err, engine.ErrInvalidRequest)
@@ -170,4 +172,112 @@ func TestLoRAAdaptersInTheStats(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, off.Stats().WritePrometheus(&b))
 	assert.NotContains(t, b.String(), "lora")
+}
+
+// wantRev is the tokens adapter lora gives prompt at revision rev of its
+// weights, IgnoreEOS.
+func wantRev(prompt string, lora int, rev uint64, n int) []int {
+	m := core.ToyModel{}
+	return core.TokensFor(m, core.RevisionKey(core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode(prompt)), lora), rev), n)
+}
+
+// TestAddLoRAReloadsInPlace: under the simulator, a trainer loads its
+// adapter's new weights in place while a request of it streams: that
+// request's tokens are the old weights' up to some point and the new
+// weights' after it, a request added after the load has the new weights'
+// from its first token, a load without LoadInplace changes nothing, and
+// the checker (newEngine's), following the revisions, finds every
+// property held.
+func TestAddLoRAReloadsInPlace(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
+			e := newEngine(t, rt, engine.Config{EnableLoRA: true, EnablePrefixCaching: true, BlockSize: 4, AsyncScheduling: seed%2 == 0})
+			defer e.Close()
+			ctx := context.Background()
+			policy := engine.LoRARequest{Name: "policy", ID: 3}
+			p := engine.Params{MaxTokens: 12, IgnoreEOS: true, Output: engine.Delta, LoRA: &policy}
+			before := add(t, e, "before", pauseLong, p)
+			rt.Sleep(4 * core.DefaultStepTime)
+			require.NoError(t, e.AddLoRA(ctx, policy), "a load without LoadInplace")
+			reload := policy
+			reload.LoadInplace = true
+			require.NoError(t, e.AddLoRA(ctx, reload))
+			after := add(t, e, "after", pauseLong, p)
+
+			got := tokensOf(engine.Delta, drain(t, before))
+			old, fresh := wantRev(pauseLong, 3, 0, 12), wantRev(pauseLong, 3, 1, 12)
+			k := 0
+			for k < len(got) && got[k] == old[k] {
+				k++
+			}
+			assert.Positive(t, k, "seed %d: the first tokens are the old weights'", seed)
+			assert.Less(t, k, 12, "seed %d: the last are the new weights'", seed)
+			assert.Equal(t, fresh[k:], got[k:], "seed %d: from token %d on, the new weights'", seed, k)
+			assert.Equal(t, fresh, tokensOf(engine.Delta, drain(t, after)), "seed %d: a request after the load", seed)
+			return nil
+		})
+		require.NoError(t, res.Err, "seed %d", seed)
+	}
+}
+
+// TestAddLoRARefusesWhatItCannotDo: a load with LoRA off, of an adapter
+// named wrongly, while the weights sleep, or after Close, fails with what
+// was wrong.
+func TestAddLoRARefusesWhatItCannotDo(t *testing.T) {
+	ctx := context.Background()
+	off := newEngine(t, task.Real(), engine.Config{})
+	err := off.AddLoRA(ctx, engine.LoRARequest{Name: "policy", ID: 1, LoadInplace: true})
+	assert.ErrorIs(t, err, engine.ErrInvalidRequest)
+	assert.ErrorContains(t, err, "LoRA is not enabled")
+
+	e := newEngine(t, task.Real(), engine.Config{EnableLoRA: true})
+	assert.ErrorContains(t, e.AddLoRA(ctx, engine.LoRARequest{Name: "policy"}), "ids run from 1 to 2147483647")
+	assert.ErrorContains(t, e.AddLoRA(ctx, engine.LoRARequest{ID: 1}), "LoRA adapter 1 has no name")
+	require.NoError(t, e.Sleep(ctx, engine.SleepOptions{Level: 1}))
+	err = e.AddLoRA(ctx, engine.LoRARequest{Name: "policy", ID: 1, LoadInplace: true})
+	assert.ErrorIs(t, err, engine.ErrAsleep)
+	assert.ErrorIs(t, err, core.ErrWeightsAsleep)
+	assert.ErrorContains(t, err, `AddLoRA("policy") refused`)
+	require.NoError(t, e.WakeUp(ctx, engine.WakeWeights))
+	require.NoError(t, e.AddLoRA(ctx, engine.LoRARequest{Name: "policy", ID: 1, LoadInplace: true}), "between the staged wake-up's halves")
+	require.NoError(t, e.WakeUp(ctx))
+	require.NoError(t, e.Close())
+	assert.ErrorIs(t, e.AddLoRA(ctx, engine.LoRARequest{Name: "policy", ID: 1}), engine.ErrClosed)
+}
+
+// TestReloadsOnTheRealRuntime: on goroutines, a trainer loads adapters'
+// new weights in place, over and over, while clients of three adapters
+// stream into two slots with prefix caching: every load succeeds, every
+// request ends, and the checker (newEngine's), following the revisions,
+// finds every token its revision's, under the race detector too.
+func TestReloadsOnTheRealRuntime(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnableLoRA: true, MaxLoRAs: 2, EnablePrefixCaching: true, BlockSize: 4})
+		ctx := context.Background()
+		var clients, trainer sync.WaitGroup
+		var stop atomic.Bool
+		reloads := 0
+		trainer.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				id := 1 + i%3
+				assert.NoError(t, e.AddLoRA(ctx, engine.LoRARequest{Name: fmt.Sprintf("adapter-%d", id), ID: id, LoadInplace: true}))
+				reloads++
+			}
+		})
+		for c := range 8 {
+			clients.Go(func() {
+				for k := range 15 {
+					id := 1 + (c+k)%3
+					r := add(t, e, fmt.Sprintf("c%d-%d", c, k), pauseLong, engine.Params{MaxTokens: 1 + k%6, IgnoreEOS: true, Output: engine.Delta,
+						LoRA: &engine.LoRARequest{Name: fmt.Sprintf("adapter-%d", id), ID: id}})
+					assert.Len(t, tokensOf(engine.Delta, drain(t, r)), 1+k%6)
+				}
+			})
+		}
+		clients.Wait()
+		stop.Store(true)
+		trainer.Wait()
+		t.Logf("async=%v: %d reloads", async, reloads)
+		require.NoError(t, e.Close())
+	}
 }

@@ -45,15 +45,12 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		// is not enabled."
 		return bad("Priority %d needs the priority scheduling policy, but the engine's SchedulingPolicy is %s: set Config.SchedulingPolicy to PolicyPriority, or leave Priority 0",
 			p.Priority, e.ccfg.SchedulingPolicy)
-	case p.LoRA != nil && p.LoRA.ID < 1:
-		// vLLM's LoRARequest: "id must be > 0".
-		return bad("LoRA adapter %q has id %d: ids must be ≥ 1", p.LoRA.Name, p.LoRA.ID)
-	case p.LoRA != nil && p.LoRA.Name == "":
-		return bad("LoRA adapter %d has no name", p.LoRA.ID)
-	case p.LoRA != nil && !e.cfg.EnableLoRA:
-		// vLLM's input processor: "Got lora_request … but LoRA is not
-		// enabled!"
-		return bad("LoRA adapter %q (id %d) asked for, but LoRA is not enabled: set Config.EnableLoRA", p.LoRA.Name, p.LoRA.ID)
+	case p.LoRA != nil && e.validateLoRA(p.LoRA) != nil:
+		return e.validateLoRA(p.LoRA)
+	case p.LoRA != nil && p.LoRA.LoadInplace:
+		// vLLM keeps a request's LoRARequest and reloads an adapter whose
+		// request says load_inplace at every step it runs.
+		return bad("LoRA adapter %q of a request says LoadInplace, which is AddLoRA's: a request that carried it would reload the adapter at every step", p.LoRA.Name)
 	case len(prompt) == 0:
 		return bad("the prompt must not be empty")
 	case len(prompt) >= e.ccfg.MaxModelLen:

@@ -148,7 +148,14 @@ type incarnation struct {
 	sampling  core.SamplingParams // params as the core samples by
 	promptLen int
 	key       uint64
-	reuse     bool // the id was used before
+	// lora is the sequence's LoRA adapter, 0 for the base model; loraKey
+	// its key at revision 0 of the adapter's weights, and revs the
+	// revisions its tokens were sampled under, from the output position
+	// each began at, as the frames showed them (empty until a reload).
+	lora    int
+	loraKey uint64
+	revs    []posRevision
+	reuse   bool // the id was used before
 	// prev and next are the incarnations of the same id before and after
 	// this one, 0 for none (on sequence 0).
 	prev, next uint64
@@ -238,6 +245,10 @@ type Checker struct {
 	modelLen int
 	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
 	loraSlots int
+	// loraLoads are, by adapter, the revisions of its weights loaded in
+	// place (core.EventLoRALoad), each with the first step to sample
+	// with it.
+	loraLoads map[int][]stepRevision
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -396,7 +407,11 @@ func (c *Checker) observe(ev *core.Event) {
 		if ev.Finished {
 			c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		}
-		c.checkModel(c.seq(ev.Incarnation, ev.Index), ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
+		seq := c.seq(ev.Incarnation, ev.Index)
+		if seq != nil && seq.lora != 0 && len(ev.Tokens) > 0 {
+			seq.sampledUnder(ev.Position, c.revisionAt(seq.lora, ev.Step))
+		}
+		c.checkModel(seq, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
 		c.reach(StaleFrameDropped)
 		c.frameTaken(ev)
@@ -470,6 +485,8 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventLoRAWait:
 		c.reach(LoRAWaitedForASlot)
+	case core.EventLoRALoad:
+		c.loraLoad(ev)
 	case core.EventKVLeak:
 		c.fail(KVBlocksAccounted, "after core step %d the core held no request, yet %d KV block(s) were in use: %v", ev.Step, ev.Held, ev.Err)
 	case core.EventIdle:
@@ -703,7 +720,9 @@ func (c *Checker) add(ev *core.Event) {
 	p, _ := ev.Params.(engine.Params)
 	prev := c.latest[ev.RequestID]
 	in := &incarnation{id: ev.RequestID, internal: ev.InternalID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
-		key: core.LoRAKey(core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), p.LoRAID()), reuse: prev != 0}
+		lora: p.LoRAID(), reuse: prev != 0}
+	in.loraKey = core.LoRAKey(core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), in.lora)
+	in.key = in.loraKey
 	for _, s := range p.Stop {
 		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
 		in.text.reach = max(in.text.reach, len(s)-1)
@@ -742,7 +761,7 @@ func (c *Checker) checkModel(in *incarnation, tokens []int, pos int, what func()
 		return
 	}
 	for i, tok := range tokens {
-		if want := core.SampleAt(c.model, in.key, pos+i, &in.sampling, core.EOSTokenID); tok != want {
+		if want := core.SampleAt(c.model, in.keyAt(pos+i), pos+i, &in.sampling, core.EOSTokenID); tok != want {
 			c.fail(ModelTokens, "%s: token %d is %d, but the model's token %d for incarnation %d of %q%s is %d",
 				what(), pos+i, tok, pos+i, in.n, in.id, in.seqName(), want)
 			return
@@ -981,4 +1000,67 @@ func sortedKeys(m map[seqKey]bool) []string {
 		}
 	}
 	return out
+}
+
+// posRevision is the revision of an adapter's weights a sequence sampled
+// its tokens under from output position pos on.
+type posRevision struct {
+	pos int
+	rev uint64
+}
+
+// stepRevision is a revision of an adapter's weights loaded in place and
+// the first step that samples with it.
+type stepRevision struct {
+	step int64
+	rev  uint64
+}
+
+// loraLoad records an adapter's new weights loaded in place: the steps
+// after the load sample with them.
+func (c *Checker) loraLoad(ev *core.Event) {
+	if !ev.Finished {
+		return
+	}
+	if c.loraLoads == nil {
+		c.loraLoads = make(map[int][]stepRevision)
+	}
+	c.loraLoads[ev.LoRA] = append(c.loraLoads[ev.LoRA], stepRevision{ev.Step + 1, uint64(ev.Held)})
+}
+
+// revisionAt is the revision of adapter lora's weights step sampled with.
+func (c *Checker) revisionAt(lora int, step int64) uint64 {
+	var rev uint64
+	for _, l := range c.loraLoads[lora] {
+		if l.step > step {
+			break
+		}
+		rev = l.rev
+	}
+	return rev
+}
+
+// sampledUnder records that the sequence's tokens from output position
+// pos on were sampled under revision rev of its adapter's weights.
+func (in *incarnation) sampledUnder(pos int, rev uint64) {
+	if n := len(in.revs); n > 0 && in.revs[n-1].rev == rev || n == 0 && rev == 0 {
+		return
+	}
+	in.revs = append(in.revs, posRevision{pos, rev})
+}
+
+// keyAt is the key the sequence's token at output position pos was
+// sampled with: its adapter's, at the revision it was sampled under.
+func (in *incarnation) keyAt(pos int) uint64 {
+	if len(in.revs) == 0 {
+		return in.key
+	}
+	var rev uint64
+	for _, r := range in.revs {
+		if r.pos > pos {
+			break
+		}
+		rev = r.rev
+	}
+	return core.RevisionKey(in.loraKey, rev)
 }
