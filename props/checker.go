@@ -1022,6 +1022,12 @@ func (c *Checker) loraLoad(ev *core.Event) {
 	if !ev.Finished {
 		return
 	}
+	for k := range c.inCore {
+		if in := c.seq(k.inc, k.index); in != nil && in.lora == ev.LoRA {
+			c.reach(LoRAReloadWithRequests)
+			break
+		}
+	}
 	if c.loraLoads == nil {
 		c.loraLoads = make(map[int][]stepRevision)
 	}

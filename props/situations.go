@@ -95,6 +95,9 @@ const (
 	// LoRAWaitedForASlot: the core held a waiting request back because
 	// the step's batch used every LoRA slot, none for its adapter.
 	LoRAWaitedForASlot
+	// LoRAReloadWithRequests: an adapter's new weights were loaded in
+	// place while the core held requests of it.
+	LoRAReloadWithRequests
 
 	situationCount
 )
@@ -104,7 +107,7 @@ var situationNames = [situationCount]string{
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
-	"lora-waited-for-a-slot",
+	"lora-waited-for-a-slot", "lora-reload-with-requests",
 }
 
 var situationDocs = [situationCount]string{
@@ -129,6 +132,7 @@ var situationDocs = [situationCount]string{
 	"a resume (a ResumeGeneration, a wake-up) reached the core in the middle of a weight update, which it must not end",
 	"a weight update's call reached the core while the executor's weights slept",
 	"the core held a waiting request back because the step's batch used every LoRA slot, none of them for its adapter",
+	"an adapter's new weights were loaded in place while the core held requests of it, which go on with them",
 }
 
 // AllSituations lists every situation, in the order of their constants.

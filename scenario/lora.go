@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/llmdst/llmdst/engine"
@@ -80,4 +82,107 @@ func drawLoRAEngine(x *Run) engine.Config {
 		cfg.SchedulingPolicy = engine.PolicyPriority
 	}
 	return cfg
+}
+
+// LoRAReload is an RL loop that trains a LoRA adapter, the policy, and
+// sends the engine its new weights in place between rollouts or in the
+// middle of them, vLLM's add_lora with load_inplace:
+//
+//	client-0…  (2 or 3)  stream requests as pause-resume's clients do,
+//	                     three in four with the policy adapter, the others
+//	                     with a reference adapter or the base model
+//	trainer              2 to 4 times, after a drawn gap: the policy's new
+//	                     weights loaded in place (AddLoRA with
+//	                     LoadInplace), two in three in flight, with
+//	                     requests of it running (vLLM's policy switch in
+//	                     the middle of a request), the others after a
+//	                     PauseGeneration of a drawn mode and before its
+//	                     resume
+//
+// Every request must end with a finished output (or one its client or an
+// abort pause asked for), every token of the revision of the weights that
+// sampled it (token-i-is-the-models-token-i follows the revisions). Prefix
+// caching is on over a system prompt every request shares, so that the
+// cache holds the policy's blocks of the old weights when a request of
+// the new ones is admitted; one or two slots, async half, KV pressure a
+// third. The window is the reload's: requests of the policy in the core
+// as its weights change (lora-reload-with-requests, the target). Every
+// draw is x.Rand's.
+var LoRAReload = &Scenario{
+	Name:            "lora-reload",
+	Summary:         "an RL loop that loads its LoRA policy's new weights in place, paused or in flight, while clients stream over a shared system prompt",
+	DefaultStrategy: "chaos",
+	Run:             loraReload,
+	Targets:         props.SetOf(props.LoRAReloadWithRequests),
+}
+
+func init() { Register(LoRAReload) }
+
+// The adapters of lora-reload: the policy the trainer updates, and a
+// reference it never does.
+var (
+	loraPolicy    = engine.LoRARequest{Name: "policy", ID: 1}
+	loraReference = engine.LoRARequest{Name: "reference", ID: 2}
+)
+
+// policyStep is one load of the trainer's plan.
+type policyStep struct {
+	gap   int                  // steps before it
+	pause *engine.PauseOptions // pause before it, resume after; nil: in flight
+}
+
+func loraReload(x *Run) error {
+	r := x.Rand
+	cfg := drawLoRAEngine(x)
+	cfg.MaxLoRAs = min(cfg.MaxLoRAs, 2)
+	scripts := make([][]pauseRequest, 2+r.Intn(2))
+	for c := range scripts {
+		scripts[c] = drawPauseScript(x, c, swarmSystemPrompt)
+		for i := range scripts[c] {
+			q := &scripts[c][i].params
+			switch r.Intn(8) {
+			case 0:
+			case 1:
+				q.LoRA = &loraReference
+			default:
+				q.LoRA = &loraPolicy
+			}
+			if cfg.SchedulingPolicy == engine.PolicyPriority {
+				q.Priority = r.Intn(3) - 1
+			}
+		}
+	}
+	plan := make([]policyStep, 2+r.Intn(3))
+	for i := range plan {
+		plan[i].gap = r.Intn(12)
+		if r.Intn(3) == 0 {
+			plan[i].pause = &engine.PauseOptions{Mode: engine.PauseMode(r.Intn(3)), KeepCache: r.Intn(2) == 0}
+		}
+	}
+	return x.streamBeside(cfg, scripts, []controller{{"trainer", func(p *pauseRun) error {
+		return playRounds(x, plan, func(s policyStep) int { return s.gap }, p.reloadPolicy,
+			func(i int, s policyStep) string { return fmt.Sprintf("reload %d", i) })
+	}}})
+}
+
+// reloadPolicy loads the policy's new weights in place, after a pause
+// when the step says so and before its resume. It reports whether the
+// engine was found dead.
+func (p *pauseRun) reloadPolicy(s policyStep) (dead bool, err error) {
+	e, ctx := p.e, context.Background()
+	if s.pause != nil {
+		if dead, err := p.pause(s.pause.Mode, true, func() error { return e.PauseGeneration(ctx, *s.pause) }); dead || err != nil {
+			return dead, err
+		}
+	}
+	reload := loraPolicy
+	reload.LoadInplace = true
+	var errs roundErrs
+	// Whatever the load found, a pause is resumed, so that no request
+	// waits for ever.
+	dead = errs.dead("AddLoRA", e.AddLoRA(ctx, reload))
+	if s.pause != nil && errs.dead("ResumeGeneration", e.ResumeGeneration(ctx)) {
+		dead = true
+	}
+	return dead, errs.join()
 }

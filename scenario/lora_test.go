@@ -43,3 +43,28 @@ func TestTheStoryTellsALoRAWait(t *testing.T) {
 		"adds c0#1/0 (internal id 0_c0-00000001) with LoRA adapter adapter-3 (id 3)",
 		"holds c0#1/0 back: no LoRA slot for its adapter 3, the step's batch uses all 1 for other adapters; requests behind it may go first")
 }
+
+// TestLoRAReloadPassesOnTheFixedEngine: the engine as it is passes
+// lora-reload under chaos, its default, and under a starved engine core:
+// every token is the revision's that sampled it.
+func TestLoRAReloadPassesOnTheFixedEngine(t *testing.T) {
+	assertPasses(t, scenario.LoRAReload, "chaos", "starve:engine-core")
+}
+
+// TestLoRAReloadCatchesAPrefixCacheKeyedByTheAdapterAlone plants vLLM's
+// keys, core/lora-reload-keeps-prefix-cache: a request of the policy
+// admitted after a reload takes the system prompt's blocks the old
+// weights computed (90% of the first 2,000 seeds).
+func TestLoRAReloadCatchesAPrefixCacheKeyedByTheAdapterAlone(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.LoRAReload, "chaos", withFailpoint("core/lora-reload-keeps-prefix-cache=return"), props.ModelTokens)
+	assert.Greater(t, n, int(pauseSeeds())/2, "the planted bug was caught on too few seeds")
+}
+
+// TestTheStoryTellsALoRAReload: lora-reload's seed 1 loads the policy's
+// new weights with requests of it in the core; its story says so.
+func TestTheStoryTellsALoRAReload(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.LoRAReload, 1),
+		"loads LoRA adapter 1's new weights in place (call 2): revision 1, which its requests sample with from the next step on",
+		"reaches "+props.LoRAReloadWithRequests.String(),
+		"loads LoRA adapter 1's new weights in place (call 4): revision 2")
+}

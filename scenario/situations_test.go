@@ -57,7 +57,7 @@ func TestTheFixedEnginePassesWhereTheLegacyEngineFails(t *testing.T) {
 // the legacy engine fails reached one of the reuse windows — the
 // situations are where its bugs are, not decoration.
 func TestEveryLegacyFailureOpenedAReuseWindow(t *testing.T) {
-	for _, s := range []*scenario.Scenario{scenario.Swarm, scenario.PauseResume, scenario.LiveReload, scenario.Colocate, scenario.WeightSync, scenario.MultiLoRA} {
+	for _, s := range []*scenario.Scenario{scenario.Swarm, scenario.PauseResume, scenario.LiveReload, scenario.Colocate, scenario.WeightSync, scenario.MultiLoRA, scenario.LoRAReload} {
 		failed := 0
 		for seed := uint64(1); seed <= situationSeeds(); seed++ {
 			set, err := reachedBy(t, s, true, seed)

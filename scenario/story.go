@@ -184,6 +184,15 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 			return
 		}
 		st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)", req, ev.InternalID))
+	case core.EventLoRALoad:
+		switch {
+		case ev.Err != nil:
+			st.notable(at, who, fmt.Sprintf("refuses the load of LoRA adapter %d (call %d): %v", ev.LoRA, ev.Call, ev.Err))
+		case ev.Finished:
+			st.notable(at, who, fmt.Sprintf("loads LoRA adapter %d's new weights in place (call %d): revision %d, which its requests sample with from the next step on", ev.LoRA, ev.Call, ev.Held))
+		default:
+			st.notable(at, who, fmt.Sprintf("loads LoRA adapter %d (call %d): nothing a request sees changes", ev.LoRA, ev.Call))
+		}
 	case core.EventLoRAWait:
 		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, the step's batch uses all %d for other adapters; requests behind it may go first", req, ev.LoRA, ev.Held))
 	case core.EventAbort:
