@@ -143,12 +143,10 @@ type EngineCore struct {
 	out    *task.Queue[*Outputs]
 	faults *failpoints.Set
 
-	step  int64
-	loras []int // scratch: loraCount's adapters
-	// loraCounts are the requests of each LoRA adapter as last published
-	// (LoRACounts), with MaxLoRAs > 0; loraNow is syncHeld's scratch.
-	loraCounts atomic.Pointer[LoRACounts]
-	loraNow    LoRACounts
+	step int64
+	// lora is the executor's LoRA state, made by NewEngineCore with
+	// MaxLoRAs > 0 only, so that an engine without LoRA pays a pointer.
+	lora *coreLoRA
 	// flight is vLLM's batch queue under AsyncScheduling: the steps the
 	// model runs, oldest first, whose outputs the scheduler has not taken.
 	flight  [2]inflight
@@ -197,7 +195,11 @@ type inflight struct {
 // nothing to do and is about to block for input (vLLM's idle callbacks),
 // and when it stops.
 func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *task.Queue[[]string], out *task.Queue[*Outputs], progress func()) *EngineCore {
-	return &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, faults: cfg.Faults, progress: progress}
+	c := &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, faults: cfg.Faults, progress: progress}
+	if cfg.MaxLoRAs > 0 {
+		c.lora = &coreLoRA{}
+	}
+	return c
 }
 
 // Batches returns the number of Outputs the core has put on its output
@@ -483,17 +485,27 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 	}
 }
 
+// coreLoRA is an EngineCore's LoRA state.
+type coreLoRA struct {
+	batch []int // scratch: loraCount's adapters
+	// published are the requests of each adapter as last published
+	// (LoRACounts); now is publishLoRAs' scratch.
+	published atomic.Pointer[LoRACounts]
+	now       LoRACounts
+}
+
 // loraCount is how many LoRA adapters the batch of so uses, as the
 // executor counts them when it activates them, apart from the scheduler's
 // own account.
 func (c *EngineCore) loraCount(so *SchedulerOutput) int {
-	c.loras = c.loras[:0]
+	l := c.lora
+	l.batch = l.batch[:0]
 	for _, sc := range so.Scheduled {
-		if l := sc.Req.LoRA; l != 0 && !slices.Contains(c.loras, l) {
-			c.loras = append(c.loras, l)
+		if a := sc.Req.LoRA; a != 0 && !slices.Contains(l.batch, a) {
+			l.batch = append(l.batch, a)
 		}
 	}
-	return len(c.loras)
+	return len(l.batch)
 }
 
 // finishStep takes step's output from the model: the aborts that arrived
@@ -690,22 +702,25 @@ type LoRACounts struct{ Running, Waiting map[int]int }
 // publishLoRAs publishes the scheduler's LoRA counts when they changed,
 // as a new snapshot: one a reader holds is never written again.
 func (c *EngineCore) publishLoRAs() {
-	now := &c.loraNow
+	now := &c.lora.now
 	if now.Running == nil {
 		now.Running, now.Waiting = map[int]int{}, map[int]int{}
 	}
 	c.sched.CountLoRAs(now.Running, now.Waiting)
-	if last := c.loraCounts.Load(); last != nil && maps.Equal(last.Running, now.Running) && maps.Equal(last.Waiting, now.Waiting) {
+	if last := c.lora.published.Load(); last != nil && maps.Equal(last.Running, now.Running) && maps.Equal(last.Waiting, now.Waiting) {
 		return
 	}
-	c.loraCounts.Store(&LoRACounts{Running: maps.Clone(now.Running), Waiting: maps.Clone(now.Waiting)})
+	c.lora.published.Store(&LoRACounts{Running: maps.Clone(now.Running), Waiting: maps.Clone(now.Waiting)})
 }
 
 // LoRACounts returns the LoRA counts as of the core's last change; they
 // are empty with LoRA off. Any task may call it; the maps must not be
 // changed.
 func (c *EngineCore) LoRACounts() LoRACounts {
-	if l := c.loraCounts.Load(); l != nil {
+	if c.lora == nil {
+		return LoRACounts{}
+	}
+	if l := c.lora.published.Load(); l != nil {
 		return *l
 	}
 	return LoRACounts{}

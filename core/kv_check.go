@@ -43,7 +43,7 @@ func (s *Scheduler) CheckBlocks() error {
 				return fmt.Errorf("request %s holds block %d, outside 1..%d", r.InternalID, id, len(p.blocks)-1)
 			}
 			refs[id]++
-			if i < r.cachedBlocks && (!p.blocks[id].hashed || p.blocks[id].hash != r.hashes[i]^r.cacheSalt) {
+			if i < r.cachedBlocks && (!p.blocks[id].hashed || p.blocks[id].hash != r.hashes[i]^r.cacheSalt()) {
 				return fmt.Errorf("request %s: its cached block %d (#%d) is not cached under its hash", r.InternalID, id, i)
 			}
 		}

@@ -103,6 +103,12 @@ type Request struct {
 	Output      []int // sampled tokens
 	NumComputed int   // tokens whose KV is computed
 	Status      Status
+	// loraWaited is set while r waits in the queue after the scheduler
+	// first held it back for a LoRA slot, so that it is told once;
+	// cacheKeys is what of its adapter the prefix cache's keys of its
+	// blocks take (cacheSalt). Both share Status's word.
+	loraWaited  bool
+	cacheKeys   cacheKeys
 	StopReason  int // the stop token that ended it, or -1
 	Blocks      int // KV blocks held: len(BlockTable())
 	Preemptions int
@@ -120,12 +126,6 @@ type Request struct {
 	// model's and every other adapter's or revision's (kv.go): 0 for the
 	// base model. Set as r is admitted (Scheduler.saltLoRA).
 	loraSalt uint64
-	// cacheSalt is what r's adapter mixes into the prefix cache's keys of
-	// its blocks: loraSalt, unless a planted bug leaves something out.
-	cacheSalt uint64
-	// loraWaited is set while r waits in the queue after the scheduler
-	// first held it back for a LoRA slot, so that it is told once.
-	loraWaited bool
 
 	// table is the request's block table: the ids of the KV blocks it
 	// holds, in order of position, vLLM's req_to_blocks.
@@ -193,3 +193,26 @@ func (r *Request) tokenAt(p int) int {
 
 // NumTokens is the length of the sequence: prompt and output.
 func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.Output) }
+
+// cacheKeys is what of a request's adapter the prefix cache's keys of its
+// blocks take: the adapter and the revision of its weights, unless a
+// planted bug leaves one out.
+type cacheKeys uint8
+
+const (
+	keysByRevision     cacheKeys = iota // the engine's
+	keysIgnoreLoRA                      // core/prefix-cache-ignores-lora
+	keysIgnoreRevision                  // core/lora-reload-keeps-prefix-cache, vLLM's
+)
+
+// cacheSalt is what r mixes into the prefix cache's keys of its blocks:
+// its loraSalt, or less under a planted bug; 0 for the base model.
+func (r *Request) cacheSalt() uint64 {
+	switch r.cacheKeys {
+	case keysIgnoreLoRA:
+		return 0
+	case keysIgnoreRevision:
+		return loraSalt(r.LoRA, 0)
+	}
+	return r.loraSalt
+}

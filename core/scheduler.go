@@ -156,7 +156,7 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	r.Status = StatusWaiting
 	r.StopReason = -1
 	r.key = s.keyOf(r)
-	r.loraSalt, r.cacheSalt, r.loraWaited = 0, 0, false
+	r.loraSalt, r.cacheKeys, r.loraWaited = 0, keysByRevision, false
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
@@ -371,8 +371,9 @@ func (s *Scheduler) allocate(r *Request, need, n int) {
 		return
 	}
 	full := min(n, r.NumTokens()) / s.cfg.BlockSize
+	salt := r.cacheSalt()
 	for ; r.cachedBlocks < full; r.cachedBlocks++ {
-		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks]^r.cacheSalt)
+		s.pool.cache(r.table[r.cachedBlocks], r.hashes[r.cachedBlocks]^salt)
 	}
 }
 
@@ -390,8 +391,9 @@ func (s *Scheduler) roomFor(r *Request) int {
 // sample from its logits: vLLM's max_cache_hit_length, num_tokens−1.
 func (s *Scheduler) lookup(r *Request, hits []int32) []int32 {
 	hits = hits[:0]
+	salt := r.cacheSalt()
 	for _, h := range r.hashes[:(r.NumTokens()-1)/s.cfg.BlockSize] {
-		id, ok := s.pool.lookup(h ^ r.cacheSalt)
+		id, ok := s.pool.lookup(h ^ salt)
 		if !ok {
 			break
 		}
@@ -601,11 +603,11 @@ func (s *Scheduler) saltLoRA(r *Request) {
 	r.loraSalt = loraSalt(r.LoRA, rev)
 	switch {
 	case s.cfg.Faults.Fires(failpoints.CorePrefixCacheIgnoresLoRA):
-		r.cacheSalt = 0
+		r.cacheKeys = keysIgnoreLoRA
 	case rev > 0 && s.cfg.Faults.Fires(failpoints.CoreLoRAReloadKeepsPrefixCache):
-		r.cacheSalt = loraSalt(r.LoRA, 0)
+		r.cacheKeys = keysIgnoreRevision
 	default:
-		r.cacheSalt = r.loraSalt
+		r.cacheKeys = keysByRevision
 	}
 }
 

@@ -36,7 +36,7 @@ type AsyncLLM struct {
 	nextInc uint64
 	closed  bool
 	dead    error
-	stats   Stats
+	counts  counters
 	// loraNames are the names requests gave each LoRA adapter id, the
 	// last one given; made by the first request with an adapter.
 	loraNames map[int]string
@@ -366,13 +366,13 @@ func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
 	e.dropLocked(st)
 	switch reason {
 	case FinishStop:
-		e.stats.FinishedStop++
+		e.counts.FinishedStop++
 	case FinishLength:
-		e.stats.FinishedLength++
+		e.counts.FinishedLength++
 	case FinishAbort:
-		e.stats.FinishedAbort++
+		e.counts.FinishedAbort++
 	default:
-		e.stats.FinishedError++
+		e.counts.FinishedError++
 	}
 	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Index: st.index, Finished: true, Reason: reason, Err: err, Tokens: st.tokens})
 }
@@ -581,7 +581,7 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 	st, ok := e.states[f.InternalID]
 	if !ok {
-		e.stats.StaleFramesDropped++
+		e.counts.StaleFramesDropped++
 		if e.obs != nil {
 			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
@@ -593,10 +593,10 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 			Collector: st.incarnation, CollectorIndex: st.index, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 	}
 	if len(st.tokens) == 0 && len(f.NewTokens) > 0 {
-		e.stats.PromptTokens += int64(st.promptLen)
+		e.counts.PromptTokens += int64(st.promptLen)
 	}
 	st.tokens = append(st.tokens, f.NewTokens...)
-	e.stats.GenerationTokens += int64(len(f.NewTokens))
+	e.counts.GenerationTokens += int64(len(f.NewTokens))
 
 	finished, reason := f.Finished, f.Reason
 	stopReason := ""

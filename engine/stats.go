@@ -57,6 +57,19 @@ type Stats struct {
 	PrefixCachePreemptedHits    int64
 }
 
+// counters are what the frontend counts itself, under its lock; the rest
+// of Stats is the core's.
+type counters struct {
+	PromptTokens, GenerationTokens, StaleFramesDropped         int64
+	FinishedStop, FinishedLength, FinishedAbort, FinishedError int64
+}
+
+// stats returns Stats with the counters set.
+func (c *counters) stats() Stats {
+	return Stats{PromptTokens: c.PromptTokens, GenerationTokens: c.GenerationTokens, StaleFramesDropped: c.StaleFramesDropped,
+		FinishedStop: c.FinishedStop, FinishedLength: c.FinishedLength, FinishedAbort: c.FinishedAbort, FinishedError: c.FinishedError}
+}
+
 // LoRAAdapterStats are the requests of one LoRA adapter the core runs
 // and keeps waiting; Name is the last a request gave its id.
 type LoRAAdapterStats struct {
@@ -71,7 +84,7 @@ type LoRAAdapterStats struct {
 func (e *AsyncLLM) Stats() Stats {
 	lc := e.core.LoRACounts()
 	e.mu.Lock()
-	s := e.stats
+	s := e.counts.stats()
 	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
 	e.mu.Unlock()
 	s.MaxLoRAs, s.At = e.ccfg.MaxLoRAs, e.rt.Now()

@@ -148,14 +148,9 @@ type incarnation struct {
 	sampling  core.SamplingParams // params as the core samples by
 	promptLen int
 	key       uint64
-	// lora is the sequence's LoRA adapter, 0 for the base model; loraKey
-	// its key at revision 0 of the adapter's weights, and revs the
-	// revisions its tokens were sampled under, from the output position
-	// each began at, as the frames showed them (empty until a reload).
-	lora    int
-	loraKey uint64
-	revs    []posRevision
-	reuse   bool // the id was used before
+	// lora is the sequence's LoRA adapter, nil for the base model.
+	lora  *seqLoRA
+	reuse bool // the id was used before
 	// prev and next are the incarnations of the same id before and after
 	// this one, 0 for none (on sequence 0).
 	prev, next uint64
@@ -408,8 +403,8 @@ func (c *Checker) observe(ev *core.Event) {
 			c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		}
 		seq := c.seq(ev.Incarnation, ev.Index)
-		if seq != nil && seq.lora != 0 && len(ev.Tokens) > 0 {
-			seq.sampledUnder(ev.Position, c.revisionAt(seq.lora, ev.Step))
+		if seq != nil && seq.lora != nil && len(ev.Tokens) > 0 {
+			seq.lora.sampledUnder(ev.Position, c.revisionAt(seq.lora.id, ev.Step))
 		}
 		c.checkModel(seq, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
@@ -720,9 +715,11 @@ func (c *Checker) add(ev *core.Event) {
 	p, _ := ev.Params.(engine.Params)
 	prev := c.latest[ev.RequestID]
 	in := &incarnation{id: ev.RequestID, internal: ev.InternalID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),
-		lora: p.LoRAID(), reuse: prev != 0}
-	in.loraKey = core.LoRAKey(core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), in.lora)
-	in.key = in.loraKey
+		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: prev != 0}
+	if id := p.LoRAID(); id != 0 {
+		in.key = core.LoRAKey(in.key, id)
+		in.lora = &seqLoRA{id: id, key: in.key}
+	}
 	for _, s := range p.Stop {
 		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
 		in.text.reach = max(in.text.reach, len(s)-1)
@@ -1023,7 +1020,7 @@ func (c *Checker) loraLoad(ev *core.Event) {
 		return
 	}
 	for k := range c.inCore {
-		if in := c.seq(k.inc, k.index); in != nil && in.lora == ev.LoRA {
+		if in := c.seq(k.inc, k.index); in != nil && in.lora != nil && in.lora.id == ev.LoRA {
 			c.reach(LoRAReloadWithRequests)
 			break
 		}
@@ -1046,27 +1043,37 @@ func (c *Checker) revisionAt(lora int, step int64) uint64 {
 	return rev
 }
 
+// seqLoRA is a sequence's LoRA adapter: its id, the key the sequence
+// samples with at revision 0 of the adapter's weights, and the revisions
+// its tokens were sampled under, from the output position each began at,
+// as the frames showed them (empty until a reload).
+type seqLoRA struct {
+	id   int
+	key  uint64
+	revs []posRevision
+}
+
 // sampledUnder records that the sequence's tokens from output position
 // pos on were sampled under revision rev of its adapter's weights.
-func (in *incarnation) sampledUnder(pos int, rev uint64) {
-	if n := len(in.revs); n > 0 && in.revs[n-1].rev == rev || n == 0 && rev == 0 {
+func (l *seqLoRA) sampledUnder(pos int, rev uint64) {
+	if n := len(l.revs); n > 0 && l.revs[n-1].rev == rev || n == 0 && rev == 0 {
 		return
 	}
-	in.revs = append(in.revs, posRevision{pos, rev})
+	l.revs = append(l.revs, posRevision{pos, rev})
 }
 
 // keyAt is the key the sequence's token at output position pos was
 // sampled with: its adapter's, at the revision it was sampled under.
 func (in *incarnation) keyAt(pos int) uint64 {
-	if len(in.revs) == 0 {
+	if in.lora == nil || len(in.lora.revs) == 0 {
 		return in.key
 	}
 	var rev uint64
-	for _, r := range in.revs {
+	for _, r := range in.lora.revs {
 		if r.pos > pos {
 			break
 		}
 		rev = r.rev
 	}
-	return core.RevisionKey(in.loraKey, rev)
+	return core.RevisionKey(in.lora.key, rev)
 }
