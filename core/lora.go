@@ -9,11 +9,7 @@ package core
 func (c *EngineCore) loadLoRA(in Input) {
 	ev := Event{Kind: EventLoRALoad, Call: in.Call, LoRA: int(in.LoRA), Step: c.step}
 	if c.asleep&SleepWeights != 0 {
-		ev.Err = ErrWeightsAsleep
-		c.emit(ev)
-		r := c.answer(in)
-		r.Err = ErrWeightsAsleep
-		c.send(in, r)
+		c.refuse(in, ev, ErrWeightsAsleep)
 		return
 	}
 	if in.LoadInplace {

@@ -57,11 +57,7 @@ func (c *EngineCore) weightUpdate(in Input) {
 		err, ev.Held = ErrWeightsAsleep, int(c.asleep)
 	}
 	if err != nil {
-		ev.Err = err
-		c.emit(ev)
-		r := c.answer(in)
-		r.Err = err
-		c.send(in, r)
+		c.refuse(in, ev, err)
 		return
 	}
 	switch in.Kind {
@@ -77,6 +73,16 @@ func (c *EngineCore) weightUpdate(in Input) {
 	ev.Finished, ev.Held = true, c.written
 	c.emit(ev)
 	c.reply(in)
+}
+
+// refuse tells ev, refused for err, and replies to in with it: a weight
+// update's call or a LoRA load the core cannot take.
+func (c *EngineCore) refuse(in Input, ev Event, err error) {
+	ev.Err = err
+	c.emit(ev)
+	r := c.answer(in)
+	r.Err = err
+	c.send(in, r)
 }
 
 // hold holds scheduling for a weight update, or lets it go.
