@@ -170,16 +170,17 @@ func loraReload(x *Run) error {
 // engine was found dead.
 func (p *pauseRun) reloadPolicy(s policyStep) (dead bool, err error) {
 	e, ctx := p.e, context.Background()
+	var errs roundErrs
 	if s.pause != nil {
-		if dead, err := p.pause(s.pause.Mode, true, func() error { return e.PauseGeneration(ctx, *s.pause) }); dead || err != nil {
-			return dead, err
+		dead, err := p.pause(s.pause.Mode, true, func() error { return e.PauseGeneration(ctx, *s.pause) })
+		if dead || errs.dead("PauseGeneration", err) {
+			return true, errs.join()
 		}
 	}
 	reload := loraPolicy
 	reload.LoadInplace = true
-	var errs roundErrs
-	// Whatever the load found, a pause is resumed, so that no request
-	// waits for ever.
+	// Whatever the pause and the load found, a pause is resumed, so that
+	// no request waits for ever.
 	dead = errs.dead("AddLoRA", e.AddLoRA(ctx, reload))
 	if s.pause != nil && errs.dead("ResumeGeneration", e.ResumeGeneration(ctx)) {
 		dead = true
