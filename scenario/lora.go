@@ -105,7 +105,7 @@ func drawLoRAEngine(x *Run) engine.Config {
 // caching is on over a system prompt every request shares, so that the
 // cache holds the policy's blocks of the old weights when a request of
 // the new ones is admitted; one or two slots, async half, KV pressure a
-// third. The window is the reload's: requests of the policy in the core
+// third, a quarter under the priority policy. The window is the reload's: requests of the policy in the core
 // as its weights change (lora-reload-with-requests, the target). Every
 // draw is x.Rand's.
 var LoRAReload = &Scenario{
