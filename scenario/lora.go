@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -132,6 +133,14 @@ type policyStep struct {
 }
 
 func loraReload(x *Run) error {
+	cfg, scripts := drawPolicyClients(x)
+	plan := drawPolicyPlan(x)
+	return x.streamBeside(cfg, scripts, []controller{{"trainer", func(p *pauseRun) error { return p.policyTrainer(plan, true) }}})
+}
+
+// drawPolicyClients draws lora-reload's engine, one or two slots, and its
+// two or three clients, three requests in four of the policy.
+func drawPolicyClients(x *Run) (engine.Config, [][]pauseRequest) {
 	r := x.Rand
 	cfg := drawLoRAEngine(x)
 	cfg.MaxLoRAs = min(cfg.MaxLoRAs, 2)
@@ -152,6 +161,12 @@ func loraReload(x *Run) error {
 			}
 		}
 	}
+	return cfg, scripts
+}
+
+// drawPolicyPlan draws the policy trainer's 2 to 4 loads.
+func drawPolicyPlan(x *Run) []policyStep {
+	r := x.Rand
 	plan := make([]policyStep, 2+r.Intn(3))
 	for i := range plan {
 		plan[i].gap = r.Intn(12)
@@ -159,20 +174,27 @@ func loraReload(x *Run) error {
 			plan[i].pause = &engine.PauseOptions{Mode: engine.PauseMode(r.Intn(3)), KeepCache: r.Intn(2) == 0}
 		}
 	}
-	return x.streamBeside(cfg, scripts, []controller{{"trainer", func(p *pauseRun) error {
-		return playRounds(x, plan, func(s policyStep) int { return s.gap }, p.reloadPolicy,
-			func(i int, s policyStep) string { return fmt.Sprintf("reload %d", i) })
-	}}})
+	return plan
+}
+
+// policyTrainer plays the policy trainer's plan.
+func (p *pauseRun) policyTrainer(plan []policyStep, alone bool) error {
+	return playRounds(p.x, plan, func(s policyStep) int { return s.gap },
+		func(s policyStep) (bool, error) { return p.reloadPolicy(s, alone) },
+		func(i int, s policyStep) string { return fmt.Sprintf("reload %d", i) })
 }
 
 // reloadPolicy loads the policy's new weights in place, after a pause
-// when the step says so and before its resume. It reports whether the
-// engine was found dead.
-func (p *pauseRun) reloadPolicy(s policyStep) (dead bool, err error) {
+// when the step says so and before its resume. Beside other controllers
+// a resume of theirs may overtake the pause (ErrResumed), a sleep of
+// theirs refuse the load (ErrAsleep) and the resume (ErrAsleep: their
+// wake-up resumes): the answers they are. It reports whether the engine
+// was found dead.
+func (p *pauseRun) reloadPolicy(s policyStep, alone bool) (dead bool, err error) {
 	e, ctx := p.e, context.Background()
 	var errs roundErrs
 	if s.pause != nil {
-		dead, err := p.pause(s.pause.Mode, true, func() error { return e.PauseGeneration(ctx, *s.pause) })
+		dead, err := p.pause(s.pause.Mode, alone, func() error { return e.PauseGeneration(ctx, *s.pause) })
 		if dead || errs.dead("PauseGeneration", err) {
 			return true, errs.join()
 		}
@@ -181,8 +203,14 @@ func (p *pauseRun) reloadPolicy(s policyStep) (dead bool, err error) {
 	reload.LoadInplace = true
 	// Whatever the pause and the load found, a pause is resumed, so that
 	// no request waits for ever.
-	dead = errs.dead("AddLoRA", e.AddLoRA(ctx, reload))
-	if s.pause != nil && errs.dead("ResumeGeneration", e.ResumeGeneration(ctx)) {
+	asleep := func(err error) error {
+		if !alone && errors.Is(err, engine.ErrAsleep) {
+			return nil
+		}
+		return err
+	}
+	dead = errs.dead("AddLoRA", asleep(e.AddLoRA(ctx, reload)))
+	if s.pause != nil && errs.dead("ResumeGeneration", asleep(e.ResumeGeneration(ctx))) {
 		dead = true
 	}
 	return dead, errs.join()

@@ -54,14 +54,20 @@ type reloadStep struct {
 }
 
 func liveReload(x *Run) error {
-	r := x.Rand
 	cfg, scripts := drawRLEngine(x)
+	plan := drawReloadPlan(x)
+	return x.streamBeside(cfg, scripts, []controller{{"reloader", func(p *pauseRun) error { return reload(x, p.e, plan) }}})
+}
+
+// drawReloadPlan draws a reloader's 3 to 6 updates and resets.
+func drawReloadPlan(x *Run) []reloadStep {
+	r := x.Rand
 	plan := make([]reloadStep, 3+r.Intn(4))
 	for i := range plan {
 		gap, update := r.Intn(10), 1+r.Intn(3)
 		plan[i] = reloadStep{wait: gap + update, resetRunning: r.Intn(4) != 0}
 	}
-	return x.streamBeside(cfg, scripts, []controller{{"reloader", func(p *pauseRun) error { return reload(x, p.e, plan) }}})
+	return plan
 }
 
 // reload plays the reloader's plan: each weight update, then a reset of

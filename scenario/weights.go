@@ -67,8 +67,14 @@ type syncStep struct {
 }
 
 func weightSync(x *Run) error {
-	r := x.Rand
 	cfg, scripts := drawRLEngine(x)
+	plan := drawSyncPlan(x)
+	return x.streamBesideATrainer(cfg, scripts, "syncer", func(p *pauseRun, alone bool) error { return p.syncer(plan, alone) })
+}
+
+// drawSyncPlan draws a syncer's 2 to 4 updates.
+func drawSyncPlan(x *Run) []syncStep {
+	r := x.Rand
 	plan := make([]syncStep, 2+r.Intn(3))
 	for i := range plan {
 		s := syncStep{gap: r.Intn(10), batches: make([]int, 1+r.Intn(3))}
@@ -84,7 +90,7 @@ func weightSync(x *Run) error {
 		}
 		plan[i] = s
 	}
-	return x.streamBesideATrainer(cfg, scripts, "syncer", func(p *pauseRun, alone bool) error { return p.syncer(plan, alone) })
+	return plan
 }
 
 // syncer plays the syncer's plan, naming each update's version after its
