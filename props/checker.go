@@ -1022,6 +1022,9 @@ func (c *Checker) loraLoad(ev *core.Event) {
 	for k := range c.inCore {
 		if in := c.seq(k.inc, k.index); in != nil && in.lora != nil && in.lora.id == ev.LoRA {
 			c.reach(LoRAReloadWithRequests)
+			if c.updating {
+				c.reach(LoRALoadDuringAnUpdate)
+			}
 			break
 		}
 	}

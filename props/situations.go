@@ -98,6 +98,11 @@ const (
 	// LoRAReloadWithRequests: an adapter's new weights were loaded in
 	// place while the core held requests of it.
 	LoRAReloadWithRequests
+	// LoRALoadDuringAnUpdate: an adapter's new weights were loaded in
+	// place in the middle of a weight update of the base model, while
+	// the core held requests of the adapter: two trainers' weights change
+	// under requests the update holds.
+	LoRALoadDuringAnUpdate
 
 	situationCount
 )
@@ -107,7 +112,7 @@ var situationNames = [situationCount]string{
 	"late-core-abort", "core-refused-an-add", "preempted", "prefix-cache-hit", "pause-with-requests", "pause-while-paused",
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
-	"lora-waited-for-a-slot", "lora-reload-with-requests",
+	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 }
 
 var situationDocs = [situationCount]string{
@@ -133,6 +138,7 @@ var situationDocs = [situationCount]string{
 	"a weight update's call reached the core while the executor's weights slept",
 	"the core held a waiting request back because the step's batch used every LoRA slot, none of them for its adapter",
 	"an adapter's new weights were loaded in place while the core held requests of it, which go on with them",
+	"an adapter's new weights were loaded in place in the middle of a weight update, while the core held requests of it",
 }
 
 // AllSituations lists every situation, in the order of their constants.
