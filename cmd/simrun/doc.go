@@ -49,10 +49,10 @@
 // seed after another, each as -seed walks it, and stops at the first that
 // fails: a scenario that draws its workload from the seed (swarm,
 // pause-resume, live-reload, colocate, weight-sync, multi-lora,
-// lora-reload) is a different program for each. -shard I/N runs one
-// share of a walk, the schedules whose first departure is at a draw
-// numbered I-1 modulo N, for a CI matrix; merge adds the shards' -json up
-// to the whole walk. -for D stops a walk at a budget of wall time.
+// lora-reload, control-mix) is a different program for each. -shard I/N
+// runs one share of a walk, the schedules whose first departure is at a
+// draw numbered I-1 modulo N, for a CI matrix; merge adds the shards'
+// -json up to the whole walk. -for D stops a walk at a budget of wall time.
 // explore names a schedule by its departures, "draws 24:2,25:5,62:1" (the
 // 24th draw answered 2, …, every other 0), which run -draws follows in
 // place of the seed's draws. A schedule that runs past -seed-timeout is
