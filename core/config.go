@@ -76,6 +76,13 @@ type Config struct {
 	// requests behind it; a batch of more is the model's death, as vLLM's
 	// worker raises for it.
 	MaxLoRAs int
+	// MaxCPULoRAs is how many LoRA adapters the executor keeps loaded,
+	// vLLM's --max-cpu-loras: a cache, least recently used first out,
+	// that a step loads its batch's adapters into and AddLoRA loads
+	// into; pinned adapters (EngineCore's InputPinLoRA) never leave it
+	// but by a removal. 0 means MaxLoRAs, as vLLM's default; otherwise it
+	// must be at least MaxLoRAs.
+	MaxCPULoRAs int
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -109,6 +116,9 @@ func (c Config) WithDefaults() Config {
 	if c.NumBlocks == 0 && c.BlockSize >= 1 && c.MaxModelLen >= 2 && c.MaxModelLen <= MaxModelLenMax {
 		c.NumBlocks = 2*c.BlocksFor(c.MaxModelLen) + 1
 	}
+	if c.MaxCPULoRAs == 0 {
+		c.MaxCPULoRAs = c.MaxLoRAs
+	}
 	if c.StepTime == 0 {
 		c.StepTime = DefaultStepTime
 	} else if c.StepTime < 0 {
@@ -141,6 +151,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: NumBlocks must be ≤ %d, got %d: block tables hold 32-bit block ids", NumBlocksMax, c.NumBlocks)
 	case c.MaxLoRAs < 0:
 		return fmt.Errorf("core: MaxLoRAs must be ≥ 0 (0: LoRA off), got %d", c.MaxLoRAs)
+	case c.MaxCPULoRAs != 0 && c.MaxCPULoRAs < c.MaxLoRAs:
+		// vLLM's LoRAConfig: "max_cpu_loras must be >= max_loras".
+		return fmt.Errorf("core: MaxCPULoRAs (%d) must be ≥ MaxLoRAs (%d), or 0 for MaxLoRAs", c.MaxCPULoRAs, c.MaxLoRAs)
+	case c.MaxCPULoRAs != 0 && c.MaxLoRAs == 0:
+		return fmt.Errorf("core: MaxCPULoRAs is %d but LoRA is off (MaxLoRAs 0)", c.MaxCPULoRAs)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}

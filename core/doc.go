@@ -42,7 +42,10 @@
 // the KV it writes, which the prefix cache keeps apart from every other
 // adapter's; Config.MaxLoRAs bounds the adapters of a step's batch, as
 // vLLM's scheduled_loras does, and a batch of more kills the core, as
-// vLLM's worker raises for it.
+// vLLM's worker raises for it. The executor keeps Config.MaxCPULoRAs
+// adapters loaded, least recently used out first; a pinned one
+// (InputPinLoRA) never leaves but by InputRemoveLoRA and holds a slot the
+// scheduler counts in every step.
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

@@ -71,6 +71,19 @@ const (
 	// adapters load when a step first needs them. Refused, with the
 	// reply's Err, while the weights sleep.
 	InputLoadLoRA
+	// InputPinLoRA pins adapter LoRA, vLLM's pin_lora: it stays loaded
+	// and holds an executor slot of its own until removed, so that its
+	// requests never wait for one. Refused, with the reply's Err, when it
+	// is not loaded (ErrLoRANotLoaded) or when it would leave no slot to
+	// the other adapters (ErrLoRAPinsFillSlots); Reply.Done when pinned.
+	InputPinLoRA
+	// InputRemoveLoRA unloads adapter LoRA, vLLM's remove_lora, and
+	// unpins it; a request of it loads it again at its next step.
+	// Reply.Done when it was loaded.
+	InputRemoveLoRA
+	// InputListLoRAs asks for the adapters loaded, vLLM's list_loras:
+	// Reply.LoRAs, in increasing order.
+	InputListLoRAs
 )
 
 // Input is a request to the core, vLLM's EngineCoreRequestType and payload.
@@ -114,9 +127,16 @@ type Reply struct {
 	// Asleep: some of the executor's memory sleeps (every call answers
 	// it); answering an InputResume, the resume was refused for it.
 	Asleep bool
-	// Err is why the core refused a weight update's call or a LoRA load:
-	// ErrWeightUpdateActive, ErrNoWeightUpdate or ErrWeightsAsleep.
+	// Done answers an InputPinLoRA (pinned) and an InputRemoveLoRA (it
+	// was loaded).
+	Done bool
+	// Err is why the core refused a weight update's call or a LoRA load
+	// or pin: ErrWeightUpdateActive, ErrNoWeightUpdate, ErrWeightsAsleep,
+	// ErrLoRANotLoaded or ErrLoRAPinsFillSlots.
 	Err error
+	// LoRAs answers an InputListLoRAs: the adapters loaded, by id, in
+	// increasing order.
+	LoRAs []int
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,
@@ -355,6 +375,12 @@ func (c *EngineCore) handle(in Input) bool {
 		c.weightUpdate(in)
 	case InputLoadLoRA:
 		c.loadLoRA(in)
+	case InputPinLoRA:
+		c.pinLoRA(in)
+	case InputRemoveLoRA:
+		c.removeLoRA(in)
+	case InputListLoRAs:
+		c.listLoRAs(in)
 	}
 	return true
 }
@@ -465,9 +491,9 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 // it.
 func (c *EngineCore) startStep(so *SchedulerOutput) {
 	c.step++
-	loras := 0
+	loras, batch := 0, 0
 	if c.cfg.MaxLoRAs > 0 {
-		loras = c.loraCount(so)
+		batch, loras = c.loraCount(so)
 	}
 	if c.cfg.Observer != nil {
 		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), LoRA: loras})
@@ -479,14 +505,29 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 		// A GPU's forward pass into released memory: vLLM's #44395.
 		panic(fmt.Sprintf("illegal memory access: step %d ran a forward pass with the executor's %s asleep", c.step, c.asleep))
 	}
-	if loras > c.cfg.MaxLoRAs {
+	if batch > c.cfg.MaxLoRAs {
 		// vLLM's worker, activating the batch's adapters.
-		panic(fmt.Sprintf("Number of requested LoRAs (%d) is greater than the number of GPU LoRA slots (%d): step %d", loras, c.cfg.MaxLoRAs, c.step))
+		panic(fmt.Sprintf("Number of requested LoRAs (%d) is greater than the number of GPU LoRA slots (%d): step %d", batch, c.cfg.MaxLoRAs, c.step))
+	}
+	if loras > c.cfg.MaxLoRAs {
+		// vLLM's worker, finding the slots the batch needs pinned.
+		panic(fmt.Sprintf("%v: step %d needs %d LoRA slots for its batch and %d pinned, of %d", errAllPinned, c.step, batch, loras-batch, c.cfg.MaxLoRAs))
+	}
+	if batch > 0 {
+		pinned := c.sched.PinnedLoRAs()
+		for _, a := range c.lora.batch { // the executor loads them
+			if !c.lora.load(a, pinned, c.cfg.MaxCPULoRAs) {
+				panic(fmt.Sprintf("%v: step %d loads adapter %d", errAllPinned, c.step, a))
+			}
+		}
 	}
 }
 
 // coreLoRA is an EngineCore's LoRA state.
 type coreLoRA struct {
+	// cache are the adapters loaded, least recently used first, at most
+	// Config.MaxCPULoRAs (load).
+	cache []int
 	batch []int // scratch: loraCount's adapters
 	// published are the requests of each adapter as last published
 	// (LoRACounts); now is publishLoRAs' scratch.
@@ -494,10 +535,11 @@ type coreLoRA struct {
 	now       LoRACounts
 }
 
-// loraCount is how many LoRA adapters the batch of so uses, as the
-// executor counts them when it activates them, apart from the scheduler's
-// own account.
-func (c *EngineCore) loraCount(so *SchedulerOutput) int {
+// loraCount is how many LoRA adapters the batch of so uses, and how many
+// slots they and the pinned adapters take, as the executor counts them
+// when it loads and activates them, apart from the scheduler's own
+// account.
+func (c *EngineCore) loraCount(so *SchedulerOutput) (batch, slots int) {
 	l := c.lora
 	l.batch = l.batch[:0]
 	for _, sc := range so.Scheduled {
@@ -505,7 +547,13 @@ func (c *EngineCore) loraCount(so *SchedulerOutput) int {
 			l.batch = append(l.batch, a)
 		}
 	}
-	return len(l.batch)
+	batch, slots = len(l.batch), len(l.batch)
+	for _, a := range c.sched.PinnedLoRAs() {
+		if !slices.Contains(l.batch, a) {
+			slots++
+		}
+	}
+	return batch, slots
 }
 
 // finishStep takes step's output from the model: the aborts that arrived

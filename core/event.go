@@ -101,12 +101,20 @@ const (
 	// replaced the old in place, Held then their revision (from 1), each
 	// step after Step sampling with them; refused, Err says why.
 	EventLoRALoad
+	// EventLoRAPin: the core took Call, a pin of LoRA adapter LoRA
+	// (vLLM's pin_lora): Finished when pinned, Held then the adapters
+	// pinned; refused, Err says why.
+	EventLoRAPin
+	// EventLoRARemove: the core took Call, a removal of LoRA adapter
+	// LoRA (vLLM's remove_lora): Finished when it was loaded.
+	EventLoRARemove
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
-	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load"}
+	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
+	"core.lora-pin", "core.lora-remove"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -185,6 +193,13 @@ func (e Event) String() string {
 			return fmt.Sprintf("%s: call %d, adapter %d's new weights in place after step %d: revision %d", e.Kind, e.Call, e.LoRA, e.Step, e.Held)
 		}
 		return fmt.Sprintf("%s: call %d, adapter %d loaded", e.Kind, e.Call, e.LoRA)
+	case EventLoRAPin:
+		if e.Err != nil {
+			return fmt.Sprintf("%s: call %d, adapter %d refused: %v", e.Kind, e.Call, e.LoRA, e.Err)
+		}
+		return fmt.Sprintf("%s: call %d, adapter %d pinned, %d pinned", e.Kind, e.Call, e.LoRA, e.Held)
+	case EventLoRARemove:
+		return fmt.Sprintf("%s: call %d, adapter %d removed (it was loaded: %t)", e.Kind, e.Call, e.LoRA, e.Finished)
 	case EventLoRAWait:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): LoRA adapter %d waits for a slot, the batch uses all %d", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.LoRA, e.Held)
 	case EventIdle:

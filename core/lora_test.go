@@ -235,3 +235,158 @@ func TestAReloadedAdapterSamplesItsNewWeights(t *testing.T) {
 		assert.Equal(t, b.Output, c.Output)
 	}
 }
+
+// TestAPinnedAdapterHoldsItsSlot: with two slots and adapter 3 pinned, a
+// request of adapter 1 runs, one of adapter 2 waits (the other slot is
+// the pin's, though no request of adapter 3 runs), and one of adapter 3
+// runs beside adapter 1 in the pinned slot; adapter 2 runs once adapter
+// 1's request ended. With core/lora-pin-ignores-slots (vLLM's) the
+// scheduler does not count the pin and admits adapter 2 beside adapter 1:
+// with the pinned slot, three of two.
+func TestAPinnedAdapterHoldsItsSlot(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{MaxLoRAs: 2}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreLoRAPinIgnoresSlots.Name+"=return")
+		}
+		s := newSched(cfg)
+		s.PinLoRA(3)
+		a := loraReq("a", 1, seq(1, 4), 6)
+		require.NoError(t, s.AddRequest(a))
+		stepChecked(t, s)
+		b, c := loraReq("b", 2, seq(20, 4), 3), loraReq("c", 3, seq(40, 4), 3)
+		require.NoError(t, s.AddRequest(b))
+		require.NoError(t, s.AddRequest(c))
+		so := stepChecked(t, s)
+		if bug {
+			assert.Positive(t, scheduledTokens(so, b), "the bug admits adapter 2 into the pinned slot")
+			continue
+		}
+		assert.Equal(t, -1, scheduledTokens(so, b), "adapter 2 waits: one slot is adapter 1's, the other the pin's")
+		assert.Equal(t, []int{1, 3}, so.LoRAs)
+		assert.Positive(t, scheduledTokens(so, c), "the pinned adapter's request runs in its slot")
+		for steps := 0; s.HasRequests(); steps++ {
+			require.Less(t, steps, 100)
+			so := stepChecked(t, s)
+			assert.LessOrEqual(t, len(adapters(so)), 2)
+			if slices.Contains(adapters(so), 2) {
+				assert.NotContains(t, adapters(so), 1, "adapter 2 runs once adapter 1 is done")
+			}
+		}
+		assert.Equal(t, sampled(b, 3), b.Output)
+		assert.True(t, s.UnpinLoRA(3))
+		assert.False(t, s.UnpinLoRA(3), "unpinned once")
+		assert.Empty(t, s.PinnedLoRAs())
+	}
+}
+
+// TestTheCoreLoadsPinsAndRemovesAdapters: the executor's cache of
+// MaxCPULoRAs adapters over the core's calls. A pin of an adapter not
+// loaded is refused; loaded, it is pinned; a second pin, which would
+// leave no slot to the others, is refused. Loads beyond the cache unload
+// the least recently used adapter not pinned; a removal unloads and
+// unpins, and says whether the adapter was loaded; ListLoRAs says what
+// is loaded, in order. A step loads its batch's adapters, and counts the
+// pinned slot among its own.
+func TestTheCoreLoadsPinsAndRemovesAdapters(t *testing.T) {
+	call := uint64(0)
+	send := func(c *core.EngineCore, kind core.InputKind, lora int32) uint64 {
+		call++
+		c.Send(core.Input{Kind: kind, LoRA: lora, Call: call})
+		return call
+	}
+	var pinUnloaded, load1, pin1, load2, pin2, list1, load3, load4, list2, remove1, remove1Again, list3, list4 uint64
+	l := drivePause(t, core.Config{MaxLoRAs: 2, MaxCPULoRAs: 3}, func(rt task.Runtime, c *core.EngineCore) {
+		pinUnloaded = send(c, core.InputPinLoRA, 1)
+		load1 = send(c, core.InputLoadLoRA, 1)
+		pin1 = send(c, core.InputPinLoRA, 1)
+		load2 = send(c, core.InputLoadLoRA, 2)
+		pin2 = send(c, core.InputPinLoRA, 2)
+		list1 = send(c, core.InputListLoRAs, 0)
+		load3 = send(c, core.InputLoadLoRA, 3)
+		send(c, core.InputLoadLoRA, 2)         // used again: 3 is the least recently used
+		load4 = send(c, core.InputLoadLoRA, 4) // unloads 3: 1 is pinned
+		list2 = send(c, core.InputListLoRAs, 0)
+		c.Send(core.Input{Kind: core.InputAdd, Req: loraIncarnation(1, 5)}) // loads 5, unloading 2
+		rt.Sleep(50 * time.Millisecond)
+		list3 = send(c, core.InputListLoRAs, 0)
+		remove1 = send(c, core.InputRemoveLoRA, 1)
+		remove1Again = send(c, core.InputRemoveLoRA, 1)
+		list4 = send(c, core.InputListLoRAs, 0)
+		c.Send(core.Input{Kind: core.InputShutdown})
+	})
+	_, r := l.reply(t, pinUnloaded)
+	require.ErrorIs(t, r.Err, core.ErrLoRANotLoaded)
+	for _, c := range []uint64{load1, load2, load3, load4} {
+		_, r := l.reply(t, c)
+		require.NoError(t, r.Err)
+	}
+	_, r = l.reply(t, pin1)
+	require.NoError(t, r.Err)
+	require.True(t, r.Done)
+	_, r = l.reply(t, pin2)
+	require.ErrorIs(t, r.Err, core.ErrLoRAPinSlot, "a second pin of two slots leaves none to the others")
+	require.False(t, r.Done)
+	for c, want := range map[uint64][]int{list1: {1, 2}, list2: {1, 2, 4}, list3: {1, 4, 5}, list4: {4, 5}} {
+		_, r := l.reply(t, c)
+		require.Equal(t, want, r.LoRAs, "ListLoRAs, call %d", c)
+	}
+	_, r = l.reply(t, remove1)
+	require.True(t, r.Done, "1 was loaded")
+	_, r = l.reply(t, remove1Again)
+	require.False(t, r.Done, "and is no more")
+	var steps int
+	for _, e := range l.events {
+		if e.Kind == core.EventStep {
+			steps++
+			require.Equal(t, 2, e.LoRA, "adapter 5's slot and the pin's")
+		}
+	}
+	require.Positive(t, steps)
+	require.Equal(t, sampled(loraIncarnation(1, 5), 3), l.tokens("a"))
+}
+
+// TestAPinTakesNoSlotARunningRequestUses: with one slot pins are refused
+// outright; with two, a pin of a third adapter while adapters 1 and 2
+// run is refused (vLLM pins it and dies at the next step, as
+// core/lora-pin-ignores-slots does), and taken once they ended.
+func TestAPinTakesNoSlotARunningRequestUses(t *testing.T) {
+	refused := drivePause(t, core.Config{MaxLoRAs: 1}, func(rt task.Runtime, c *core.EngineCore) {
+		c.Send(core.Input{Kind: core.InputLoadLoRA, LoRA: 1, Call: 1})
+		c.Send(core.Input{Kind: core.InputPinLoRA, LoRA: 1, Call: 2})
+		c.Send(core.Input{Kind: core.InputShutdown})
+	})
+	_, r := refused.reply(t, 2)
+	require.ErrorIs(t, r.Err, core.ErrLoRAPinSlot, "one slot: a pin would leave none")
+
+	b := loraReq("b", 2, seq(20, 4), 8)
+	feed := func(rt task.Runtime, c *core.EngineCore) {
+		a, b := loraReq("a", 1, seq(10, 4), 8), loraReq("b", 2, seq(20, 4), 8)
+		a.Incarnation, b.Incarnation = 1, 2
+		for _, r := range []*core.Request{a, b} {
+			c.Send(core.Input{Kind: core.InputAdd, Req: r})
+		}
+		c.Send(core.Input{Kind: core.InputLoadLoRA, LoRA: 3, Call: 1})
+		rt.Sleep(3 * time.Millisecond) // 1 and 2 run
+		c.Send(core.Input{Kind: core.InputPinLoRA, LoRA: 3, Call: 2})
+		rt.Sleep(50 * time.Millisecond) // they ended
+		c.Send(core.Input{Kind: core.InputPinLoRA, LoRA: 3, Call: 3})
+		c.Send(core.Input{Kind: core.InputShutdown})
+	}
+	l := drivePause(t, core.Config{MaxLoRAs: 2, MaxCPULoRAs: 3}, feed)
+	_, r = l.reply(t, 2)
+	require.ErrorIs(t, r.Err, core.ErrLoRAPinSlot, "1 and 2 run in both slots")
+	_, r = l.reply(t, 3)
+	require.NoError(t, r.Err)
+	require.True(t, r.Done, "pinned once a slot is free")
+	require.Equal(t, sampled(b, 8), l.tokens("b"))
+
+	outs := drive(t, core.Config{MaxLoRAs: 2, MaxCPULoRAs: 3, Faults: rttest.Armed(t, failpoints.CoreLoRAPinIgnoresSlots.Name+"=return")}, feed)
+	require.NotEmpty(t, outs)
+	var pinned bool
+	for _, o := range outs {
+		pinned = pinned || (o.Reply != nil && o.Reply.Call == 2 && o.Reply.Done)
+	}
+	require.True(t, pinned, "vLLM pins it")
+	require.ErrorContains(t, outs[len(outs)-1].Dead, "All items are pinned, cannot remove oldest from the cache.")
+}

@@ -125,9 +125,9 @@ type Scheduler struct {
 	outs [2]SchedulerOutput
 	out  *SchedulerOutput
 
-	// loraRevs counts, by adapter, the loads of new weights in place
-	// (ReloadLoRA); made by the first.
-	loraRevs map[int]uint64
+	// lora is the scheduler's LoRA state, made by the first reload or
+	// pin, so that an engine without them pays a pointer.
+	lora *schedLoRA
 
 	pause PauseState // what Schedule leaves alone: asked, or PausedAll when held
 	asked PauseState // EngineCore's pauses (SetPauseState)
@@ -589,7 +589,7 @@ func (s *Scheduler) keyOf(r *Request) uint64 {
 	if r.LoRA == 0 {
 		return key
 	}
-	return RevisionKey(LoRAKey(key, r.LoRA), s.loraRevs[r.LoRA])
+	return RevisionKey(LoRAKey(key, r.LoRA), s.loraRevision(r.LoRA))
 }
 
 // saltLoRA sets the salts of waiting request r, which has an adapter, for
@@ -599,7 +599,7 @@ func (s *Scheduler) keyOf(r *Request) uint64 {
 // cache keys its blocks with the revision too, unless a planted bug
 // leaves out the adapter or, as vLLM does, the revision.
 func (s *Scheduler) saltLoRA(r *Request) {
-	rev := s.loraRevs[r.LoRA]
+	rev := s.loraRevision(r.LoRA)
 	r.loraSalt = loraSalt(r.LoRA, rev)
 	switch {
 	case s.cfg.Faults.Fires(failpoints.CorePrefixCacheIgnoresLoRA):
@@ -617,10 +617,11 @@ func (s *Scheduler) saltLoRA(r *Request) {
 // over the KV they computed before (vLLM's policy switch in the middle
 // of a request), and a request admitted from now on computes its KV anew.
 func (s *Scheduler) ReloadLoRA(lora int) uint64 {
-	if s.loraRevs == nil {
-		s.loraRevs = make(map[int]uint64)
+	l := s.loraState()
+	if l.revs == nil {
+		l.revs = make(map[int]uint64)
 	}
-	s.loraRevs[lora]++
+	l.revs[lora]++
 	for _, q := range [...][]*Request{s.running, s.waiting} {
 		for _, r := range q {
 			if r.LoRA == lora {
@@ -628,7 +629,73 @@ func (s *Scheduler) ReloadLoRA(lora int) uint64 {
 			}
 		}
 	}
-	return s.loraRevs[lora]
+	return l.revs[lora]
+}
+
+// schedLoRA is a scheduler's LoRA state.
+type schedLoRA struct {
+	revs   map[int]uint64 // by adapter, the loads of new weights in place (ReloadLoRA)
+	pinned []int          // the adapters pinned (PinLoRA), in the order pinned
+}
+
+func (s *Scheduler) loraState() *schedLoRA {
+	if s.lora == nil {
+		s.lora = &schedLoRA{}
+	}
+	return s.lora
+}
+
+// loraRevision is the revision of adapter lora's weights: how many times
+// they were loaded in place.
+func (s *Scheduler) loraRevision(lora int) uint64 {
+	if s.lora == nil {
+		return 0
+	}
+	return s.lora.revs[lora]
+}
+
+// PinnedLoRAs are the adapters pinned, in the order pinned; the slice is
+// the scheduler's, valid until the next PinLoRA or UnpinLoRA.
+func (s *Scheduler) PinnedLoRAs() []int {
+	if s.lora == nil {
+		return nil
+	}
+	return s.lora.pinned
+}
+
+// PinLoRA pins adapter lora: from the next step on it holds an executor
+// slot of its own, which the scheduler counts among the step's adapters
+// whether or not a request of it runs, so that its requests never wait
+// for a slot. EngineCore checks first that it fits (pinLoRA).
+func (s *Scheduler) PinLoRA(lora int) {
+	l := s.loraState()
+	if !slices.Contains(l.pinned, lora) {
+		l.pinned = append(l.pinned, lora)
+	}
+}
+
+// UnpinLoRA lets adapter lora's slot go; it reports whether it was
+// pinned.
+func (s *Scheduler) UnpinLoRA(lora int) bool {
+	if s.lora == nil {
+		return false
+	}
+	i := slices.Index(s.lora.pinned, lora)
+	if i >= 0 {
+		s.lora.pinned = slices.Delete(s.lora.pinned, i, i+1)
+	}
+	return i >= 0
+}
+
+// RunningLoRAs appends to dst the adapters of the running requests, each
+// once, in the order of the running queue.
+func (s *Scheduler) RunningLoRAs(dst []int) []int {
+	for _, r := range s.running {
+		if r.LoRA != 0 && !slices.Contains(dst, r.LoRA) {
+			dst = append(dst, r.LoRA)
+		}
+	}
+	return dst
 }
 
 // scheduledLoRAs sets out.LoRAs to the adapters of the running requests
@@ -641,6 +708,14 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	}
 	for _, sc := range out.Scheduled {
 		if l := sc.Req.LoRA; l != 0 && !slices.Contains(out.LoRAs, l) {
+			out.LoRAs = append(out.LoRAs, l)
+		}
+	}
+	if s.lora == nil || s.cfg.Faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {
+		return
+	}
+	for _, l := range s.lora.pinned { // each holds its slot
+		if !slices.Contains(out.LoRAs, l) {
 			out.LoRAs = append(out.LoRAs, l)
 		}
 	}

@@ -128,6 +128,9 @@ var (
 	CoreLoRAReloadKeepsPrefixCache = register(&Point{Name: "core/lora-reload-keeps-prefix-cache", Bug: true,
 		Doc:   "a bug, vLLM's behaviour: the prefix cache keys an adapter's blocks by the adapter alone, not by the revision of its weights, so after add_lora with load_inplace a new request of it takes blocks the old weights computed and goes on from KV of the old policy (vLLM's RFC #48297 asks callers to reset the prefix cache after such an update); the engine keys them with the revision",
 		Terms: "return", checkValue: checkNoValue})
+	CoreLoRAPinIgnoresSlots = register(&Point{Name: "core/lora-pin-ignores-slots", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: pin_lora pins any loaded adapter into an executor slot at once and the scheduler does not count pinned adapters toward max_loras, so a step whose batch needs the slots a pin holds finds every one it could take pinned, and the worker raises \"All items are pinned, cannot remove oldest from the cache\" (pinning an adapter while another runs with max_loras 1 kills the engine); the engine counts a pin's slot in every step and refuses a pin that would take a slot a running request uses or the last one",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.
