@@ -142,6 +142,15 @@ func New(cfg Config) (*AsyncLLM, error) {
 	if cfg.MaxLoRAs > 0 && !cfg.EnableLoRA {
 		return nil, &configError{fmt.Errorf("engine: MaxLoRAs is %d but LoRA is off: set EnableLoRA to serve LoRA adapters", cfg.MaxLoRAs)}
 	}
+	switch {
+	case cfg.MaxCPULoRAs < 0:
+		return nil, &configError{fmt.Errorf("engine: MaxCPULoRAs must be ≥ 0 (0: MaxLoRAs), got %d", cfg.MaxCPULoRAs)}
+	case cfg.MaxCPULoRAs > 0 && !cfg.EnableLoRA:
+		return nil, &configError{fmt.Errorf("engine: MaxCPULoRAs is %d but LoRA is off: set EnableLoRA to serve LoRA adapters", cfg.MaxCPULoRAs)}
+	case cfg.MaxCPULoRAs > 0 && cfg.MaxCPULoRAs < cfg.LoRASlots():
+		// vLLM's LoRAConfig: "max_cpu_loras must be >= max_loras".
+		return nil, &configError{fmt.Errorf("engine: MaxCPULoRAs (%d) must be ≥ MaxLoRAs (%d): the executor loads every adapter of a step", cfg.MaxCPULoRAs, cfg.LoRASlots())}
+	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {
 		return nil, &configError{err}

@@ -97,6 +97,12 @@ type Config struct {
 	// another adapter waits while they are all taken, and requests behind
 	// it may go first. 0 means 1, vLLM's default; it needs EnableLoRA.
 	MaxLoRAs int
+	// MaxCPULoRAs is vLLM's --max-cpu-loras: the most LoRA adapters the
+	// executor keeps loaded, a cache whose least recently used adapter
+	// goes to make room, unless pinned (AsyncLLM.PinLoRA). 0 means
+	// MaxLoRAs, vLLM's default; it needs EnableLoRA and must be at least
+	// the slots.
+	MaxCPULoRAs int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -127,7 +133,7 @@ func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
-		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), StepTime: c.StepTime, Model: c.Model,
+		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(), StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
@@ -142,6 +148,15 @@ func (c Config) LoRASlots() int {
 		return DefaultMaxLoRAs
 	}
 	return c.MaxLoRAs
+}
+
+// CPULoRAs is how many LoRA adapters the executor keeps loaded under c: 0
+// with LoRA off, MaxCPULoRAs or its default, the slots, with it on.
+func (c Config) CPULoRAs() int {
+	if !c.EnableLoRA || c.MaxCPULoRAs == 0 {
+		return c.LoRASlots()
+	}
+	return c.MaxCPULoRAs
 }
 
 // DefaultMaxLoRAs is Config.MaxLoRAs's default, vLLM's --max-loras.

@@ -55,7 +55,10 @@
 // run and wait (vllm:lora_requests_info). AddLoRA is vLLM's add_lora: with
 // LoadInplace an adapter's new weights replace the old for every request
 // of it from the next step on, and the prefix cache keeps each revision's
-// blocks apart, where vLLM leaves that to a reset.
+// blocks apart, where vLLM leaves that to a reset. The executor keeps
+// Config.MaxCPULoRAs adapters loaded; ListLoRAs, RemoveLoRA and PinLoRA are
+// vLLM's list_loras, remove_lora and pin_lora, a pinned adapter holding a
+// slot of its own that the scheduler counts in every step.
 //
 // The caller's duties:
 //

@@ -392,6 +392,9 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{StreamInterval: -2}, "engine: StreamInterval must be ≥ 0, got -2"},
 		{engine.Config{EnableLoRA: true, MaxLoRAs: -1}, "engine: MaxLoRAs must be ≥ 0 (0: the default of 1), got -1"},
 		{engine.Config{MaxLoRAs: 2}, "engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
+		{engine.Config{EnableLoRA: true, MaxCPULoRAs: -1}, "engine: MaxCPULoRAs must be ≥ 0 (0: MaxLoRAs), got -1"},
+		{engine.Config{MaxCPULoRAs: 2}, "engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
+		{engine.Config{EnableLoRA: true, MaxLoRAs: 3, MaxCPULoRAs: 2}, "engine: MaxCPULoRAs (2) must be ≥ MaxLoRAs (3): the executor loads every adapter of a step"},
 	} {
 		e, err := engine.New(c.cfg)
 		assert.Nil(t, e)

@@ -61,3 +61,65 @@ func (e *AsyncLLM) validateLoRA(l *LoRARequest) error {
 	}
 	return nil
 }
+
+// PinLoRA pins adapter id, vLLM's pin_lora: it stays loaded and holds an
+// executor slot of its own until RemoveLoRA, so that its requests never
+// wait for one, whatever the other adapters' requests ask. It returns true
+// when the adapter is pinned (again, if it was).
+//
+// It fails with an error that is ErrInvalidRequest when LoRA is off, the
+// id is out of range, the adapter is not loaded (core.ErrLoRANotLoaded:
+// AddLoRA, or a request of it, loads it, and loads of others may unload
+// it before the pin arrives) or no slot is free for it
+// (core.ErrLoRAPinSlot): the running requests of other adapters use
+// them, or the pin would take the last slot pins may leave, which the
+// other adapters' requests would then wait for for ever; vLLM pins such
+// an adapter and its worker dies at the next step that needs the slot.
+// It fails with ErrClosed or the engine-dead error when the engine is,
+// and with ctx's error when ctx is done first (the pin may still be
+// taken).
+func (e *AsyncLLM) PinLoRA(ctx context.Context, id int) (bool, error) {
+	r, err := e.loraCall(ctx, "PinLoRA", core.InputPinLoRA, id)
+	return r.Done, err
+}
+
+// RemoveLoRA unloads adapter id, vLLM's remove_lora, and unpins it; a
+// request of it loads it again at its next step, with its latest weights.
+// It returns whether the adapter was loaded. It fails with an error that
+// is ErrInvalidRequest when LoRA is off or the id is out of range, with
+// ErrClosed or the engine-dead error when the engine is, and with ctx's
+// error when ctx is done first (the removal may still be taken).
+func (e *AsyncLLM) RemoveLoRA(ctx context.Context, id int) (bool, error) {
+	r, err := e.loraCall(ctx, "RemoveLoRA", core.InputRemoveLoRA, id)
+	return r.Done, err
+}
+
+// ListLoRAs returns the adapters loaded, by id in increasing order, vLLM's
+// list_loras: at most Config.MaxCPULoRAs, the pinned among them. It fails
+// with an error that is ErrInvalidRequest when LoRA is off, with ErrClosed
+// or the engine-dead error when the engine is, and with ctx's error when
+// ctx is done first.
+func (e *AsyncLLM) ListLoRAs(ctx context.Context) ([]int, error) {
+	r, err := e.loraCall(ctx, "ListLoRAs", core.InputListLoRAs, 0)
+	return r.LoRAs, err
+}
+
+// loraCall makes call, a LoRA call of kind about adapter id (none for
+// InputListLoRAs), and returns the core's reply; a refusal is an error
+// that is ErrInvalidRequest.
+func (e *AsyncLLM) loraCall(ctx context.Context, call string, kind core.InputKind, id int) (core.Reply, error) {
+	switch {
+	case !e.cfg.EnableLoRA:
+		return core.Reply{}, fmt.Errorf("%w: %s: LoRA is not enabled: set Config.EnableLoRA", ErrInvalidRequest, call)
+	case kind != core.InputListLoRAs && (id < 1 || id > math.MaxInt32):
+		return core.Reply{}, fmt.Errorf("%w: %s(%d): LoRA adapter ids run from 1 to %d", ErrInvalidRequest, call, id, math.MaxInt32)
+	}
+	_, r, err := e.call(ctx, core.Input{Kind: kind, LoRA: int32(id)})
+	switch {
+	case err != nil:
+		return core.Reply{}, err
+	case r.Err != nil:
+		return r, fmt.Errorf("%w: %s(%d) refused: %w", ErrInvalidRequest, call, id, r.Err)
+	}
+	return r, nil
+}

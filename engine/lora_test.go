@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -101,20 +103,43 @@ func TestAdaptersShareTheEngine(t *testing.T) {
 // and the base model stream over one prompt into two LoRA slots, with
 // prefix caching and either scheduler: every request gets its adapter's
 // tokens, and the checker (newEngine's) finds every property held, under
-// the race detector too, while a scraper reads the stats.
+// the race detector too, while a scraper reads the stats and an operator
+// pins adapter 1, lists the adapters loaded and removes it again.
 func TestAdaptersOnTheRealRuntime(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e := newEngine(t, task.Real(), engine.Config{StepTime: engine.NoStepTime, AsyncScheduling: async, EnableLoRA: true, MaxLoRAs: 2, EnablePrefixCaching: true, BlockSize: 4})
 		var wg sync.WaitGroup
 		var stop atomic.Bool
 		var scraper sync.WaitGroup
-		polls := 0
+		polls, pins := 0, 0
 		scraper.Go(func() { // beside the clients: the snapshots race nothing
 			for !stop.Load() {
 				var b strings.Builder
 				assert.NoError(t, e.Stats().WritePrometheus(&b))
 				assert.Contains(t, b.String(), `vllm:lora_requests_info{max_lora="2",`)
 				polls++
+			}
+		})
+		scraper.Go(func() { // an operator pins adapter 1 and removes it, over and over
+			ctx := context.Background()
+			for !stop.Load() {
+				if err := e.AddLoRA(ctx, engine.LoRARequest{Name: "adapter-1", ID: 1}); !assert.NoError(t, err) {
+					return
+				}
+				pinned, err := e.PinLoRA(ctx, 1)
+				if !errors.Is(err, core.ErrLoRAPinSlot) && !errors.Is(err, core.ErrLoRANotLoaded) && !assert.NoError(t, err) {
+					return
+				}
+				loaded, err := e.ListLoRAs(ctx)
+				assert.NoError(t, err)
+				assert.LessOrEqual(t, len(loaded), 2, "MaxCPULoRAs is MaxLoRAs")
+				if pinned {
+					pins++
+					assert.Contains(t, loaded, 1, "a pinned adapter stays loaded")
+				}
+				removed, err := e.RemoveLoRA(ctx, 1)
+				assert.NoError(t, err)
+				assert.True(t, removed || !pinned, "a pinned adapter is found by its removal")
 			}
 		})
 		for c := range 12 {
@@ -133,7 +158,7 @@ func TestAdaptersOnTheRealRuntime(t *testing.T) {
 		wg.Wait()
 		stop.Store(true)
 		scraper.Wait()
-		t.Logf("async=%v: %d scrapes", async, polls)
+		t.Logf("async=%v: %d scrapes, %d pins", async, polls, pins)
 		require.NoError(t, e.Close())
 	}
 }
@@ -280,4 +305,116 @@ func TestReloadsOnTheRealRuntime(t *testing.T) {
 		t.Logf("async=%v: %d reloads", async, reloads)
 		require.NoError(t, e.Close())
 	}
+}
+
+// TestAPinnedAdapterNeverWaits: under the simulator, with two slots and
+// adapter 9 pinned, requests of adapters 1 to 3 share the one slot left
+// and wait for it in every run, while adapter 9's requests never wait;
+// every request gets its adapter's tokens and the checker, which counts
+// the pinned slot among each step's, finds every property held. With
+// core/lora-pin-ignores-slots, vLLM's, the scheduler gives the pinned
+// slot away and the checker catches a step over the slots.
+func TestAPinnedAdapterNeverWaits(t *testing.T) {
+	run := func(seed uint64, faults string) (*props.Checker, error) {
+		cfg := engine.Config{EnableLoRA: true, MaxLoRAs: 2, MaxCPULoRAs: 3, EnablePrefixCaching: true, BlockSize: 4}
+		if faults != "" {
+			cfg.Faults = rttest.Armed(t, faults)
+		}
+		c := props.NewChecker(nil)
+		c.SetEngine(cfg)
+		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
+			cfg := cfg
+			cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
+			e, err := engine.New(cfg)
+			require.NoError(t, err)
+			defer e.Close()
+			ctx := context.Background()
+			hot := engine.LoRARequest{Name: "hot", ID: 9}
+			require.NoError(t, e.AddLoRA(ctx, hot))
+			pinned, err := e.PinLoRA(ctx, 9)
+			require.NoError(t, err)
+			require.True(t, pinned)
+			g := task.NewGroup(rt, "clients")
+			for i := range 12 {
+				lora := []int{1, 2, 3, 9}[i%4]
+				g.Go("client-"+strconv.Itoa(i), func() {
+					rt.Sleep(time.Duration(i/4) * time.Millisecond)
+					p := engine.Params{MaxTokens: 3 + i%4, IgnoreEOS: true, Output: engine.Delta, LoRA: &engine.LoRARequest{Name: fmt.Sprintf("adapter-%d", lora), ID: lora}}
+					r, err := e.AddRequest(strconv.Itoa(i), pauseLong, p)
+					if err != nil {
+						return
+					}
+					outs, err := readAll(r)
+					if err != nil {
+						return // the engine died
+					}
+					assert.Equal(t, wantLoRA(pauseLong, lora, p.MaxTokens), tokensOf(engine.Delta, outs), "seed %d request %d (adapter %d)", seed, i, lora)
+				})
+			}
+			g.Wait()
+			loaded, err := e.ListLoRAs(ctx)
+			if err == nil {
+				assert.Contains(t, loaded, 9, "a pinned adapter stays loaded")
+				assert.LessOrEqual(t, len(loaded), 3)
+			}
+			return nil
+		})
+		return c, res.Err
+	}
+	for seed := uint64(1); seed <= 8; seed++ {
+		c, err := run(seed, "")
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		require.True(t, c.Reached().Has(props.LoRAWaitedForASlot), "seed %d: adapters 1 to 3 wait for the one slot left", seed)
+	}
+	caught := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		c, err := run(seed, "core/lora-pin-ignores-slots=return")
+		require.NoError(t, err, "seed %d", seed)
+		var v *props.Violation
+		if errors.As(c.Finish(), &v) && v.Property == props.LoRASlotsSuffice {
+			caught++
+		}
+	}
+	assert.Positive(t, caught, "the pinned slot given away is a step over the slots")
+}
+
+// TestLoRACallsRefuseWhatTheyCannotDo: PinLoRA, RemoveLoRA and ListLoRAs
+// with LoRA off, an id out of range, a pin of an adapter not loaded or
+// with no slot to spare, and a closed engine, each refused with what was
+// wrong; a removal of an adapter not loaded says so.
+func TestLoRACallsRefuseWhatTheyCannotDo(t *testing.T) {
+	ctx := context.Background()
+	off := newEngine(t, task.Real(), engine.Config{})
+	_, err := off.PinLoRA(ctx, 1)
+	assert.ErrorIs(t, err, engine.ErrInvalidRequest)
+	assert.ErrorContains(t, err, "PinLoRA: LoRA is not enabled")
+	_, err = off.ListLoRAs(ctx)
+	assert.ErrorContains(t, err, "ListLoRAs: LoRA is not enabled")
+
+	one := newEngine(t, task.Real(), engine.Config{EnableLoRA: true})
+	_, err = one.RemoveLoRA(ctx, 0)
+	assert.EqualError(t, err, "engine: invalid request: RemoveLoRA(0): LoRA adapter ids run from 1 to 2147483647")
+	_, err = one.PinLoRA(ctx, 4)
+	assert.ErrorIs(t, err, engine.ErrInvalidRequest)
+	assert.ErrorIs(t, err, core.ErrLoRANotLoaded)
+	require.NoError(t, one.AddLoRA(ctx, engine.LoRARequest{Name: "sql", ID: 4}))
+	pinned, err := one.PinLoRA(ctx, 4)
+	assert.False(t, pinned)
+	assert.ErrorIs(t, err, core.ErrLoRAPinSlot, "one slot: a pin would leave none to the others")
+	loaded, err := one.ListLoRAs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{4}, loaded)
+	removed, err := one.RemoveLoRA(ctx, 4)
+	require.NoError(t, err)
+	assert.True(t, removed)
+	removed, err = one.RemoveLoRA(ctx, 4)
+	require.NoError(t, err)
+	assert.False(t, removed, "not loaded any more")
+	loaded, err = one.ListLoRAs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, loaded)
+	require.NoError(t, one.Close())
+	_, err = one.ListLoRAs(ctx)
+	assert.ErrorIs(t, err, engine.ErrClosed)
 }
