@@ -41,7 +41,7 @@ func TestMultiLoRACatchesALimitThatForgetsRunning(t *testing.T) {
 func TestTheStoryTellsALoRAWait(t *testing.T) {
 	assertToldInOrder(t, storyOf(t, scenario.MultiLoRA, 1),
 		"adds c0#1/0 (internal id 0_c0-00000001) with LoRA adapter adapter-3 (id 3)",
-		"holds c0#1/0 back: no LoRA slot for its adapter 3, the step's batch uses all 1 for other adapters; requests behind it may go first")
+		"holds c0#1/0 back: no LoRA slot for its adapter 3, all 1 taken by other adapters' requests in the step or pins; requests behind it may go first")
 }
 
 // TestLoRAReloadPassesOnTheFixedEngine: the engine as it is passes

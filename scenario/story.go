@@ -193,8 +193,20 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		default:
 			st.notable(at, who, fmt.Sprintf("loads LoRA adapter %d (call %d): nothing a request sees changes", ev.LoRA, ev.Call))
 		}
+	case core.EventLoRAPin:
+		if ev.Err != nil {
+			st.notable(at, who, fmt.Sprintf("refuses the pin of LoRA adapter %d (call %d): %v", ev.LoRA, ev.Call, ev.Err))
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("pins LoRA adapter %d (call %d): it keeps a slot of its own from the next step on (%d pinned)", ev.LoRA, ev.Call, ev.Held))
+	case core.EventLoRARemove:
+		if !ev.Finished {
+			st.notable(at, who, fmt.Sprintf("removes LoRA adapter %d (call %d), which was not loaded", ev.LoRA, ev.Call))
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("removes LoRA adapter %d (call %d): unloaded and unpinned; a request of it loads it again", ev.LoRA, ev.Call))
 	case core.EventLoRAWait:
-		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, the step's batch uses all %d for other adapters; requests behind it may go first", req, ev.LoRA, ev.Held))
+		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, all %d taken by other adapters' requests in the step or pins; requests behind it may go first", req, ev.LoRA, ev.Held))
 	case core.EventAbort:
 		st.notable(at, who, fmt.Sprintf("aborts %s: its frontend state is removed and its collector gets the final %q output", req, ev.Reason))
 	case core.EventCoreAbort:
