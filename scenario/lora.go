@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
+	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 )
@@ -214,4 +216,87 @@ func (p *pauseRun) reloadPolicy(s policyStep, alone bool) (dead bool, err error)
 		dead = true
 	}
 	return dead, errs.join()
+}
+
+// operatorStep is one call of the adapter operator's plan.
+type operatorStep struct {
+	gap int        // steps before it
+	op  operatorOp // what it does
+}
+
+type operatorOp uint8
+
+const (
+	opPin    operatorOp = iota // load the policy and pin it
+	opList                     // list the adapters loaded
+	opRemove                   // remove the policy
+)
+
+// drawOperatorPlan draws the adapter operator's 2 to 4 calls, the first a
+// pin.
+func drawOperatorPlan(x *Run) []operatorStep {
+	r := x.Rand
+	plan := make([]operatorStep, 2+r.Intn(3))
+	for i := range plan {
+		plan[i] = operatorStep{gap: r.Intn(10), op: operatorOp(r.Intn(3))}
+	}
+	plan[0].op = opPin
+	return plan
+}
+
+// adapterOperator plays the operator's plan on an engine that keeps cache
+// adapters loaded: it pins the policy so that its
+// requests never wait for the reference's slot (AddLoRA, then PinLoRA),
+// lists the adapters loaded and removes the policy. A pin refused for want
+// of a slot, or because a load of another adapter unloaded the policy
+// between the two calls, is an answer, as a load refused while another
+// controller's sleep holds the weights (with one slot the engine refuses
+// every pin). A pinned adapter must stay loaded: listed, and found by its
+// removal.
+func (p *pauseRun) adapterOperator(plan []operatorStep, cache int) error {
+	e, ctx := p.e, context.Background()
+	pinned := false
+	return playRounds(p.x, plan, func(s operatorStep) int { return s.gap },
+		func(s operatorStep) (bool, error) {
+			var errs roundErrs
+			switch s.op {
+			case opPin:
+				err := e.AddLoRA(ctx, loraPolicy)
+				if errors.Is(err, engine.ErrAsleep) || errs.dead("AddLoRA", err) || err != nil {
+					return errors.Is(err, engine.ErrEngineDead), errs.join()
+				}
+				ok, err := e.PinLoRA(ctx, loraPolicy.ID)
+				switch {
+				case errors.Is(err, core.ErrLoRAPinSlot), errors.Is(err, core.ErrLoRANotLoaded):
+				case errs.dead("PinLoRA", err):
+					return true, nil
+				case ok:
+					pinned = true
+				}
+			case opList:
+				loaded, err := e.ListLoRAs(ctx)
+				if errs.dead("ListLoRAs", err) {
+					return true, nil
+				}
+				if len(loaded) > cache {
+					errs = append(errs, fmt.Errorf("ListLoRAs returned %v, more than the %d adapters the executor keeps", loaded, cache))
+				}
+				if pinned && !slices.Contains(loaded, loraPolicy.ID) {
+					errs = append(errs, fmt.Errorf("ListLoRAs returned %v without the pinned policy (id %d)", loaded, loraPolicy.ID))
+				}
+			case opRemove:
+				removed, err := e.RemoveLoRA(ctx, loraPolicy.ID)
+				if errs.dead("RemoveLoRA", err) {
+					return true, nil
+				}
+				if pinned && !removed {
+					errs = append(errs, errors.New("RemoveLoRA found the pinned policy not loaded"))
+				}
+				pinned = false
+			}
+			return false, errs.join()
+		},
+		func(i int, s operatorStep) string {
+			return fmt.Sprintf("%s %d", [...]string{"pin", "list", "remove"}[s.op], i)
+		})
 }

@@ -54,13 +54,13 @@ func controlMix(x *Run) error {
 	r := x.Rand
 	cfg, scripts := drawPolicyClients(x)
 	present := 0 // a bit a controller
-	for i := range 4 {
+	for i := range 5 {
 		if r.Intn(4) != 0 {
 			present |= 1 << i
 		}
 	}
 	for bits.OnesCount(uint(present)) < 2 {
-		present |= 1 << r.Intn(4)
+		present |= 1 << r.Intn(5)
 	}
 	var controllers []controller
 	if present&1 != 0 {
@@ -78,6 +78,11 @@ func controlMix(x *Run) error {
 	if present&8 != 0 {
 		plan := drawPolicyPlan(x)
 		controllers = append(controllers, controller{"policy-trainer", func(p *pauseRun) error { return p.policyTrainer(plan, false) }})
+	}
+	if present&16 != 0 {
+		plan := drawOperatorPlan(x)
+		cache := x.engineConfig(cfg).CPULoRAs() // -config may change it
+		controllers = append(controllers, controller{"adapter-operator", func(p *pauseRun) error { return p.adapterOperator(plan, cache) }})
 	}
 	return x.streamBeside(cfg, scripts, controllers)
 }

@@ -20,10 +20,11 @@ func TestControlMixPassesOnTheFixedEngine(t *testing.T) {
 // TestControlMixCatchesEachControllersBugs: control-mix catches, under
 // chaos, the planted bugs of each scenario whose controller it borrows —
 // pause-resume's, weight-sync's, colocate's, live-reload's, lora-reload's
-// and multi-lora's — and the KV cache's, each on the property its own
-// scenario catches it by (and the core's death, "", where a dropped or
-// stale token leaves it nothing to schedule): 15 of the 18. One scenario
-// so stands for the others in a hunt across the control calls.
+// and multi-lora's — the KV cache's, and its own operator's pins, each on
+// the property its own scenario catches it by (and the core's death, "",
+// where a dropped or stale token leaves it nothing to schedule): 16 of
+// the 19. One scenario so stands for the others in a hunt across the
+// control calls.
 func TestControlMixCatchesEachControllersBugs(t *testing.T) {
 	for _, c := range []struct {
 		failpoint string
@@ -44,6 +45,7 @@ func TestControlMixCatchesEachControllersBugs(t *testing.T) {
 		{"core/lora-reload-keeps-prefix-cache", []string{props.ModelTokens}},
 		{"core/lora-limit-forgets-running", []string{props.LoRASlotsSuffice}},
 		{"core/prefix-cache-ignores-lora", []string{props.ModelTokens}},
+		{"core/lora-pin-ignores-slots", []string{props.LoRASlotsSuffice}},
 	} {
 		counts, first := sweepFailures(t, scenario.ControlMix, "chaos", pauseSeeds(), withFailpoint(c.failpoint+"=return"))
 		assert.Positive(t, counts[c.by[0]], "%s: no seed failed %s: %v", c.failpoint, c.by[0], counts)
