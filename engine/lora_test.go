@@ -66,14 +66,7 @@ func TestAdaptersShareTheEngine(t *testing.T) {
 	const seeds = 12
 	for seed := uint64(1); seed <= seeds; seed++ {
 		cfg := engine.Config{EnableLoRA: true, MaxLoRAs: 1 + int(seed%2), EnablePrefixCaching: true, BlockSize: 4}
-		c := props.NewChecker(nil)
-		c.SetEngine(cfg)
-		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
-			cfg := cfg
-			cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
-			e, err := engine.New(cfg)
-			require.NoError(t, err)
-			defer e.Close()
+		c, err := checkedRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			g := task.NewGroup(rt, "clients")
 			for i := range 10 {
 				lora := i % 5 // 0: the base model
@@ -88,9 +81,8 @@ func TestAdaptersShareTheEngine(t *testing.T) {
 				})
 			}
 			g.Wait()
-			return nil
 		})
-		require.NoError(t, res.Err, "seed %d", seed)
+		require.NoError(t, err, "seed %d", seed)
 		require.NoError(t, c.Finish(), "seed %d", seed)
 		if c.Reached().Has(props.LoRAWaitedForASlot) {
 			waited++
@@ -307,6 +299,24 @@ func TestReloadsOnTheRealRuntime(t *testing.T) {
 	}
 }
 
+// checkedRun runs body under the simulator at seed on an engine of cfg
+// that a checker of cfg observes, closed after body; it returns the
+// checker and the run's error.
+func checkedRun(t *testing.T, seed uint64, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (*props.Checker, error) {
+	c := props.NewChecker(nil)
+	c.SetEngine(cfg)
+	res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
+		cfg := cfg
+		cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
+		e, err := engine.New(cfg)
+		require.NoError(t, err)
+		defer e.Close()
+		body(rt, e)
+		return nil
+	})
+	return c, res.Err
+}
+
 // TestAPinnedAdapterNeverWaits: under the simulator, with two slots and
 // adapter 9 pinned, requests of adapters 1 to 3 share the one slot left
 // and wait for it in every run, while adapter 9's requests never wait;
@@ -320,14 +330,7 @@ func TestAPinnedAdapterNeverWaits(t *testing.T) {
 		if faults != "" {
 			cfg.Faults = rttest.Armed(t, faults)
 		}
-		c := props.NewChecker(nil)
-		c.SetEngine(cfg)
-		res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
-			cfg := cfg
-			cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
-			e, err := engine.New(cfg)
-			require.NoError(t, err)
-			defer e.Close()
+		return checkedRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			ctx := context.Background()
 			hot := engine.LoRARequest{Name: "hot", ID: 9}
 			require.NoError(t, e.AddLoRA(ctx, hot))
@@ -357,9 +360,7 @@ func TestAPinnedAdapterNeverWaits(t *testing.T) {
 				assert.Contains(t, loaded, 9, "a pinned adapter stays loaded")
 				assert.LessOrEqual(t, len(loaded), 3)
 			}
-			return nil
 		})
-		return c, res.Err
 	}
 	for seed := uint64(1); seed <= 8; seed++ {
 		c, err := run(seed, "")
