@@ -74,8 +74,9 @@ const (
 	// InputPinLoRA pins adapter LoRA, vLLM's pin_lora: it stays loaded
 	// and holds an executor slot of its own until removed, so that its
 	// requests never wait for one. Refused, with the reply's Err, when it
-	// is not loaded (ErrLoRANotLoaded) or when it would leave no slot to
-	// the other adapters (ErrLoRAPinsFillSlots); Reply.Done when pinned.
+	// is not loaded (ErrLoRANotLoaded), when a running request of another
+	// adapter uses the slot it needs or when it would leave no slot to the
+	// other adapters (ErrLoRAPinSlot); Reply.Done when pinned.
 	InputPinLoRA
 	// InputRemoveLoRA unloads adapter LoRA, vLLM's remove_lora, and
 	// unpins it; a request of it loads it again at its next step.
@@ -132,7 +133,7 @@ type Reply struct {
 	Done bool
 	// Err is why the core refused a weight update's call or a LoRA load
 	// or pin: ErrWeightUpdateActive, ErrNoWeightUpdate, ErrWeightsAsleep,
-	// ErrLoRANotLoaded or ErrLoRAPinsFillSlots.
+	// ErrLoRANotLoaded or ErrLoRAPinSlot.
 	Err error
 	// LoRAs answers an InputListLoRAs: the adapters loaded, by id, in
 	// increasing order.

@@ -63,8 +63,12 @@ func (c *EngineCore) pinLoRA(in Input) {
 	if pinned := c.sched.PinnedLoRAs(); !slices.Contains(pinned, a) && !c.faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {
 		l := c.lora
 		l.batch = append(append(l.batch[:0], pinned...), a)
-		if n := len(c.sched.RunningLoRAs(l.batch)); len(pinned)+1 >= c.cfg.MaxLoRAs || n > c.cfg.MaxLoRAs {
-			c.refuse(in, ev, fmt.Errorf("%w: %d pinned and the running requests' adapters would need %d of the %d slots, and pins must leave one to the others", ErrLoRAPinSlot, len(pinned), n, c.cfg.MaxLoRAs))
+		switch n := len(c.sched.RunningLoRAs(l.batch)); {
+		case len(pinned)+1 >= c.cfg.MaxLoRAs:
+			c.refuse(in, ev, fmt.Errorf("%w: it would pin %d of the %d slots and leave none to the other adapters", ErrLoRAPinSlot, len(pinned)+1, c.cfg.MaxLoRAs))
+			return
+		case n > c.cfg.MaxLoRAs:
+			c.refuse(in, ev, fmt.Errorf("%w: with the pins and the running requests' adapters it would need %d of the %d slots; pin it once one is free", ErrLoRAPinSlot, n, c.cfg.MaxLoRAs))
 			return
 		}
 	}

@@ -358,6 +358,7 @@ func TestAPinTakesNoSlotARunningRequestUses(t *testing.T) {
 	})
 	_, r := refused.reply(t, 2)
 	require.ErrorIs(t, r.Err, core.ErrLoRAPinSlot, "one slot: a pin would leave none")
+	require.ErrorContains(t, r.Err, "it would pin 1 of the 1 slots and leave none to the other adapters")
 
 	b := loraReq("b", 2, seq(20, 4), 8)
 	feed := func(rt task.Runtime, c *core.EngineCore) {
@@ -376,6 +377,7 @@ func TestAPinTakesNoSlotARunningRequestUses(t *testing.T) {
 	l := drivePause(t, core.Config{MaxLoRAs: 2, MaxCPULoRAs: 3}, feed)
 	_, r = l.reply(t, 2)
 	require.ErrorIs(t, r.Err, core.ErrLoRAPinSlot, "1 and 2 run in both slots")
+	require.ErrorContains(t, r.Err, "with the pins and the running requests' adapters it would need 3 of the 2 slots")
 	_, r = l.reply(t, 3)
 	require.NoError(t, r.Err)
 	require.True(t, r.Done, "pinned once a slot is free")
