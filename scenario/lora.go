@@ -230,29 +230,35 @@ const (
 	opPin    operatorOp = iota // load the policy and pin it
 	opList                     // list the adapters loaded
 	opRemove                   // remove the policy
+	opLoad                     // load the evaluation adapter, which no request uses
 )
 
-// drawOperatorPlan draws the adapter operator's 2 to 4 calls, the first a
+// loraEval is the adapter operator's evaluation adapter: loaded beside
+// the policy and the reference, it is one more than a cache of two holds,
+// and puts out the least recently used one that is not pinned.
+var loraEval = engine.LoRARequest{Name: "eval", ID: 3}
+
+// drawOperatorPlan draws the adapter operator's 2 to 5 calls, the first a
 // pin.
 func drawOperatorPlan(x *Run) []operatorStep {
 	r := x.Rand
-	plan := make([]operatorStep, 2+r.Intn(3))
+	plan := make([]operatorStep, 2+r.Intn(4))
 	for i := range plan {
-		plan[i] = operatorStep{gap: r.Intn(10), op: operatorOp(r.Intn(3))}
+		plan[i] = operatorStep{gap: r.Intn(10), op: operatorOp(r.Intn(4))}
 	}
 	plan[0].op = opPin
 	return plan
 }
 
 // adapterOperator plays the operator's plan on an engine that keeps cache
-// adapters loaded: it pins the policy so that its
-// requests never wait for the reference's slot (AddLoRA, then PinLoRA),
-// lists the adapters loaded and removes the policy. A pin refused for want
-// of a slot, or because a load of another adapter unloaded the policy
-// between the two calls, is an answer, as a load refused while another
-// controller's sleep holds the weights (with one slot the engine refuses
-// every pin). A pinned adapter must stay loaded: listed, and found by its
-// removal.
+// adapters loaded: it pins the policy so that its requests never wait for
+// the reference's slot (AddLoRA, then PinLoRA), lists the adapters
+// loaded, removes the policy and loads an evaluation adapter, which puts
+// another out of a full cache. A pin refused for want of a slot, or because a
+// load of another adapter unloaded the policy between the two calls, is
+// an answer, as a load refused while another controller's sleep holds
+// the weights (with one slot the engine refuses every pin). A pinned
+// adapter must stay loaded: listed, and found by its removal.
 func (p *pauseRun) adapterOperator(plan []operatorStep, cache int) error {
 	e, ctx := p.e, context.Background()
 	pinned := false
@@ -261,9 +267,13 @@ func (p *pauseRun) adapterOperator(plan []operatorStep, cache int) error {
 			var errs roundErrs
 			switch s.op {
 			case opPin:
-				err := e.AddLoRA(ctx, loraPolicy)
-				if errors.Is(err, engine.ErrAsleep) || errs.dead("AddLoRA", err) || err != nil {
-					return errors.Is(err, engine.ErrEngineDead), errs.join()
+				switch err := e.AddLoRA(ctx, loraPolicy); {
+				case errors.Is(err, engine.ErrAsleep): // another controller's sleep
+					return false, nil
+				case errs.dead("AddLoRA", err):
+					return true, nil
+				case err != nil:
+					return false, errs.join()
 				}
 				ok, err := e.PinLoRA(ctx, loraPolicy.ID)
 				switch {
@@ -293,10 +303,14 @@ func (p *pauseRun) adapterOperator(plan []operatorStep, cache int) error {
 					errs = append(errs, errors.New("RemoveLoRA found the pinned policy not loaded"))
 				}
 				pinned = false
+			case opLoad:
+				if err := e.AddLoRA(ctx, loraEval); !errors.Is(err, engine.ErrAsleep) && errs.dead("AddLoRA", err) {
+					return true, nil
+				}
 			}
 			return false, errs.join()
 		},
 		func(i int, s operatorStep) string {
-			return fmt.Sprintf("%s %d", [...]string{"pin", "list", "remove"}[s.op], i)
+			return fmt.Sprintf("%s %d", [...]string{"pin", "list", "remove", "load"}[s.op], i)
 		})
 }
