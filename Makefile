@@ -78,7 +78,7 @@ bench-ab:
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in
 ## testdata/fuzz/, to be committed as regression inputs)
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./sim:FuzzParseSchedule ./engine:FuzzDetokenizer ./engine:FuzzAddRequest ./engine:FuzzAddLoRARequest
+FUZZ_TARGETS := ./sim:FuzzParseSchedule ./engine:FuzzDetokenizer ./engine:FuzzAddRequest ./engine:FuzzAddLoRARequest ./engine:FuzzLoRACalls
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -110,6 +112,98 @@ func FuzzAddLoRARequest(f *testing.F) {
 		want := core.TokensFor(m, core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode("the quick brown fox")), id), p.MaxTokens)
 		if !slices.Equal(tokens, want) {
 			t.Fatalf("adapter %d: tokens %v, want its own %v", id, tokens, want)
+		}
+	})
+}
+
+// FuzzLoRACalls: any sequence of AddLoRA, PinLoRA, RemoveLoRA and
+// ListLoRAs calls, each with any id, on an engine with LoRA on or off
+// and 1 to 3 slots, gets each call ok or an error that is
+// ErrInvalidRequest, never another error or a dead engine; a list holds
+// at most the cache and every adapter pinned and not removed since; and
+// a request of an adapter afterwards still ends with its own tokens. ops
+// is read two bytes a call: the call, and the id (1 to 4, or out of
+// range).
+func FuzzLoRACalls(f *testing.F) {
+	f.Add(true, uint8(2), []byte{0, 1, 1, 1, 3, 0, 2, 1, 3, 0})
+	f.Add(true, uint8(1), []byte{0, 2, 1, 2, 2, 2, 1, 9})
+	f.Add(false, uint8(1), []byte{1, 1, 3, 0})
+	f.Add(true, uint8(3), []byte{0, 1, 0, 2, 0, 3, 1, 1, 1, 2, 1, 3, 0, 4, 3, 0})
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, enabled bool, slots uint8, ops []byte) {
+		cfg := engine.Config{StepTime: engine.NoStepTime, EnablePrefixCaching: true, BlockSize: 4}
+		if enabled {
+			cfg.EnableLoRA, cfg.MaxLoRAs = true, 1+int(slots%3)
+		}
+		e, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		pinned := map[int]bool{}
+		for i := 0; i+1 < len(ops) && i < 64; i += 2 {
+			id := int(ops[i+1]%5) + 1 // 1 to 4, and 5
+			if id == 5 {
+				id = -int(ops[i+1]) // out of range
+			}
+			var err error
+			switch ops[i] % 4 {
+			case 0:
+				err = e.AddLoRA(ctx, engine.LoRARequest{Name: fmt.Sprintf("a%d", id), ID: id})
+			case 1:
+				var ok bool
+				if ok, err = e.PinLoRA(ctx, id); ok {
+					pinned[id] = true
+				}
+			case 2:
+				var removed bool
+				removed, err = e.RemoveLoRA(ctx, id)
+				if err == nil && pinned[id] && !removed {
+					t.Fatalf("RemoveLoRA(%d) found the pinned adapter not loaded", id)
+				}
+				delete(pinned, id)
+			case 3:
+				var loaded []int
+				loaded, err = e.ListLoRAs(ctx)
+				if err == nil {
+					if len(loaded) > cfg.CPULoRAs() {
+						t.Fatalf("ListLoRAs: %v, more than the cache's %d", loaded, cfg.CPULoRAs())
+					}
+					for p := range pinned {
+						if !slices.Contains(loaded, p) {
+							t.Fatalf("ListLoRAs: %v, without pinned adapter %d", loaded, p)
+						}
+					}
+				}
+			}
+			if err != nil && !errors.Is(err, engine.ErrInvalidRequest) {
+				t.Fatalf("call %d (op %d, id %d), LoRA %v: an error that is not ErrInvalidRequest: %v", i/2, ops[i]%4, id, enabled, err)
+			}
+		}
+		if !enabled {
+			return
+		}
+		for id := 1; id <= 4; id++ {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: fmt.Sprintf("a%d", id), ID: id}}
+			r, err := e.AddRequest("a", "the quick brown fox", p)
+			if err != nil {
+				t.Fatalf("AddRequest of adapter %d: %v", id, err)
+			}
+			var tokens []int
+			for {
+				out, err := r.Next()
+				if err != nil {
+					t.Fatalf("Next of adapter %d: %v", id, err)
+				}
+				if out.Finished {
+					tokens = out.TokenIDs
+					break
+				}
+			}
+			m := core.ToyModel{}
+			if want := core.TokensFor(m, core.LoRAKey(m.Prepare(core.Tokenizer{}.Encode("the quick brown fox")), id), 4); !slices.Equal(tokens, want) {
+				t.Fatalf("adapter %d: tokens %v, want its own %v", id, tokens, want)
+			}
 		}
 	})
 }
