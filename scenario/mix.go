@@ -25,6 +25,13 @@ import (
 //	                     preempting the running requests
 //	policy-trainer       lora-reload's: the policy's new weights loaded
 //	                     in place, in flight or paused
+//	adapter-operator     2 to 5 calls, the first a pin: AddLoRA and
+//	                     PinLoRA of the policy, so that its requests
+//	                     never wait for the reference's slot; ListLoRAs,
+//	                     which must hold the pin and at most the cache;
+//	                     RemoveLoRA of the policy, which must find it
+//	                     loaded if pinned; AddLoRA of an evaluation
+//	                     adapter, one more than a cache of two holds
 //
 // Each controller is there three runs in four, at least two of them, and
 // none alone: another's resume may overtake its pause (ErrResumed), the
@@ -33,7 +40,7 @@ import (
 // finished output (or one its client or an abort pause asked for), every
 // token of the adapter and revision that sampled it; no step may run
 // during a weight update or while asleep, or use more adapters than the
-// slots. The engine is lora-reload's: one or two slots, prefix caching
+// slots (the pinned ones counted). The engine is lora-reload's: one or two slots, prefix caching
 // over a system prompt every request shares, async half, KV pressure a
 // third, a quarter under the priority policy. The windows are each
 // scenario's, now with the others' calls in them: the targets are
@@ -42,7 +49,7 @@ import (
 // draw is x.Rand's, every plan drawn before anything runs.
 var ControlMix = &Scenario{
 	Name:            "control-mix",
-	Summary:         "an RL loop's pauses, weight updates, prefix-cache resets and adapter reloads all at once, from four controllers, while clients stream",
+	Summary:         "an RL loop's pauses, weight updates, prefix-cache resets, adapter reloads and pins all at once, from five controllers, while clients stream",
 	DefaultStrategy: "chaos",
 	Run:             controlMix,
 	Targets:         props.SetOf(props.LoRALoadDuringAnUpdate, props.ResetWithStepInFlight),
