@@ -45,19 +45,16 @@ func (e *AsyncLLM) AddLoRA(ctx context.Context, lora LoRARequest) error {
 // validateLoRA checks an adapter a request or AddLoRA names; every error
 // wraps ErrInvalidRequest.
 func (e *AsyncLLM) validateLoRA(l *LoRARequest) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
-	}
 	switch {
 	case l.ID < 1 || l.ID > math.MaxInt32:
 		// vLLM's LoRARequest: "id must be > 0".
-		return bad("LoRA adapter %q has id %d: ids run from 1 to %d", l.Name, l.ID, math.MaxInt32)
+		return invalid("LoRA adapter %q has id %d: ids run from 1 to %d", l.Name, l.ID, math.MaxInt32)
 	case l.Name == "":
-		return bad("LoRA adapter %d has no name", l.ID)
+		return invalid("LoRA adapter %d has no name", l.ID)
 	case !e.cfg.EnableLoRA:
 		// vLLM's input processor: "Got lora_request … but LoRA is not
 		// enabled!"
-		return bad("LoRA adapter %q (id %d) asked for, but LoRA is not enabled: set Config.EnableLoRA", l.Name, l.ID)
+		return invalid("LoRA adapter %q (id %d) asked for, but LoRA is not enabled: set Config.EnableLoRA", l.Name, l.ID)
 	}
 	return nil
 }
@@ -110,16 +107,16 @@ func (e *AsyncLLM) ListLoRAs(ctx context.Context) ([]int, error) {
 func (e *AsyncLLM) loraCall(ctx context.Context, call string, kind core.InputKind, id int) (core.Reply, error) {
 	switch {
 	case !e.cfg.EnableLoRA:
-		return core.Reply{}, fmt.Errorf("%w: %s: LoRA is not enabled: set Config.EnableLoRA", ErrInvalidRequest, call)
+		return core.Reply{}, invalid("%s: LoRA is not enabled: set Config.EnableLoRA", call)
 	case kind != core.InputListLoRAs && (id < 1 || id > math.MaxInt32):
-		return core.Reply{}, fmt.Errorf("%w: %s(%d): LoRA adapter ids run from 1 to %d", ErrInvalidRequest, call, id, math.MaxInt32)
+		return core.Reply{}, invalid("%s(%d): LoRA adapter ids run from 1 to %d", call, id, math.MaxInt32)
 	}
 	_, r, err := e.call(ctx, core.Input{Kind: kind, LoRA: int32(id)})
 	switch {
 	case err != nil:
 		return core.Reply{}, err
 	case r.Err != nil:
-		return r, fmt.Errorf("%w: %s(%d) refused: %w", ErrInvalidRequest, call, id, r.Err)
+		return r, invalid("%s(%d) refused: %w", call, id, r.Err)
 	}
 	return r, nil
 }

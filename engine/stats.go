@@ -149,7 +149,7 @@ func loraAdapters(lc core.LoRACounts, names map[int]string) []LoRAAdapterStats {
 	if len(lc.Running)+len(lc.Waiting) == 0 {
 		return nil
 	}
-	ids := slices.Sorted(maps.Keys(lc.Running))
+	ids := slices.Collect(maps.Keys(lc.Running))
 	for id := range lc.Waiting {
 		if _, ok := lc.Running[id]; !ok {
 			ids = append(ids, id)
