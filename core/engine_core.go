@@ -492,12 +492,12 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 // it.
 func (c *EngineCore) startStep(so *SchedulerOutput) {
 	c.step++
-	loras, batch := 0, 0
+	batch, slots := 0, 0 // the batch's adapters, and the slots they and the pins take
 	if c.cfg.MaxLoRAs > 0 {
-		batch, loras = c.loraCount(so)
+		batch, slots = c.loraCount(so)
 	}
 	if c.cfg.Observer != nil {
-		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), LoRA: loras})
+		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), LoRA: slots})
 	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))
@@ -510,9 +510,9 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 		// vLLM's worker, activating the batch's adapters.
 		panic(fmt.Sprintf("Number of requested LoRAs (%d) is greater than the number of GPU LoRA slots (%d): step %d", batch, c.cfg.MaxLoRAs, c.step))
 	}
-	if loras > c.cfg.MaxLoRAs {
+	if slots > c.cfg.MaxLoRAs {
 		// vLLM's worker, finding the slots the batch needs pinned.
-		panic(fmt.Sprintf("%v: step %d needs %d LoRA slots for its batch and %d pinned, of %d", errAllPinned, c.step, batch, loras-batch, c.cfg.MaxLoRAs))
+		panic(fmt.Sprintf("%v: step %d needs %d LoRA slots for its batch and %d pinned, of %d", errAllPinned, c.step, batch, slots-batch, c.cfg.MaxLoRAs))
 	}
 	if batch > 0 {
 		pinned := c.sched.PinnedLoRAs()
@@ -544,9 +544,7 @@ func (c *EngineCore) loraCount(so *SchedulerOutput) (batch, slots int) {
 	l := c.lora
 	l.batch = l.batch[:0]
 	for _, sc := range so.Scheduled {
-		if a := sc.Req.LoRA; a != 0 && !slices.Contains(l.batch, a) {
-			l.batch = append(l.batch, a)
-		}
+		l.batch = withLoRA(l.batch, sc.Req.LoRA)
 	}
 	batch, slots = len(l.batch), len(l.batch)
 	for _, a := range c.sched.PinnedLoRAs() {

@@ -61,9 +61,7 @@ func (c *EngineCore) pinLoRA(in Input) {
 		return
 	}
 	if pinned := c.sched.PinnedLoRAs(); !slices.Contains(pinned, a) && !c.faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {
-		l := c.lora
-		l.batch = append(append(l.batch[:0], pinned...), a)
-		switch n := len(c.sched.RunningLoRAs(l.batch)); {
+		switch n := len(c.sched.RunningLoRAs(append(slices.Clone(pinned), a))); {
 		case len(pinned)+1 >= c.cfg.MaxLoRAs:
 			c.refuse(in, ev, fmt.Errorf("%w: it would pin %d of the %d slots and leave none to the other adapters", ErrLoRAPinSlot, len(pinned)+1, c.cfg.MaxLoRAs))
 			return
@@ -106,6 +104,15 @@ func (c *EngineCore) listLoRAs(in Input) {
 		r.LoRAs = slices.Sorted(slices.Values(c.lora.cache))
 	}
 	c.send(in, r)
+}
+
+// withLoRA adds adapter l to the set ls, unless it is there or is 0, the
+// base model.
+func withLoRA(ls []int, l int) []int {
+	if l == 0 || slices.Contains(ls, l) {
+		return ls
+	}
+	return append(ls, l)
 }
 
 // load loads adapter a into the cache of at most capacity adapters, or

@@ -543,9 +543,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			} else { // behind requests held back for a LoRA slot, which keep their places
 				s.waiting = slices.Delete(s.waiting, i, i+1)
 			}
-			if r.LoRA != 0 && !slices.Contains(out.LoRAs, r.LoRA) {
-				out.LoRAs = append(out.LoRAs, r.LoRA)
-			}
+			out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
 			r.loraWaited = false
 			s.running = append(s.running, r)
 			r.Status = StatusRunning
@@ -691,9 +689,7 @@ func (s *Scheduler) UnpinLoRA(lora int) bool {
 // once, in the order of the running queue.
 func (s *Scheduler) RunningLoRAs(dst []int) []int {
 	for _, r := range s.running {
-		if r.LoRA != 0 && !slices.Contains(dst, r.LoRA) {
-			dst = append(dst, r.LoRA)
-		}
+		dst = withLoRA(dst, r.LoRA)
 	}
 	return dst
 }
@@ -707,17 +703,13 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 		return
 	}
 	for _, sc := range out.Scheduled {
-		if l := sc.Req.LoRA; l != 0 && !slices.Contains(out.LoRAs, l) {
-			out.LoRAs = append(out.LoRAs, l)
-		}
+		out.LoRAs = withLoRA(out.LoRAs, sc.Req.LoRA)
 	}
 	if s.lora == nil || s.cfg.Faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {
 		return
 	}
 	for _, l := range s.lora.pinned { // each holds its slot
-		if !slices.Contains(out.LoRAs, l) {
-			out.LoRAs = append(out.LoRAs, l)
-		}
+		out.LoRAs = withLoRA(out.LoRAs, l)
 	}
 }
 
