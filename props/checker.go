@@ -243,7 +243,7 @@ type Checker struct {
 	// loraLoads are, by adapter, the revisions of its weights loaded in
 	// place (core.EventLoRALoad), each with the first step to sample
 	// with it.
-	loraLoads map[int][]stepRevision
+	loraLoads map[int]revisions
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -404,7 +404,7 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 		seq := c.seq(ev.Incarnation, ev.Index)
 		if seq != nil && seq.lora != nil && len(ev.Tokens) > 0 {
-			seq.lora.sampledUnder(ev.Position, c.revisionAt(seq.lora.id, ev.Step))
+			seq.lora.sampledUnder(ev.Position, c.loraLoads[seq.lora.id].at(ev.Step))
 		}
 		c.checkModel(seq, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
@@ -718,7 +718,7 @@ func (c *Checker) add(ev *core.Event) {
 		key: core.SequenceKey(c.model.Prepare(ev.Prompt), ev.Index), reuse: prev != 0}
 	if id := p.LoRAID(); id != 0 {
 		in.key = core.LoRAKey(in.key, id)
-		in.lora = &seqLoRA{id: id, key: in.key}
+		in.lora = &seqLoRA{id: id}
 	}
 	for _, s := range p.Stop {
 		in.text.hold = max(in.text.hold, utf8.RuneCountInString(s)-1)
@@ -999,18 +999,28 @@ func sortedKeys(m map[seqKey]bool) []string {
 	return out
 }
 
-// posRevision is the revision of an adapter's weights a sequence sampled
-// its tokens under from output position pos on.
-type posRevision struct {
-	pos int
-	rev uint64
+// revisionFrom is a revision of an adapter's weights and where it began:
+// for an adapter, the first step that samples with it; for a sequence,
+// the first output position sampled under it.
+type revisionFrom struct {
+	from int64
+	rev  uint64
 }
 
-// stepRevision is a revision of an adapter's weights loaded in place and
-// the first step that samples with it.
-type stepRevision struct {
-	step int64
-	rev  uint64
+// revisions are an adapter's or a sequence's, in the order they began.
+type revisions []revisionFrom
+
+// at is the revision in force at x: the last to begin at or before it, 0
+// before the first.
+func (rs revisions) at(x int64) uint64 {
+	var rev uint64
+	for _, r := range rs {
+		if r.from > x {
+			break
+		}
+		rev = r.rev
+	}
+	return rev
 }
 
 // loraLoad records an adapter's new weights loaded in place: the steps
@@ -1029,31 +1039,17 @@ func (c *Checker) loraLoad(ev *core.Event) {
 		}
 	}
 	if c.loraLoads == nil {
-		c.loraLoads = make(map[int][]stepRevision)
+		c.loraLoads = make(map[int]revisions)
 	}
-	c.loraLoads[ev.LoRA] = append(c.loraLoads[ev.LoRA], stepRevision{ev.Step + 1, uint64(ev.Held)})
+	c.loraLoads[ev.LoRA] = append(c.loraLoads[ev.LoRA], revisionFrom{ev.Step + 1, uint64(ev.Held)})
 }
 
-// revisionAt is the revision of adapter lora's weights step sampled with.
-func (c *Checker) revisionAt(lora int, step int64) uint64 {
-	var rev uint64
-	for _, l := range c.loraLoads[lora] {
-		if l.step > step {
-			break
-		}
-		rev = l.rev
-	}
-	return rev
-}
-
-// seqLoRA is a sequence's LoRA adapter: its id, the key the sequence
-// samples with at revision 0 of the adapter's weights, and the revisions
-// its tokens were sampled under, from the output position each began at,
-// as the frames showed them (empty until a reload).
+// seqLoRA is a sequence's LoRA adapter: its id, and the revisions its
+// tokens were sampled under, from the output position each began at, as
+// the frames showed them (empty until a reload).
 type seqLoRA struct {
 	id   int
-	key  uint64
-	revs []posRevision
+	revs revisions
 }
 
 // sampledUnder records that the sequence's tokens from output position
@@ -1062,7 +1058,7 @@ func (l *seqLoRA) sampledUnder(pos int, rev uint64) {
 	if n := len(l.revs); n > 0 && l.revs[n-1].rev == rev || n == 0 && rev == 0 {
 		return
 	}
-	l.revs = append(l.revs, posRevision{pos, rev})
+	l.revs = append(l.revs, revisionFrom{int64(pos), rev})
 }
 
 // keyAt is the key the sequence's token at output position pos was
@@ -1071,12 +1067,5 @@ func (in *incarnation) keyAt(pos int) uint64 {
 	if in.lora == nil || len(in.lora.revs) == 0 {
 		return in.key
 	}
-	var rev uint64
-	for _, r := range in.lora.revs {
-		if r.pos > pos {
-			break
-		}
-		rev = r.rev
-	}
-	return core.RevisionKey(in.lora.key, rev)
+	return core.RevisionKey(in.key, in.lora.revs.at(int64(pos)))
 }
