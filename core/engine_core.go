@@ -65,11 +65,11 @@ const (
 	// InputFinishWeightUpdate closes the update open, vLLM's
 	// finish_weight_update, and lets the core schedule again.
 	InputFinishWeightUpdate
-	// InputLoadLoRA loads adapter LoRA, vLLM's add_lora: with LoadInplace
-	// its new weights replace those loaded (Scheduler.ReloadLoRA), from
-	// the next step on; without, it changes nothing a request sees, as
-	// adapters load when a step first needs them. Refused, with the
-	// reply's Err, while the weights sleep.
+	// InputLoadLoRA loads adapter LoRA into the executor's cache, vLLM's
+	// add_lora: with LoadInplace its new weights replace those loaded
+	// (Scheduler.ReloadLoRA), from the next step on; without, it changes
+	// nothing a request sees, as a step loads the adapters it needs.
+	// Refused, with the reply's Err, while the weights sleep.
 	InputLoadLoRA
 	// InputPinLoRA pins adapter LoRA, vLLM's pin_lora: it stays loaded
 	// and holds an executor slot of its own until removed, so that its

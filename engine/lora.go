@@ -18,8 +18,10 @@ import (
 // where vLLM keys them by the adapter alone, so that a request admitted
 // after the load never starts from KV of the old weights (vLLM's RFC
 // #48297 leaves that to a reset of the prefix cache). Without
-// LoadInplace nothing a request sees changes: adapters load when a step
-// first needs them.
+// LoadInplace nothing a request sees changes: the adapter is loaded into
+// the executor's cache (Config.MaxCPULoRAs), putting out the least
+// recently used adapter not pinned when it is full, as a step loads the
+// adapters its batch needs.
 //
 // It fails with an error that is ErrInvalidRequest when LoRA is off or
 // the adapter is named wrongly, with one that is ErrAsleep while the
