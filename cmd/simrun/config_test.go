@@ -111,6 +111,22 @@ func TestConfigHelpDocumentsEveryKey(t *testing.T) {
 	}
 }
 
+// TestConfigDocsNameEveryKey: the package doc and the README list the keys
+// in prose of their own; a key added to configKeys must reach both.
+func TestConfigDocsNameEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## simrun\n")
+	require.True(t, ok, "the README has a simrun section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, k := range configKeys {
+		assert.Contains(t, string(doc), "//   - "+k.name+"=", "doc.go documents -config %s", k.name)
+		assert.Contains(t, section, "`"+k.name, "the README's simrun section names -config %s", k.name)
+	}
+}
+
 // TestConfigPrefixCachingShowsInTheStory: abort-reuse's prompts are one
 // token, which never fills a block; swarm's seed 2 does not draw prefix
 // caching itself, and its prompts span blocks of 2 tokens.

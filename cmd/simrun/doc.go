@@ -118,6 +118,14 @@
 //   - step-time=D: StepTime, the model's latency per step in virtual time,
 //     a positive Go duration (200µs, 2ms), or none for steps that take no
 //     time (default 1ms; most scenarios set 200µs).
+//   - enable-lora=on|off: EnableLoRA, vLLM's --enable-lora; requests may
+//     run with a LoRA adapter; off, a request with one is refused.
+//   - max-loras=N: MaxLoRAs, vLLM's --max-loras, the most adapters one
+//     step's batch uses, N ≥ 1 with enable-lora=on (default 1); a request
+//     of another adapter waits for a slot.
+//   - max-cpu-loras=N: MaxCPULoRAs, vLLM's --max-cpu-loras, the most
+//     adapters the executor keeps loaded, least recently used out first
+//     unless pinned, at least max-loras (default max-loras).
 //
 // A key given again replaces its value, and a compare variant's replaces
 // a common one. The settings are checked on the engine's default
