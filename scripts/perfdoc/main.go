@@ -223,6 +223,47 @@ func writeWindows(p func(string, ...any), stress *stressSummary, sweep *sweepSum
 	p("")
 }
 
+// writeScenarios sets out every scenario's seed, one core, under its own
+// default strategy, as BenchmarkSeed measured it: what a hunt of each
+// costs. The scenarios are those the benchmark ran, in name order.
+func writeScenarios(p func(string, ...any), b map[string]*result) {
+	var names []string
+	for name := range b {
+		if s, ok := strings.CutPrefix(name, "BenchmarkSeed/"); ok {
+			if sc, ok := strings.CutSuffix(s, "/fixed"); ok {
+				names = append(names, sc)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	p("## Each scenario's seeds")
+	p("")
+	p("Seeds per second on one core, each scenario under its default strategy, to size a hunt")
+	p("(a sweep on both cores runs about twice as many); the decisions, bytes and allocations")
+	p("are the fixed engine's, a seed's mean:")
+	p("")
+	p("| scenario | fixed engine, seeds/s | legacy engine, seeds/s | decisions | µs a decision | bytes | allocations |")
+	p("|---|---|---|---|---|---|---|")
+	for _, sc := range names {
+		fixed, legacy := "BenchmarkSeed/"+sc+"/fixed", "BenchmarkSeed/"+sc+"/legacy"
+		s, okS := get(b, fixed, "seeds/s")
+		l, okL := get(b, legacy, "seeds/s")
+		st, okT := get(b, fixed, "steps/seed")
+		bytes, okB := get(b, fixed, "B/op")
+		allocs, okA := get(b, fixed, "allocs/op")
+		per, okP := 0.0, okS && okT && s > 0 && st > 0
+		if okP {
+			per = 1e6 / s / st
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |", sc, num(s, okS, "%.0f"), num(l, okL, "%.0f"),
+			num(st, okT, "%.0f"), num(per, okP, "%.2f"), num(bytes, okB, "%.0f"), num(allocs, okA, "%.0f"))
+	}
+	p("")
+}
+
 func readJSON(file string, v any) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -507,5 +548,6 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 		}(), true, "%.2f"))
 	p("decision, whatever the shape of the workload.")
 	p("")
+	writeScenarios(p, b)
 	p("%s", strings.TrimRight(history, "\n"))
 }

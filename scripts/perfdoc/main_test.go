@@ -119,3 +119,28 @@ func TestWalksAreSetOutBound(t *testing.T) {
 	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
 	assert.NotContains(t, out.String(), "## Every schedule within a bound")
 }
+
+// TestEachScenarioIsARow: every scenario BenchmarkSeed ran on one core is a
+// row, in name order, its cost a decision worked out from its rate and its
+// decisions; one the legacy run missed says so; without any, no section.
+func TestEachScenarioIsARow(t *testing.T) {
+	text := "BenchmarkSeed/swarm/fixed   \t 100\t 250000 ns/op\t 4000 seeds/s\t 500.0 steps/seed\t 43000 B/op\t 400 allocs/op\n" +
+		"BenchmarkSeed/swarm/legacy   \t 100\t 200000 ns/op\t 5000 seeds/s\t 450.0 steps/seed\t 41000 B/op\t 380 allocs/op\n" +
+		"BenchmarkSeed/abort-reuse/fixed   \t 100\t 70000 ns/op\t 14000 seeds/s\t 340.0 steps/seed\t 20000 B/op\t 200 allocs/op\n" +
+		"BenchmarkSeedParallel/abort-reuse/fixed-2   \t 100\t 28000 seeds/s\n"
+	b, env, err := parseBench(strings.NewReader(text))
+	require.NoError(t, err)
+	var out strings.Builder
+	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	doc := out.String()
+	abort := strings.Index(doc, "| abort-reuse | 14000 | not measured | 340 | 0.21 | 20000 | 200 |")
+	swarm := strings.Index(doc, "| swarm | 4000 | 5000 | 500 | 0.50 | 43000 | 400 |")
+	require.NotEqual(t, -1, abort, doc)
+	require.NotEqual(t, -1, swarm, doc)
+	assert.Less(t, abort, swarm, "rows in name order")
+	assert.NotContains(t, doc, "| abort-reuse-2 |", "the parallel benchmark is not a scenario's row")
+
+	out.Reset()
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	assert.NotContains(t, out.String(), "## Each scenario's seeds")
+}
