@@ -60,6 +60,11 @@
 // vLLM's list_loras, remove_lora and pin_lora, a pinned adapter holding a
 // slot of its own that the scheduler counts in every step.
 //
+// If the core dies (a model that panics, an executor past its slots),
+// every request it held ends with ErrEngineDead, its cause in its words,
+// and every later call fails fast with it; CheckHealth, vLLM's
+// check_health, says so to a server's health probe.
+//
 // The caller's duties:
 //
 //  1. Build the engine with New from inside a task of the Runtime it runs on

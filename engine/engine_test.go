@@ -624,6 +624,39 @@ func TestModelPanicKillsTheEngine(t *testing.T) {
 		assert.ErrorIs(t, err, engine.ErrEngineDead, "a dead engine says so before it judges a request, as vLLM's does")
 		assert.ErrorIs(t, e.WaitIdle(context.Background()), engine.ErrEngineDead)
 		assert.Equal(t, int64(len(reqs)), e.Stats().FinishedError)
+		health := e.CheckHealth()
+		assert.ErrorIs(t, health, engine.ErrEngineDead, "the health check says the engine died")
+		assert.ErrorContains(t, health, "the GPU fell off the bus", "and of what")
+		require.NoError(t, e.Close())
+		assert.ErrorIs(t, e.CheckHealth(), engine.ErrEngineDead, "a closed dead engine is still dead")
+	})
+}
+
+// TestCheckHealth: a serving engine is healthy, paused, asleep or with
+// requests in flight alike; a closed one says so.
+func TestCheckHealth(t *testing.T) {
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		e := newEngine(t, rt, engine.Config{})
+		ctx := context.Background()
+		require.NoError(t, e.CheckHealth())
+		r, err := e.AddRequest("r", "hello", engine.Params{MaxTokens: 4})
+		require.NoError(t, err)
+		require.NoError(t, e.CheckHealth(), "with a request in flight")
+		require.NoError(t, e.PauseGeneration(ctx, engine.PauseOptions{Mode: engine.PauseKeep}))
+		require.NoError(t, e.CheckHealth(), "paused")
+		require.NoError(t, e.ResumeGeneration(ctx))
+		for {
+			o, err := r.Next()
+			require.NoError(t, err)
+			if o.Finished {
+				break
+			}
+		}
+		require.NoError(t, e.Sleep(ctx, engine.SleepOptions{Level: 1}))
+		require.NoError(t, e.CheckHealth(), "asleep")
+		require.NoError(t, e.WakeUp(ctx))
+		require.NoError(t, e.Close())
+		assert.ErrorIs(t, e.CheckHealth(), engine.ErrClosed)
 	})
 }
 

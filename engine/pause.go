@@ -164,6 +164,14 @@ func (e *AsyncLLM) deliver(r core.Reply) {
 	e.progMu.Unlock()
 }
 
+// CheckHealth is vLLM's check_health, what an API server's /health asks:
+// nil while the engine serves, the engine-dead error, its cause in its
+// words, once the core died, ErrClosed once closed. Like vLLM's, it asks
+// nothing of the core: a death shows here once the output handler has
+// taken the core's last output, when every request it held has ended with
+// the same error.
+func (e *AsyncLLM) CheckHealth() error { return e.usableOr(nil) }
+
 // usable returns ErrClosed or the engine-dead error when the engine is
 // either.
 func (e *AsyncLLM) usable() error {
