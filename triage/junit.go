@@ -65,31 +65,52 @@ func junitSeconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 }
 
+// JUnitSuite is one suite of a JUnit report: its name and its cases.
+type JUnitSuite struct {
+	Name  string
+	Cases []JUnitCase
+}
+
 // WriteJUnit writes cases as one JUnit XML suite named suite, inside a
 // testsuites element, with the counts of tests and failures that CI
 // systems read. Text is escaped by encoding/xml, which also replaces
 // characters XML cannot hold (NUL, ANSI escapes) with U+FFFD.
 func WriteJUnit(w io.Writer, suite string, cases []JUnitCase) error {
-	set := junitSet{Name: suite, Tests: len(cases), Cases: make([]junitTest, 0, len(cases))}
-	var total time.Duration
-	for _, c := range cases {
-		t := junitTest{Name: c.Name, Classname: c.Classname, Time: junitSeconds(c.Time)}
-		if c.Failure != "" {
-			set.Failures++
-			msg, _, _ := strings.Cut(c.Failure, "\n")
-			if len(msg) > junitMessageMax {
-				msg = strings.ToValidUTF8(msg[:junitMessageMax], "") + "…"
+	return WriteJUnitSuites(w, []JUnitSuite{{Name: suite, Cases: cases}})
+}
+
+// WriteJUnitSuites writes several suites in one report, as WriteJUnit
+// writes one: the testsuites element counts the tests, failures and time
+// of them all.
+func WriteJUnitSuites(w io.Writer, suites []JUnitSuite) error {
+	doc := junitSuites{Suites: make([]junitSet, 0, len(suites))}
+	var all time.Duration
+	for _, s := range suites {
+		set := junitSet{Name: s.Name, Tests: len(s.Cases), Cases: make([]junitTest, 0, len(s.Cases))}
+		var total time.Duration
+		for _, c := range s.Cases {
+			t := junitTest{Name: c.Name, Classname: c.Classname, Time: junitSeconds(c.Time)}
+			if c.Failure != "" {
+				set.Failures++
+				msg, _, _ := strings.Cut(c.Failure, "\n")
+				if len(msg) > junitMessageMax {
+					msg = strings.ToValidUTF8(msg[:junitMessageMax], "") + "…"
+				}
+				t.Failure = &junitFailure{Message: msg, Type: "failure", Text: c.Failure}
 			}
-			t.Failure = &junitFailure{Message: msg, Type: "failure", Text: c.Failure}
+			if c.Output != "" {
+				t.SystemOut = &junitText{Text: c.Output}
+			}
+			total += c.Time
+			set.Cases = append(set.Cases, t)
 		}
-		if c.Output != "" {
-			t.SystemOut = &junitText{Text: c.Output}
-		}
-		total += c.Time
-		set.Cases = append(set.Cases, t)
+		set.Time = junitSeconds(total)
+		all += total
+		doc.Tests += set.Tests
+		doc.Failures += set.Failures
+		doc.Suites = append(doc.Suites, set)
 	}
-	set.Time = junitSeconds(total)
-	doc := junitSuites{Tests: set.Tests, Failures: set.Failures, Time: set.Time, Suites: []junitSet{set}}
+	doc.Time = junitSeconds(all)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return fmt.Errorf("junit: %w", err)
 	}

@@ -16,6 +16,7 @@ type parsed struct {
 	XMLName  xml.Name `xml:"testsuites"`
 	Tests    int      `xml:"tests,attr"`
 	Failures int      `xml:"failures,attr"`
+	Time     string   `xml:"time,attr"`
 	Suites   []struct {
 		Name     string `xml:"name,attr"`
 		Tests    int    `xml:"tests,attr"`
@@ -80,6 +81,36 @@ func TestWriteJUnitEmpty(t *testing.T) {
 	assert.Equal(t, 0, got.Tests)
 	require.Len(t, got.Suites, 1)
 	assert.Empty(t, got.Suites[0].Cases)
+}
+
+// TestWriteJUnitSuitesCountsThemAll: each suite keeps its own counts and
+// time, and the testsuites element adds them up.
+func TestWriteJUnitSuitesCountsThemAll(t *testing.T) {
+	suites := []JUnitSuite{
+		{Name: "sweep a", Cases: []JUnitCase{{Name: "seeds", Time: time.Second}, {Name: "seed 3", Failure: "boom"}}},
+		{Name: "sweep b", Cases: []JUnitCase{{Name: "seeds", Time: 500 * time.Millisecond}}},
+		{Name: "sweep c", Cases: []JUnitCase{{Name: "seed 1", Failure: "x"}, {Name: "seed 2", Failure: "y"}}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, WriteJUnitSuites(&b, suites))
+	var got parsed
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &got), b.String())
+	assert.Equal(t, 5, got.Tests)
+	assert.Equal(t, 3, got.Failures)
+	assert.Equal(t, "1.500", got.Time)
+	require.Len(t, got.Suites, 3)
+	for i, want := range []struct {
+		name            string
+		tests, failures int
+		time            string
+	}{{"sweep a", 2, 1, "1.000"}, {"sweep b", 1, 0, "0.500"}, {"sweep c", 2, 2, "0.000"}} {
+		s := got.Suites[i]
+		assert.Equal(t, want.name, s.Name)
+		assert.Equal(t, want.tests, s.Tests, want.name)
+		assert.Equal(t, want.failures, s.Failures, want.name)
+		assert.Equal(t, want.time, s.Time, want.name)
+		assert.Len(t, s.Cases, want.tests, want.name)
+	}
 }
 
 func TestWriteJUnitReportsWriteErrors(t *testing.T) {
