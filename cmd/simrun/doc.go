@@ -7,6 +7,7 @@
 //	simrun list [-failpoints | -situations | -properties]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
+//	simrun sweep   -scenario all -seeds 1-10000 -for 10m [-junit F.xml]        # or -scenario swarm,control-mix
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-for D] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
 //	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
@@ -34,6 +35,17 @@
 // the seeds that ran, the first ones of -seeds; stress given -for starts no
 // round once the budget is spent. An interrupted compare reports each
 // variant's sweep as far as it went, and no comparison.
+//
+// sweep's -scenario may name several scenarios, separated by commas, or
+// all of them as all: each is swept in turn over the same seeds, as a
+// sweep of it alone would be, and the sweep fails if any of them does.
+// The settings are checked against every scenario before any runs. -for
+// is the whole sweep's budget, each scenario taking an equal share of
+// what the ones before it left; -stop-after counts each scenario's
+// failures. The text ends with the scenarios that failed and those that
+// passed, -json prints an object a scenario (a stream that merge reads,
+// shard by shard and scenario by scenario), and -junit writes a suite a
+// scenario into one report.
 //
 // explore runs one seed's workload under every schedule that departs from
 // the strategy's calm one at most -delays times (sim.Explore): a task

@@ -44,7 +44,8 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun merge [-json] SHARD.json...")
-		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep,")
+		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep")
+		fmt.Fprintln(stderr, "(of each scenario, when the sweep named several),")
 		fmt.Fprintln(stderr, "or those of simrun explore -json -shard I/N into one walk.")
 		fs.PrintDefaults()
 	}
@@ -61,43 +62,84 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	if data, err := os.ReadFile(files[0]); err == nil && isExploreJSON(data) {
 		return mergeExploreFiles(files, *jsonOut, stdout)
 	}
-	shards, err := readShards(files, readSweepJSON)
+	perFile, err := readShards(files, readSweepJSON)
 	if err != nil {
 		return err
 	}
-	m, err := mergeSweeps(shards, files)
-	if err != nil {
-		return err
-	}
-	if *jsonOut {
-		if err := writeJSON(stdout, m); err != nil {
-			return err
-		}
-	} else {
-		config, err := parseConfig(m.Config) // readSweepJSON read it
-		if err != nil {
-			return err
-		}
-		sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints, config: config}
-		fmt.Fprintf(stdout, "merge of %d shard(s): %s\n", len(files), strings.Join(m.Shards, ", "))
-		if len(m.MissingShards) > 0 {
-			names := strings.Join(m.MissingShards, ", ")
-			if more := m.MissingCount - uint64(len(m.MissingShards)); more > 0 {
-				names += fmt.Sprintf(" and %d more", more)
+	// A sweep of several scenarios wrote an object for each: the shards
+	// are merged scenario by scenario, in the order they first come.
+	var order []string
+	shardsOf, filesOf := map[string][]sweepResult{}, map[string][]string{}
+	for i, rs := range perFile {
+		for _, r := range rs {
+			if _, ok := shardsOf[r.Scenario]; !ok {
+				order = append(order, r.Scenario)
 			}
-			fmt.Fprintf(stdout, "  missing shards: %s — the result covers only the seeds given\n", names)
+			shardsOf[r.Scenario] = append(shardsOf[r.Scenario], r)
+			filesOf[r.Scenario] = append(filesOf[r.Scenario], files[i])
 		}
-		printSweep(stdout, sp, &m.sweepResult)
-		fmt.Fprintf(stdout, "  throughput: %.0f seeds/s side by side (the slowest shard took %.2fs), %.0f seeds/s summed over shards\n",
-			m.SeedsPerSec, m.Seconds, m.SeedsPerSecSum)
 	}
-	if m.Failures > 0 || len(m.Nondetermined) > 0 {
-		return errFailed
+	merged := make([]*mergeResult, len(order))
+	for i, name := range order {
+		if merged[i], err = mergeSweeps(shardsOf[name], filesOf[name]); err != nil {
+			return err
+		}
 	}
-	if minReached > 0 && len(m.Targets) == 0 {
-		return usagef("-min-reached %d: the shards name no target situations", minReached)
+	for i, m := range merged {
+		if *jsonOut {
+			if err := writeJSON(stdout, m); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := printMerge(stdout, m); err != nil {
+			return err
+		}
 	}
-	return checkReached(stderr, "merge", &m.sweepResult, uint64(minReached))
+	for _, m := range merged {
+		if m.Failures > 0 || len(m.Nondetermined) > 0 {
+			return errFailed
+		}
+	}
+	var short error
+	for _, m := range merged {
+		if minReached > 0 && len(m.Targets) == 0 {
+			return usagef("-min-reached %d: the shards of %s name no target situations", minReached, m.Scenario)
+		}
+		cmd := "merge"
+		if len(merged) > 1 {
+			cmd = "merge (" + m.Scenario + ")"
+		}
+		if err := checkReached(stderr, cmd, &m.sweepResult, uint64(minReached)); err != nil && short == nil {
+			short = err
+		}
+	}
+	return short
+}
+
+// printMerge writes a merged sweep as text: its shards, those missing,
+// the sweep's result and the throughput of the shards together.
+func printMerge(w io.Writer, m *mergeResult) error {
+	config, err := parseConfig(m.Config) // readSweepJSON read it
+	if err != nil {
+		return err
+	}
+	sp := &spec{scenario: &scenario.Scenario{Name: m.Scenario}, legacy: m.Engine == "legacy", stepsMax: m.StepsMax, failpoints: m.Failpoints, config: config}
+	fmt.Fprintf(w, "merge of %d shard(s): %s\n", len(m.Files), strings.Join(m.Shards, ", "))
+	if len(m.MissingShards) > 0 {
+		names := strings.Join(m.MissingShards, ", ")
+		if more := m.MissingCount - uint64(len(m.MissingShards)); more > 0 {
+			names += fmt.Sprintf(" and %d more", more)
+		}
+		fmt.Fprintf(w, "  missing shards: %s — the result covers only the seeds given\n", names)
+	}
+	printSweep(w, sp, &m.sweepResult)
+	fmt.Fprintf(w, "  throughput: %.0f seeds/s side by side (the slowest shard took %.2fs), %.0f seeds/s summed over shards\n",
+		m.SeedsPerSec, m.Seconds, m.SeedsPerSecSum)
+	return nil
 }
 
 // mergeExploreFiles merges the -json of explore -shard I/N jobs: one walk,
@@ -139,31 +181,40 @@ func readShards[T any](files []string, read func(file string) (T, error)) ([]T, 
 	return shards, nil
 }
 
-// readSweepJSON reads one shard's simrun sweep -json output.
-func readSweepJSON(file string) (sweepResult, error) {
-	var r sweepResult
+// readSweepJSON reads one shard's simrun sweep -json output: a summary
+// object for each scenario it swept.
+func readSweepJSON(file string) ([]sweepResult, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return r, usagef("cannot read a shard: %v", err)
+		return nil, usagef("cannot read a shard: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&r); err != nil {
-		return r, usagef("%s is not the output of simrun sweep -json: %v", file, err)
+	var rs []sweepResult
+	for {
+		var r sweepResult
+		if err := dec.Decode(&r); err == io.EOF && len(rs) > 0 {
+			return rs, nil
+		} else if err != nil {
+			return nil, usagef("%s is not the output of simrun sweep -json: %v", file, err)
+		}
+		if r.Scenario == "" || r.SeedRange == "" {
+			return nil, usagef("%s is not the output of simrun sweep -json: it has no scenario or seed_range", file)
+		}
+		if r.Failures > r.Seeds || uint64(len(r.FailingSeeds)) > r.Failures {
+			return nil, usagef("%s is damaged: %d failures and %d failing seeds listed among %d seeds", file, r.Failures, len(r.FailingSeeds), r.Seeds)
+		}
+		if slices.ContainsFunc(rs, func(o sweepResult) bool { return o.Scenario == r.Scenario }) {
+			return nil, usagef("%s holds scenario %s twice: a sweep writes each scenario once", file, r.Scenario)
+		}
+		// Its settings are compared, and printed in commands that run
+		// them: in the canonical form a sweep writes.
+		settings, err := parseConfig(r.Config)
+		if err != nil {
+			return nil, usagef("%s: its config: %v", file, err)
+		}
+		r.Config = settingStrings(settings)
+		rs = append(rs, r)
 	}
-	if r.Scenario == "" || r.SeedRange == "" {
-		return r, usagef("%s is not the output of simrun sweep -json: it has no scenario or seed_range", file)
-	}
-	if r.Failures > r.Seeds || uint64(len(r.FailingSeeds)) > r.Failures {
-		return r, usagef("%s is damaged: %d failures and %d failing seeds listed among %d seeds", file, r.Failures, len(r.FailingSeeds), r.Seeds)
-	}
-	// Its settings are compared, and printed in commands that run them:
-	// in the canonical form a sweep writes.
-	settings, err := parseConfig(r.Config)
-	if err != nil {
-		return r, usagef("%s: its config: %v", file, err)
-	}
-	r.Config = settingStrings(settings)
-	return r, nil
 }
 
 // mergeSweeps adds shards up. It refuses shards of different runs and

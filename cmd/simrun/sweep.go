@@ -9,7 +9,9 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/triage"
 )
@@ -85,18 +88,23 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var sf specFlags
 	sf.register(fs)
+	fs.Lookup("scenario").Usage = "the scenario to run (see simrun list); several, one after another, as a comma-separated list, or all of them as `all`"
 	var wf sweepFlags
-	wf.register(fs, "seeds to run", "print one JSON summary object instead of text")
+	wf.register(fs, "seeds to run", "print one JSON summary object instead of text, one a scenario")
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the seeds (contiguous parts), for a CI matrix; add the results up with simrun merge")
-	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command; a suite a scenario")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
 	var rf reachFlags
 	rf.register(fs)
 	var stopAfter wholeNumber
-	fs.Var(&stopAfter, "stop-after", "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never)")
+	fs.Var(&stopAfter, "stop-after", "stop taking seeds once `N` failures are seen; the result covers the seeds that ran, the first ones of -seeds (0: never); of each scenario")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
+	}
+	names, err := scenarioList(sf.scenario)
+	if err != nil {
+		return err
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -111,9 +119,18 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			f.Close()
 		}()
 	}
-	sp, err := sf.spec()
-	if err != nil {
-		return err
+	// Every scenario's settings are checked before any runs: one that a
+	// scenario refuses is bad input, not a failure found an hour in.
+	specs := make([]*spec, len(names))
+	for i, name := range names {
+		f := sf
+		f.scenario = name
+		if specs[i], err = f.spec(); err != nil {
+			return err
+		}
+		if _, ok := specs[i].strategy.(replayFile); ok && len(names) > 1 {
+			return usagef("-strategy replay:FILE replays one scenario's schedule: give -scenario one name, not %s", sf.scenario)
+		}
 	}
 	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
@@ -129,63 +146,172 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			return usagef("-shard %s of %s holds no seed: use fewer shards", *shardFlag, wf.seeds)
 		}
 	}
-	if err := sp.checkReplaySeeds(seeds, "-seeds"); err != nil {
+	if err := specs[0].checkReplaySeeds(seeds, "-seeds"); err != nil {
 		return err
 	}
 	det, err := wf.check()
 	if err != nil {
 		return err
 	}
-	targets, err := rf.targetSet(sp.scenario.Targets, sp.scenario.Name)
-	if err != nil {
-		return err
+	targets := make([]props.SituationSet, len(specs))
+	for i, sp := range specs {
+		if targets[i], err = rf.targetSet(sp.scenario.Targets, sp.scenario.Name); err != nil {
+			return err
+		}
+		sp.seedTimeout = wf.seedTimeout
 	}
-	sp.seedTimeout = wf.seedTimeout
 	undo, err := outputDirs(append([][2]string{{"-out", *out}}, fileDir("-junit", *junit)...)...)
 	if err != nil {
 		return err
 	}
 	defer undo()
-	bar := wf.progress(stderr, seeds.n, "seeds")
-	st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, budget: wf.budget, stopAfter: uint64(stopAfter), targets: targets}
 	// Ctrl-C (or SIGTERM) stops taking seeds, as -for does, so that what
 	// the sweep found is reported rather than lost; a second one kills.
-	interrupted := stopOnSignal(st)
-	sw := sweepInto(st, sp, seeds, det, bar)
+	var interrupted *signalStop
+	var results []sweepResult
+	var suites []triage.JUnitSuite
+	start := time.Now()
+	for i, sp := range specs {
+		cmd := "sweep"
+		if len(specs) > 1 {
+			cmd = "sweep -scenario " + sp.scenario.Name
+		}
+		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i]}
+		st.budget = wf.budget
+		if wf.budget > 0 && len(specs) > 1 {
+			// The budget left is shared by the scenarios left: one that
+			// ran out of seeds early leaves its share to the others.
+			st.budget = max((wf.budget-time.Since(start))/time.Duration(len(specs)-i), time.Millisecond).Round(time.Millisecond)
+			st.budgetOf = wf.budget
+		}
+		if interrupted == nil {
+			interrupted = stopOnSignal(st)
+		} else if interrupted.watch(st); interrupted.happened() {
+			break // the scenarios not yet run are not reported as run
+		}
+		unit := "seeds"
+		if len(specs) > 1 {
+			unit = "seeds of " + sp.scenario.Name
+		}
+		bar := wf.progress(stderr, seeds.n, unit)
+		sw := sweepInto(st, sp, seeds, det, bar)
+		if bar != nil {
+			bar.Finish()
+		}
+		res := sw.summary(sp, *shardFlag)
+		sw.printWarnings(stderr, cmd)
+		// Schedule files and replay commands for the first failing seed of
+		// every mode.
+		if err := writeModeSchedules(sp, &res, *out); err != nil {
+			interrupted.release()
+			return err
+		}
+		printHangs(stderr, cmd, res.Modes)
+		if *junit != "" {
+			suites = append(suites, triage.JUnitSuite{Name: "simrun sweep " + res.Scenario, Cases: sweepJUnitCases(sp, &res, sw, uint64(rf.min))})
+		}
+		if wf.json {
+			if err := writeJSON(stdout, res); err != nil {
+				interrupted.release()
+				return err
+			}
+		} else {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			printSweep(stdout, sp, &res)
+		}
+		results = append(results, res)
+	}
 	interrupted.release()
-	if bar != nil {
-		bar.Finish()
-	}
-	res := sw.summary(sp, *shardFlag)
-	sw.printWarnings(stderr, "sweep")
-	// Schedule files and replay commands for the first failing seed of
-	// every mode.
-	if err := writeModeSchedules(sp, &res, *out); err != nil {
-		return err
-	}
-	printHangs(stderr, "sweep", res.Modes)
 	if *junit != "" {
-		if err := writeSweepJUnit(*junit, sp, &res, sw, uint64(rf.min)); err != nil {
+		if err := writeFile(*junit, func(w io.Writer) error { return triage.WriteJUnitSuites(w, suites) }); err != nil {
 			return err
 		}
 	}
-	if wf.json {
-		if err := writeJSON(stdout, res); err != nil {
-			return err
-		}
-	} else {
-		printSweep(stdout, sp, &res)
+	if len(specs) > 1 && !wf.json {
+		printSweepTotal(stdout, names, results, time.Since(start))
 	}
-	if res.Failures > 0 || len(res.Nondetermined) > 0 {
+	failed := false
+	for _, res := range results {
+		failed = failed || res.Failures > 0 || len(res.Nondetermined) > 0
+	}
+	if failed {
 		return errFailed
 	}
-	if err := checkReached(stderr, "sweep", &res, uint64(rf.min)); err != nil {
-		return err
+	var short error
+	for _, res := range results {
+		cmd := "sweep"
+		if len(specs) > 1 {
+			cmd = "sweep -scenario " + res.Scenario
+		}
+		if err := checkReached(stderr, cmd, &res, uint64(rf.min)); err != nil && short == nil {
+			short = err
+		}
 	}
-	if interrupted.happened() && res.Stopped != "" {
-		return fmt.Errorf("interrupted after %d of %d seeds, before any failure", res.Seeds, seeds.n)
+	if short != nil {
+		return short
+	}
+	if interrupted.happened() {
+		if len(results) < len(specs) {
+			return fmt.Errorf("interrupted after %d of %d scenarios, before any failure", len(results), len(specs))
+		}
+		if last := results[len(results)-1]; last.Stopped != "" {
+			return fmt.Errorf("interrupted after %d of %d seeds, before any failure", last.Seeds, seeds.n)
+		}
 	}
 	return nil
+}
+
+// scenarioList reads sweep's -scenario: one name, several separated by
+// commas, or all.
+func scenarioList(v string) ([]string, error) {
+	if v == "" {
+		return nil, usagef("-scenario is required: want one of %s, several separated by commas, or all", strings.Join(scenario.Names(), ", "))
+	}
+	if v == "all" {
+		return scenario.Names(), nil
+	}
+	var names []string
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, usagef("-scenario %q names an empty scenario: separate names with single commas", v)
+		}
+		if _, err := scenario.Lookup(name); err != nil {
+			return nil, &usageError{err.Error()}
+		}
+		if slices.Contains(names, name) {
+			return nil, usagef("-scenario %q names %s twice", v, name)
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// printSweepTotal ends the text of a sweep of several scenarios: which
+// failed, of how many seeds, and which passed.
+func printSweepTotal(w io.Writer, names []string, results []sweepResult, elapsed time.Duration) {
+	var seeds uint64
+	var failed, passed []string
+	for _, r := range results {
+		seeds += r.Seeds
+		if r.Failures > 0 || len(r.Nondetermined) > 0 {
+			failed = append(failed, fmt.Sprintf("%s (%d of %d seeds)", r.Scenario, r.Failures, r.Seeds))
+		} else {
+			passed = append(passed, r.Scenario)
+		}
+	}
+	fmt.Fprintf(w, "\nsweep of %d scenarios: %d seeds in %.2fs\n", len(names), seeds, elapsed.Seconds())
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "  failed: %s\n", strings.Join(failed, ", "))
+	}
+	if len(passed) > 0 {
+		fmt.Fprintf(w, "  passed: %s\n", strings.Join(passed, ", "))
+	}
+	if n := len(names) - len(results); n > 0 {
+		fmt.Fprintf(w, "  not run (interrupted): %s\n", strings.Join(names[len(results):], ", "))
+	}
 }
 
 // signalStop stops a sweep at the first SIGINT or SIGTERM.
@@ -320,6 +446,7 @@ type sweepState struct {
 	// are then the first ones asked for: every seed taken is run to its
 	// end.
 	budget    time.Duration
+	budgetOf  time.Duration // the whole -for, when budget is a scenario's share of it
 	stopAfter uint64
 	halt      atomic.Bool
 	stopped   string  // why the sweep stopped early; "" when it ran every seed
@@ -403,7 +530,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 					bar.Add64(1)
 				}
 				if st.budget > 0 && time.Since(start) >= st.budget {
-					st.stop(fmt.Sprintf("the %v budget (-for) ran out", st.budget))
+					st.stop(st.budgetWords())
 				}
 			}
 			exited <- struct{}{}
@@ -485,6 +612,14 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if seed < m.firstSeed {
 		m.firstSeed, m.err = seed, o.err
 	}
+}
+
+// budgetWords says that the budget ran out, and whose share it was.
+func (st *sweepState) budgetWords() string {
+	if st.budgetOf > 0 {
+		return fmt.Sprintf("its %v share of the %v budget (-for) ran out", st.budget, st.budgetOf)
+	}
+	return fmt.Sprintf("the %v budget (-for) ran out", st.budget)
 }
 
 // stop makes the workers take no more seeds, for the reason given first.
@@ -619,7 +754,9 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	}
 }
 
-func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState, minReached uint64) error {
+// sweepJUnitCases are a sweep's JUnit cases: the sweep, a case per failing
+// seed, and what fell short of its targets.
+func sweepJUnitCases(sp *spec, r *sweepResult, st *sweepState, minReached uint64) []triage.JUnitCase {
 	var cases []triage.JUnitCase
 	for _, seed := range r.FailingSeeds {
 		name := fmt.Sprintf("seed %d", seed)
@@ -652,10 +789,7 @@ func writeSweepJUnit(file string, sp *spec, r *sweepResult, st *sweepState, minR
 	// A target too few seeds reached fails the sweep (-min-reached): a
 	// case says so, so that the report does not pass it over either.
 	cases = append(cases, reachCases(r, minReached, "", "simrun."+r.Scenario)...)
-	cases = append([]triage.JUnitCase{summary}, cases...)
-	return writeFile(file, func(w io.Writer) error {
-		return triage.WriteJUnit(w, "simrun sweep "+r.Scenario, cases)
-	})
+	return append([]triage.JUnitCase{summary}, cases...)
 }
 
 // isTerminal reports whether w is a terminal.

@@ -144,8 +144,10 @@ func TestMergeSaysWhichShardStoppedEarly(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &m))
 	assert.Equal(t, "1-200", m.Requested)
 	assert.Equal(t, "shard 1/2: 1 failure(s) seen (-stop-after)", m.Stopped)
-	first, err := readSweepJSON(files[0])
+	shard1, err := readSweepJSON(files[0])
 	require.NoError(t, err)
+	require.Len(t, shard1, 1)
+	first := shard1[0]
 	require.Less(t, first.Seeds, uint64(100))
 	assert.Equal(t, seedSet{spans: []span{{1, first.Seeds}, {101, 200}}}.String(), m.SeedRange, "the first seeds of shard 1, all of shard 2")
 	assert.Equal(t, first.Seeds+100, m.Seeds)
