@@ -153,12 +153,24 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// With several scenarios, -min-reached holds each to its own targets;
+	// one that names none has nothing to reach, unless none names any.
 	targets := make([]props.SituationSet, len(specs))
+	var some props.SituationSet
 	for i, sp := range specs {
-		if targets[i], err = rf.targetSet(sp.scenario.Targets, sp.scenario.Name); err != nil {
+		some |= sp.scenario.Targets
+		if len(specs) > 1 {
+			targets[i], err = (&reachFlags{targets: rf.targets}).targetSet(sp.scenario.Targets, sp.scenario.Name)
+		} else {
+			targets[i], err = rf.targetSet(sp.scenario.Targets, sp.scenario.Name)
+		}
+		if err != nil {
 			return err
 		}
 		sp.seedTimeout = wf.seedTimeout
+	}
+	if rf.min > 0 && rf.targets == "" && some == 0 {
+		return usagef("-min-reached %d: scenarios %s name no target situations; name them with -targets", rf.min, sf.scenario)
 	}
 	undo, err := outputDirs(append([][2]string{{"-out", *out}}, fileDir("-junit", *junit)...)...)
 	if err != nil {

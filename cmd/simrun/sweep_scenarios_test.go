@@ -186,3 +186,24 @@ func TestMergeOfShardsOfSeveralScenarios(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "holds scenario abort-reuse twice")
 }
+
+// TestSweepScenariosMinReached: -min-reached holds each scenario to its own
+// targets; one that names none (abort-reuse-wait-idle) is not bad input
+// among others that do, but is alone.
+func TestSweepScenariosMinReached(t *testing.T) {
+	code, _, errOut := simrun(t, "sweep", "-scenario", "abort-reuse-wait-idle,prefix-chat", "-seeds", "1-2", "-min-reached", "100", "-out", t.TempDir())
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, errOut, "simrun sweep -scenario prefix-chat: target prefix-cache-hit was reached in 2 of 2 seeds, fewer than -min-reached 100")
+	assert.NotContains(t, errOut, "abort-reuse-wait-idle")
+
+	code, _, errOut = simrun(t, "sweep", "-scenario", "abort-reuse-wait-idle,prefix-chat", "-seeds", "1-2", "-min-reached", "1", "-out", t.TempDir())
+	assert.Equal(t, 0, code, errOut)
+
+	code, _, errOut = simrun(t, "sweep", "-scenario", "abort-reuse-wait-idle", "-seeds", "1-2", "-min-reached", "1", "-out", t.TempDir())
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, "scenario abort-reuse-wait-idle names no target situations")
+
+	code, _, errOut = simrun(t, "sweep", "-scenario", "abort-reuse-wait-idle,test-running", "-seeds", "1-2", "-min-reached", "1", "-out", t.TempDir())
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, "-min-reached 1: scenarios abort-reuse-wait-idle,test-running name no target situations")
+}
