@@ -42,7 +42,8 @@
 // The settings are checked against every scenario before any runs. -for
 // is the whole sweep's budget, each scenario taking an equal share of
 // what the ones before it left; -stop-after counts each scenario's
-// failures. The text ends with the scenarios that failed and those that
+// failures, and -min-reached holds each to its own targets (one that
+// names none has none to reach). The text ends with the scenarios that failed and those that
 // passed, -json prints an object a scenario (a stream that merge reads,
 // shard by shard and scenario by scenario), and -junit writes a suite a
 // scenario into one report.
