@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	simrun list [-failpoints | -situations | -properties]
+//	simrun list [-failpoints | -situations | -properties] [-json]
 //	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun sweep   -scenario all -seeds 1-10000 -for 10m [-junit F.xml]        # or -scenario swarm,control-mix

@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/sim/simtest"
 )
@@ -33,6 +36,63 @@ func TestList(t *testing.T) {
 	assert.Contains(t, out, "abort-reuse")
 	assert.Contains(t, out, "starve:output-handler")
 	assert.Contains(t, out, "swarm")
+}
+
+// TestListJSON: each list as JSON holds the items its text lists, in the
+// same order, with what the text says of each.
+func TestListJSON(t *testing.T) {
+	code, out, errOut := simrun(t, "list", "-json")
+	require.Equal(t, 0, code, errOut)
+	var scenarios []scenarioItem
+	require.NoError(t, json.Unmarshal([]byte(out), &scenarios))
+	require.Len(t, scenarios, len(scenario.All()))
+	for i, sc := range scenario.All() {
+		assert.Equal(t, sc.Name, scenarios[i].Name)
+		assert.Equal(t, sc.DefaultStrategy, scenarios[i].DefaultStrategy, sc.Name)
+		assert.Equal(t, sc.Summary, scenarios[i].Summary, sc.Name)
+		assert.Equal(t, sc.Targets.Len(), len(scenarios[i].Targets), sc.Name)
+		for _, name := range scenarios[i].Targets {
+			s, err := props.ParseSituation(name)
+			require.NoError(t, err)
+			assert.True(t, sc.Targets.Has(s), "%s targets %s", sc.Name, name)
+		}
+	}
+	assert.Contains(t, out, `"targets": []`, "a scenario without targets has an empty list, not null")
+
+	code, out, errOut = simrun(t, "list", "-json", "-failpoints")
+	require.Equal(t, 0, code, errOut)
+	var fps []failpointItem
+	require.NoError(t, json.Unmarshal([]byte(out), &fps))
+	require.Len(t, fps, len(failpoints.All())+len(failpoints.Bugs()))
+	for i, p := range append(failpoints.All(), failpoints.Bugs()...) {
+		assert.Equal(t, p.Name, fps[i].Name)
+		assert.Equal(t, p.FullName(), fps[i].FullName)
+		assert.Equal(t, i >= len(failpoints.All()), fps[i].Bug, p.Name)
+	}
+
+	code, out, errOut = simrun(t, "list", "-json", "-situations")
+	require.Equal(t, 0, code, errOut)
+	var sits []situationItem
+	require.NoError(t, json.Unmarshal([]byte(out), &sits))
+	require.Len(t, sits, len(props.AllSituations))
+	for i, s := range props.AllSituations {
+		assert.Equal(t, s.String(), sits[i].Name)
+		for _, name := range sits[i].TargetOf {
+			sc, err := scenario.Lookup(name)
+			require.NoError(t, err)
+			assert.True(t, sc.Targets.Has(s), "%s targets %s", name, s)
+		}
+	}
+
+	code, out, errOut = simrun(t, "list", "-json", "-properties")
+	require.Equal(t, 0, code, errOut)
+	var ps []propertyItem
+	require.NoError(t, json.Unmarshal([]byte(out), &ps))
+	require.Len(t, ps, len(props.All))
+	for i, p := range props.All {
+		assert.Equal(t, p, ps[i].Name)
+		assert.Equal(t, props.Doc(p), ps[i].Doc)
+	}
 }
 
 func TestRunFailingSeedPrintsItsReplayAndReplayReproducesIt(t *testing.T) {

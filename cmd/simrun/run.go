@@ -31,6 +31,7 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	fps := fs.Bool("failpoints", false, "list the failpoint catalogue instead, faults then planted bugs: names, what each does, the terms it takes")
 	situations := fs.Bool("situations", false, "list the situations a run can reach instead (sweep counts the seeds that reached each; -targets takes their names), and the scenarios that target each")
 	properties := fs.Bool("properties", false, "list the properties the checker holds every run to instead, and what each promises: a failure names the one it violated")
+	jsonOut := fs.Bool("json", false, "print the list as a JSON array of objects, one an item, for a CI job to build its matrix from")
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -42,6 +43,9 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 	}
 	if lists > 1 {
 		return usagef("-failpoints, -situations and -properties each list something else: give one")
+	}
+	if *jsonOut {
+		return writeJSON(stdout, listJSON(*fps, *situations, *properties))
 	}
 	if *properties {
 		for _, p := range props.All {
@@ -86,6 +90,74 @@ func cmdList(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// The items of simrun list -json.
+type (
+	scenarioItem struct {
+		Name            string   `json:"name"`
+		DefaultStrategy string   `json:"default_strategy"`
+		Summary         string   `json:"summary"`
+		Targets         []string `json:"targets"`
+	}
+	failpointItem struct {
+		Name     string `json:"name"`
+		Doc      string `json:"doc"`
+		FullName string `json:"full_name"`
+		Terms    string `json:"terms"`
+		Bug      bool   `json:"bug"` // planted on purpose for a checker to catch
+	}
+	situationItem struct {
+		Name     string   `json:"name"`
+		Doc      string   `json:"doc"`
+		TargetOf []string `json:"target_of"` // the scenarios that target it
+	}
+	propertyItem struct {
+		Name string `json:"name"`
+		Doc  string `json:"doc"`
+	}
+)
+
+// listJSON is what list prints with -json: the same items as its text, in
+// the same order, with empty lists as [] rather than null.
+func listJSON(fps, situations, properties bool) any {
+	switch {
+	case properties:
+		items := []propertyItem{}
+		for _, p := range props.All {
+			items = append(items, propertyItem{Name: p, Doc: props.Doc(p)})
+		}
+		return items
+	case situations:
+		items := []situationItem{}
+		for _, s := range props.AllSituations {
+			it := situationItem{Name: s.String(), Doc: s.Doc(), TargetOf: []string{}}
+			for _, sc := range scenario.All() {
+				if sc.Targets.Has(s) {
+					it.TargetOf = append(it.TargetOf, sc.Name)
+				}
+			}
+			items = append(items, it)
+		}
+		return items
+	case fps:
+		items := []failpointItem{}
+		for i, list := range [][]*failpoints.Point{failpoints.All(), failpoints.Bugs()} {
+			for _, p := range list {
+				items = append(items, failpointItem{Name: p.Name, Doc: p.Doc, FullName: p.FullName(), Terms: p.Terms, Bug: i == 1})
+			}
+		}
+		return items
+	}
+	items := []scenarioItem{}
+	for _, sc := range scenario.All() {
+		it := scenarioItem{Name: sc.Name, DefaultStrategy: sc.DefaultStrategy, Summary: sc.Summary, Targets: []string{}}
+		for s := range sc.Targets.All() {
+			it.Targets = append(it.Targets, s.String())
+		}
+		items = append(items, it)
+	}
+	return items
 }
 
 func helpOK(err error) error {
