@@ -43,7 +43,9 @@
 // is the whole sweep's budget, each scenario taking an equal share of
 // what the ones before it left; -stop-after counts each scenario's
 // failures, and -min-reached holds each to its own targets (one that
-// names none has none to reach). The text ends with the scenarios that failed and those that
+// names none has none to reach). A seed that hangs ends the sweep with its
+// scenario: its worker is left behind, and the scenarios after it are
+// reported as not run. The text ends with the scenarios that failed and those that
 // passed, -json prints an object a scenario (a stream that merge reads,
 // shard by shard and scenario by scenario), and -junit writes a suite a
 // scenario into one report.

@@ -182,12 +182,16 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	var interrupted *signalStop
 	var results []sweepResult
 	var suites []triage.JUnitSuite
+	var cut string // why the scenarios after results did not run
 	start := time.Now()
-	for i, sp := range specs {
-		cmd := "sweep"
+	cmdOf := func(name string) string {
 		if len(specs) > 1 {
-			cmd = "sweep -scenario " + sp.scenario.Name
+			return "sweep -scenario " + name
 		}
+		return "sweep"
+	}
+	for i, sp := range specs {
+		cmd := cmdOf(sp.scenario.Name)
 		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i]}
 		st.budget = wf.budget
 		if wf.budget > 0 && len(specs) > 1 {
@@ -199,6 +203,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		if interrupted == nil {
 			interrupted = stopOnSignal(st)
 		} else if interrupted.watch(st); interrupted.happened() {
+			cut = "interrupted"
 			break // the scenarios not yet run are not reported as run
 		}
 		unit := "seeds"
@@ -234,6 +239,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			printSweep(stdout, sp, &res)
 		}
 		results = append(results, res)
+		if sw.hung && i+1 < len(specs) {
+			// Its worker is left behind, spinning or blocked: a sweep
+			// that went on would measure the next scenarios beside it.
+			cut = fmt.Sprintf("a seed of %s hung", sp.scenario.Name)
+			break
+		}
 	}
 	interrupted.release()
 	if *junit != "" {
@@ -242,7 +253,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(specs) > 1 && !wf.json {
-		printSweepTotal(stdout, names, results, time.Since(start))
+		printSweepTotal(stdout, names, results, cut, time.Since(start))
 	}
 	failed := false
 	for _, res := range results {
@@ -253,11 +264,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	var short error
 	for _, res := range results {
-		cmd := "sweep"
-		if len(specs) > 1 {
-			cmd = "sweep -scenario " + res.Scenario
-		}
-		if err := checkReached(stderr, cmd, &res, uint64(rf.min)); err != nil && short == nil {
+		if err := checkReached(stderr, cmdOf(res.Scenario), &res, uint64(rf.min)); err != nil && short == nil {
 			short = err
 		}
 	}
@@ -303,7 +310,7 @@ func scenarioList(v string) ([]string, error) {
 
 // printSweepTotal ends the text of a sweep of several scenarios: which
 // failed, of how many seeds, and which passed.
-func printSweepTotal(w io.Writer, names []string, results []sweepResult, elapsed time.Duration) {
+func printSweepTotal(w io.Writer, names []string, results []sweepResult, cut string, elapsed time.Duration) {
 	var seeds uint64
 	var failed, passed []string
 	for _, r := range results {
@@ -322,7 +329,7 @@ func printSweepTotal(w io.Writer, names []string, results []sweepResult, elapsed
 		fmt.Fprintf(w, "  passed: %s\n", strings.Join(passed, ", "))
 	}
 	if n := len(names) - len(results); n > 0 {
-		fmt.Fprintf(w, "  not run (interrupted): %s\n", strings.Join(names[len(results):], ", "))
+		fmt.Fprintf(w, "  not run (%s): %s\n", cut, strings.Join(names[len(results):], ", "))
 	}
 }
 

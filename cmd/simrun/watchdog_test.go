@@ -173,6 +173,18 @@ func TestSweepStopsAtAHungSeedAndReportsIt(t *testing.T) {
 	assert.Equal(t, "hang in github.com/llmdst/llmdst/cmd/simrun.spinWithoutYielding", r.Modes[0].Signature)
 }
 
+// TestASweepOfScenariosStopsAtAHang: the hung worker is left behind, so
+// the scenarios after the one that hung are not run, and the text says so.
+func TestASweepOfScenariosStopsAtAHang(t *testing.T) {
+	armHang(t)
+	code, out, _ := simrun(t, "sweep", "-scenario", "abort-reuse,test-hang,swarm", "-seeds", "1-20", "-j", "1", "-seed-timeout", "500ms",
+		"-out", t.TempDir(), "-quiet", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "sweep test-hang: ")
+	assert.NotContains(t, out, "sweep swarm: ")
+	assert.Contains(t, out, "  failed: test-hang (1 of 5 seeds)\n  passed: abort-reuse\n  not run (a seed of test-hang hung): swarm\n")
+}
+
 func TestShrinkOfAHangSaysThereIsNothingToShrink(t *testing.T) {
 	armHang(t)
 	code, out, _ := simrun(t, "shrink", "-scenario", "test-hang", "-seed", "5", "-seed-timeout", "100ms", "-out", t.TempDir(), "-quiet")
