@@ -100,6 +100,34 @@ func TestConfigTheScenarioRefusesIsExitTwo(t *testing.T) {
 	assert.Equal(t, 0, code, "taken together they fit: %s", errOut)
 }
 
+// TestConfigThatRefusesTheScenariosRequestsIsExitTwo: settings under which
+// the engine refuses the scenario's own requests (a cache of 39 usable
+// blocks against abort-reuse's requests of 100,000 tokens) are bad input
+// too, said before anything runs; a sweep of several scenarios skips the
+// scenarios they do not suit, says so, and sweeps the others.
+func TestConfigThatRefusesTheScenariosRequestsIsExitTwo(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"run", "-scenario", "abort-reuse"},
+		{"sweep", "-scenario", "abort-reuse", "-seeds", "1-2"},
+		{"sweep", "-scenario", "abort-reuse,parallel-abort-reuse", "-seeds", "1-2"},
+	} {
+		code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", "num-blocks=40")...)
+		assert.Equal(t, 2, code, "%v: %s", cmd, errOut)
+		assert.Contains(t, errOut, "abort-reuse's own requests are refused by the engine with these settings: engine: invalid request: the request needs 6251 KV blocks", "%v", cmd)
+		assert.Empty(t, out, "%v: nothing ran", cmd)
+	}
+
+	code, out, errOut := simrun(t, "sweep", "-scenario", "abort-reuse,prefix-chat", "-seeds", "1-20", "-out", t.TempDir(), "-config", "block-size=2", "-config", "num-blocks=40")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "simrun sweep: skipping abort-reuse: -config block-size=2 -config num-blocks=40: abort-reuse's own requests are refused")
+	assert.NotContains(t, out, "sweep abort-reuse:")
+	assert.Contains(t, out, "sweep of 2 scenarios: 20 seeds in ")
+	assert.Contains(t, out, "  passed: prefix-chat\n  skipped (the -config settings do not suit them): abort-reuse\n")
+
+	code, _, errOut = simrun(t, "run", "-scenario", "prefix-chat", "-out", t.TempDir(), "-config", "block-size=2", "-config", "num-blocks=40")
+	assert.Equal(t, 0, code, "settings that suit the scenario run: %s", errOut)
+}
+
 func TestConfigHelpDocumentsEveryKey(t *testing.T) {
 	for _, cmd := range []string{"run", "sweep", "shrink", "compare"} {
 		code, _, errOut := simrun(t, cmd, "-h")

@@ -145,10 +145,15 @@
 // A key given again replaces its value, and a compare variant's replaces
 // a common one. The settings are checked on the engine's default
 // configuration before anything runs, and a combination the engine refuses
-// is bad input, in the engine's words. A scenario's own settings or
-// requests may still refuse them — policy=fcfs on swarm, whose requests
-// have priorities; max-num-seqs above swarm's small-batch budget of 6
-// tokens — and the seeds that meet the refusal fail with the engine's
+// is bad input, in the engine's words; so is a combination with the
+// scenario's own settings that the engine refuses, or settings under
+// which it refuses the scenario's own requests (num-blocks=40 against
+// abort-reuse's requests of 100,000 tokens), as seed 1 shows them; a
+// sweep of several scenarios skips those they do not suit, says so, and
+// sweeps the others. A scenario that draws its settings or requests from
+// the seed may still meet a refusal on other seeds — policy=fcfs on
+// swarm, whose requests have priorities; max-num-seqs above swarm's
+// small-batch budget of 6 tokens — and those seeds fail with the engine's
 // sentence. The settings, sorted by key, are part of everything that names
 // a run: the schedule file's meta (simrun replay runs them, and -strategy
 // replay:FILE refuses a run under others), the header of run, sweep and

@@ -163,22 +163,44 @@ func (f *specFlags) spec() (*spec, error) {
 // checkScenarioConfig runs the scenario's seed 1 with the -config settings
 // and reports a configuration the engine refuses — the settings over the
 // scenario's own (max-num-seqs=8 against a scenario's budget of 6 tokens a
-// step) — as bad input rather than a failure of every seed. A scenario
-// that draws its configuration from the seed (swarm) may still draw one
+// step) — as bad input rather than a failure of every seed; and so too
+// settings under which the engine refuses the scenario's own requests
+// (num-blocks=40 against abort-reuse's requests of 100,000 tokens), when
+// seed 1 without them does not fail so. A scenario that draws its
+// configuration or its requests from the seed (swarm) may still draw one
 // that refuses the settings on other seeds.
 func (s *spec) checkScenarioConfig() error {
 	if len(s.config) == 0 {
 		return nil
 	}
-	o, h := runOne(seedTimeoutDefault, 1, func() outcome {
-		return s.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
-	})
-	if h == nil && errors.Is(o.err, engine.ErrInvalidConfig) { // a hang is the runs' to report
-		return usagef("-config %s: %s's own configuration with these settings is refused by the engine: %v",
-			strings.Join(settingStrings(s.config), " -config "), s.scenario.Name, o.err)
+	seed1 := func(sp *spec) (outcome, *sim.HangError) {
+		return runOne(seedTimeoutDefault, 1, func() outcome {
+			return sp.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+		})
+	}
+	o, h := seed1(s)
+	if h != nil { // a hang is the runs' to report
+		return nil
+	}
+	settings := strings.Join(settingStrings(s.config), " -config ")
+	if errors.Is(o.err, engine.ErrInvalidConfig) {
+		return &configRefused{usageError{fmt.Sprintf("-config %s: %s's own configuration with these settings is refused by the engine: %v",
+			settings, s.scenario.Name, o.err)}}
+	}
+	if errors.Is(o.err, engine.ErrInvalidRequest) {
+		plain := *s
+		plain.config = nil
+		if p, h := seed1(&plain); h == nil && !errors.Is(p.err, engine.ErrInvalidRequest) {
+			return &configRefused{usageError{fmt.Sprintf("-config %s: %s's own requests are refused by the engine with these settings: %v",
+				settings, s.scenario.Name, o.err)}}
+		}
 	}
 	return nil
 }
+
+// configRefused is bad input: the -config settings do not suit the
+// scenario. A sweep of several scenarios skips it and sweeps the others.
+type configRefused struct{ usageError }
 
 // pctWithoutSteps reports the depth of a pct:D strategy that leaves its
 // step estimate to the default.

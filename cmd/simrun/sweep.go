@@ -120,18 +120,32 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	// Every scenario's settings are checked before any runs: one that a
-	// scenario refuses is bad input, not a failure found an hour in.
-	specs := make([]*spec, len(names))
-	for i, name := range names {
+	// scenario refuses is bad input, not a failure found an hour in. Among
+	// several, a scenario whose configuration or requests the -config
+	// settings make the engine refuse is skipped, and said to be.
+	var specs []*spec
+	var skipped []string
+	for _, name := range names {
 		f := sf
 		f.scenario = name
-		if specs[i], err = f.spec(); err != nil {
+		sp, err := f.spec()
+		if refused := (*configRefused)(nil); errors.As(err, &refused) && len(names) > 1 {
+			fmt.Fprintf(stderr, "simrun sweep: skipping %s: %v\n", name, err)
+			skipped = append(skipped, name)
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		if _, ok := specs[i].strategy.(replayFile); ok && len(names) > 1 {
+		if _, ok := sp.strategy.(replayFile); ok && len(names) > 1 {
 			return usagef("-strategy replay:FILE replays one scenario's schedule: give -scenario one name, not %s", sf.scenario)
 		}
+		specs = append(specs, sp)
 	}
+	if len(specs) == 0 {
+		return usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+	}
+	multi := len(names) > 1
 	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
 		return err
@@ -159,7 +173,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	var some props.SituationSet
 	for i, sp := range specs {
 		some |= sp.scenario.Targets
-		if len(specs) > 1 {
+		if multi {
 			targets[i], err = (&reachFlags{targets: rf.targets}).targetSet(sp.scenario.Targets, sp.scenario.Name)
 		} else {
 			targets[i], err = rf.targetSet(sp.scenario.Targets, sp.scenario.Name)
@@ -185,7 +199,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	var cut string // why the scenarios after results did not run
 	start := time.Now()
 	cmdOf := func(name string) string {
-		if len(specs) > 1 {
+		if multi {
 			return "sweep -scenario " + name
 		}
 		return "sweep"
@@ -194,7 +208,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		cmd := cmdOf(sp.scenario.Name)
 		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i]}
 		st.budget = wf.budget
-		if wf.budget > 0 && len(specs) > 1 {
+		if wf.budget > 0 && multi {
 			// The budget left is shared by the scenarios left: one that
 			// ran out of seeds early leaves its share to the others.
 			st.budget = max((wf.budget-time.Since(start))/time.Duration(len(specs)-i), time.Millisecond).Round(time.Millisecond)
@@ -207,7 +221,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			break // the scenarios not yet run are not reported as run
 		}
 		unit := "seeds"
-		if len(specs) > 1 {
+		if multi {
 			unit = "seeds of " + sp.scenario.Name
 		}
 		bar := wf.progress(stderr, seeds.n, unit)
@@ -252,8 +266,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if len(specs) > 1 && !wf.json {
-		printSweepTotal(stdout, names, results, cut, time.Since(start))
+	if multi && !wf.json {
+		ran := make([]string, len(specs))
+		for i, sp := range specs {
+			ran[i] = sp.scenario.Name
+		}
+		printSweepTotal(stdout, ran, skipped, results, cut, time.Since(start))
 	}
 	failed := false
 	for _, res := range results {
@@ -310,7 +328,7 @@ func scenarioList(v string) ([]string, error) {
 
 // printSweepTotal ends the text of a sweep of several scenarios: which
 // failed, of how many seeds, and which passed.
-func printSweepTotal(w io.Writer, names []string, results []sweepResult, cut string, elapsed time.Duration) {
+func printSweepTotal(w io.Writer, names, skipped []string, results []sweepResult, cut string, elapsed time.Duration) {
 	var seeds uint64
 	var failed, passed []string
 	for _, r := range results {
@@ -321,12 +339,15 @@ func printSweepTotal(w io.Writer, names []string, results []sweepResult, cut str
 			passed = append(passed, r.Scenario)
 		}
 	}
-	fmt.Fprintf(w, "\nsweep of %d scenarios: %d seeds in %.2fs\n", len(names), seeds, elapsed.Seconds())
+	fmt.Fprintf(w, "\nsweep of %d scenarios: %d seeds in %.2fs\n", len(names)+len(skipped), seeds, elapsed.Seconds())
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "  failed: %s\n", strings.Join(failed, ", "))
 	}
 	if len(passed) > 0 {
 		fmt.Fprintf(w, "  passed: %s\n", strings.Join(passed, ", "))
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "  skipped (the -config settings do not suit them): %s\n", strings.Join(skipped, ", "))
 	}
 	if n := len(names) - len(results); n > 0 {
 		fmt.Fprintf(w, "  not run (%s): %s\n", cut, strings.Join(names[len(results):], ", "))

@@ -122,8 +122,9 @@ func TestSweepScenariosShareTheBudget(t *testing.T) {
 	}
 }
 
-// TestSweepScenariosBadInputIsExitTwo: a list it cannot read, or settings
-// one of its scenarios refuses, is refused before anything runs.
+// TestSweepScenariosBadInputIsExitTwo: a list it cannot read, settings
+// every one of its scenarios refuses, or a replay of one scenario's
+// schedule, is refused before anything runs.
 func TestSweepScenariosBadInputIsExitTwo(t *testing.T) {
 	dir := t.TempDir()
 	code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-legacy", "-out", dir)
@@ -137,7 +138,7 @@ func TestSweepScenariosBadInputIsExitTwo(t *testing.T) {
 		{[]string{"-scenario", "abort-reuse,,swarm"}, `-scenario "abort-reuse,,swarm" names an empty scenario`},
 		{[]string{"-scenario", "abort-reuse,nope"}, `unknown scenario "nope"`},
 		{[]string{"-scenario", "swarm,abort-reuse,swarm"}, `-scenario "swarm,abort-reuse,swarm" names swarm twice`},
-		{[]string{"-scenario", "abort-reuse,prefix-chat", "-config", "max-num-seqs=20"}, "prefix-chat's own configuration with these settings is refused by the engine"},
+		{[]string{"-scenario", "abort-reuse,abort-reuse-wait-idle", "-config", "num-blocks=40"}, "-config num-blocks=40: every scenario of -scenario abort-reuse,abort-reuse-wait-idle refuses these settings"},
 		{[]string{"-scenario", "abort-reuse,swarm", "-legacy", "-seeds", "1", "-strategy", "replay:" + schedule}, "-strategy replay:FILE replays one scenario's schedule: give -scenario one name, not abort-reuse,swarm"},
 	} {
 		code, out, errOut := simrun(t, append([]string{"sweep", "-seeds", "1-2", "-out", t.TempDir()}, tc.args...)...)
