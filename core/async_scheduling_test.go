@@ -21,6 +21,9 @@ type pipeline struct {
 	s   *core.Scheduler
 	so  *core.SchedulerOutput // the step in flight
 	tok []int
+	// loads are the internal ids of the requests whose KV loads from
+	// host memory, in order of start (Config.KVOffloadBlocks).
+	loads []string
 }
 
 // step schedules and samples a step and applies the one in flight, or,
@@ -30,6 +33,7 @@ func (p *pipeline) step() []core.Frame {
 	var so *core.SchedulerOutput
 	if p.s.HasRequests() {
 		so = p.s.Schedule()
+		p.started(so)
 	}
 	if so != nil && len(so.Scheduled) > 0 {
 		tok := p.s.Sample(so, core.ToyModel{})
@@ -47,6 +51,23 @@ func (p *pipeline) step() []core.Frame {
 		return frames
 	}
 	return nil
+}
+
+// started notes the loads a step started.
+func (p *pipeline) started(so *core.SchedulerOutput) {
+	for _, r := range so.Loads {
+		p.loads = append(p.loads, r.InternalID)
+	}
+}
+
+// land lands the oldest load in flight, if there is one.
+func (p *pipeline) land() bool {
+	if len(p.loads) == 0 {
+		return false
+	}
+	p.s.CompleteLoad(p.loads[0])
+	p.loads = p.loads[1:]
+	return true
 }
 
 func (p *pipeline) drain(t *testing.T) {

@@ -83,6 +83,14 @@ type Config struct {
 	// but by a removal. 0 means MaxLoRAs, as vLLM's default; otherwise it
 	// must be at least MaxLoRAs.
 	MaxCPULoRAs int
+	// KVOffloadBlocks is how many KV blocks host memory keeps, vLLM's
+	// --kv-offloading-size with --kv-offloading-backend native, in blocks:
+	// a request gives its full blocks to it as it gives them back, and a
+	// later request whose prompt continues past its prefix-cache hit with
+	// blocks it holds loads them back, asynchronously, instead of
+	// computing them (offload.go). 0 means off; it needs
+	// EnablePrefixCaching, whose hashes find the blocks.
+	KVOffloadBlocks int
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -156,6 +164,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: MaxCPULoRAs (%d) must be ≥ MaxLoRAs (%d), or 0 for MaxLoRAs", c.MaxCPULoRAs, c.MaxLoRAs)
 	case c.MaxCPULoRAs != 0 && c.MaxLoRAs == 0:
 		return fmt.Errorf("core: MaxCPULoRAs is %d but LoRA is off (MaxLoRAs 0)", c.MaxCPULoRAs)
+	case c.KVOffloadBlocks < 0:
+		return fmt.Errorf("core: KVOffloadBlocks must be ≥ 0 (0: offloading off), got %d", c.KVOffloadBlocks)
+	case c.KVOffloadBlocks > 0 && !c.EnablePrefixCaching:
+		return fmt.Errorf("core: KVOffloadBlocks is %d but prefix caching is off: offloaded blocks are found by the prefix cache's hashes", c.KVOffloadBlocks)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	}

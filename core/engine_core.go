@@ -200,6 +200,19 @@ type EngineCore struct {
 	// (weights.go).
 	updating bool
 	written  int
+	// loads are the KV loads in flight (offload.go), in order of start,
+	// each landing at the first step boundary from its due time on.
+	loads []pendingLoad
+	// stalled: the last step scheduled nothing while nothing ran and a
+	// load was in flight; the core waits for an input or the load.
+	stalled bool
+}
+
+// pendingLoad is a KV load in flight: its request's internal id, and when
+// the copy is done.
+type pendingLoad struct {
+	id  string
+	due time.Time
 }
 
 // inflight is a step the model runs: what it computes, the tokens it
@@ -286,6 +299,9 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
+		if len(c.loads) > 0 {
+			c.landLoads()
+		}
 		if c.idle() {
 			// Drain the eager aborts before sleeping: an abort whose
 			// input-queue copy was already handled would otherwise wait in
@@ -296,7 +312,10 @@ func (c *EngineCore) Run() {
 			if c.progress != nil {
 				c.progress()
 			}
-			in, ok := c.in.Get()
+			in, ok, due := c.waitInput()
+			if due {
+				continue // a load is due: it lands first
+			}
 			if !ok || !c.handle(in) {
 				return
 			}
@@ -323,11 +342,12 @@ func (c *EngineCore) Run() {
 
 // idle reports whether the core has nothing to step: no work the pause
 // state lets it schedule, and no step in flight.
-func (c *EngineCore) idle() bool { return !c.sched.HasWork() && c.nflight == 0 }
+func (c *EngineCore) idle() bool { return (!c.sched.HasWork() || c.stalled) && c.nflight == 0 }
 
 // handle processes one input; it reports false on shutdown.
 func (c *EngineCore) handle(in Input) bool {
 	defer c.inputsDone.Add(1)
+	c.stalled = false // what it brings may be scheduled
 	switch in.Kind {
 	case InputAdd:
 		r := in.Req
@@ -347,6 +367,8 @@ func (c *EngineCore) handle(in Input) bool {
 		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
 			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
 		}
+		c.sched.DropLoads() // the executor stops: no copy lands
+		c.loads = nil
 		c.put(frames)
 		return false
 	case InputPause:
@@ -478,6 +500,9 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	for _, r := range so.LoRAWaiting {
 		c.emit(Event{Kind: EventLoRAWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, LoRA: r.LoRA, Held: len(so.LoRAs)})
 	}
+	if len(so.Loads) > 0 {
+		c.startLoads(so.Loads)
+	}
 	if c.cfg.EnablePrefixCaching && c.cfg.Observer != nil {
 		for _, sc := range so.Scheduled {
 			if r := sc.Req; sc.Cached > 0 {
@@ -602,6 +627,13 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		return
 	}
 	n := c.sched.Stats().Running
+	if n == 0 && len(c.loads) > 0 {
+		// What waits needs blocks a KV load holds, or gives back: the
+		// core waits for an input or for the load to land, as vLLM's
+		// steps run empty meanwhile.
+		c.stalled = true
+		return
+	}
 	if n > 0 && preempted {
 		// A request was its own victim with requests after it still
 		// running (PolicyPriority can pick such a victim; PolicyFCFS's is

@@ -108,13 +108,23 @@ const (
 	// EventLoRARemove: the core took Call, a removal of LoRA adapter
 	// LoRA (vLLM's remove_lora): Finished when it was loaded.
 	EventLoRARemove
+	// EventKVLoad: the core started to load Held blocks of the waiting
+	// request's KV from host memory (Config.KVOffloadBlocks); the request
+	// waits for them.
+	EventKVLoad
+	// EventKVLoaded: the load of Held blocks of the request's KV landed:
+	// the request waits to be admitted with them computed, or, Finished,
+	// it had ended meanwhile and its blocks went back, or, Text
+	// "abandoned", a reset of the prefix cache came meanwhile and the
+	// request gave its blocks back to compute again.
+	EventKVLoaded
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
-	"core.lora-pin", "core.lora-remove"}
+	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -200,6 +210,16 @@ func (e Event) String() string {
 		return fmt.Sprintf("%s: call %d, adapter %d pinned, %d pinned", e.Kind, e.Call, e.LoRA, e.Held)
 	case EventLoRARemove:
 		return fmt.Sprintf("%s: call %d, adapter %d removed (it was loaded: %t)", e.Kind, e.Call, e.LoRA, e.Finished)
+	case EventKVLoad:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV load from host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventKVLoaded:
+		if e.Text == "abandoned" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; it computes again", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
+		if e.Finished {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after it ended; its blocks go back", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventLoRAWait:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): LoRA adapter %d waits for a slot, the batch uses all %d", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.LoRA, e.Held)
 	case EventIdle:

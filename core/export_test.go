@@ -1,5 +1,7 @@
 package core
 
+import "fmt"
+
 // FreeQueue returns the pool's free queue, head first.
 func (s *Scheduler) FreeQueue() []int32 { return s.pool.order() }
 
@@ -35,3 +37,20 @@ func (b *BlockPool) Lookup(h uint64) (int32, bool) { return b.p.lookup(h) }
 func (b *BlockPool) Order() []int32                { return b.p.order() }
 func (b *BlockPool) NumFree() int                  { return b.p.numFree }
 func (b *BlockPool) Len() int                      { return len(b.p.blocks) }
+
+// DebugState describes the queues, for a failing test's message.
+func (s *Scheduler) DebugState() string {
+	out := fmt.Sprintf("free %d; loads %d (aborted %d)\n", s.pool.numFree, s.LoadsInFlight(), func() int {
+		if s.offload == nil {
+			return 0
+		}
+		return s.offload.aborted
+	}())
+	for _, r := range s.running {
+		out += fmt.Sprintf("  running %s computed %d/%d table %d load %d\n", r.InternalID, r.NumComputed, r.NumTokens(), len(r.table), r.kvLoad)
+	}
+	for _, r := range s.waiting {
+		out += fmt.Sprintf("  waiting %s computed %d/%d table %d load %d status %s\n", r.InternalID, r.NumComputed, r.NumTokens(), len(r.table), r.kvLoad, r.Status)
+	}
+	return out
+}

@@ -29,7 +29,13 @@ func (s *Scheduler) CheckBlocks() error {
 		if r.Blocks != len(r.table) {
 			return fmt.Errorf("request %s: Blocks %d, table of %d", r.InternalID, r.Blocks, len(r.table))
 		}
-		if want := s.cfg.BlocksFor(r.NumComputed); len(r.table) != want {
+		if r.kvLoad != kvNoLoad {
+			// Its KV loads, or landed: it holds the blocks of its whole
+			// sequence (offload.go).
+			if want := s.cfg.BlocksFor(min(r.NumTokens(), s.cfg.MaxModelLen)); len(r.table) != want {
+				return fmt.Errorf("request %s, whose KV loads or landed: %d blocks for a sequence of %d tokens, want %d", r.InternalID, len(r.table), r.NumTokens(), want)
+			}
+		} else if want := s.cfg.BlocksFor(r.NumComputed); len(r.table) != want {
 			return fmt.Errorf("request %s (%s): %d blocks for %d computed tokens, want %d", r.InternalID, r.Status, len(r.table), r.NumComputed, want)
 		}
 		if r.hashed != r.NumTokens() || len(r.hashes) != r.NumTokens()/bs {
@@ -45,6 +51,15 @@ func (s *Scheduler) CheckBlocks() error {
 			refs[id]++
 			if i < r.cachedBlocks && (!p.blocks[id].hashed || p.blocks[id].hash != r.hashes[i]^r.cacheSalt()) {
 				return fmt.Errorf("request %s: its cached block %d (#%d) is not cached under its hash", r.InternalID, id, i)
+			}
+		}
+	}
+	if s.offload != nil {
+		for _, ld := range s.offload.loads {
+			if ld.aborted && !ld.freed {
+				for _, id := range ld.blocks { // held until the load lands
+					refs[id]++
+				}
 			}
 		}
 	}

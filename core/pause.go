@@ -119,10 +119,24 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 		r.Placeholders, r.sampled = 0, r.sampled[:0]
 		preempted[i] = r
 	}
-	if s.cfg.UsableBlocks()-s.pool.numFree != 0 {
-		return preempted, false // cannot happen: waiting requests hold no blocks
+	loading := 0 // blocks the KV loads in flight hold, which a reset that may preempt abandons
+	if resetRunning && s.offload != nil {
+		for _, r := range s.waiting {
+			if r.kvLoad == kvLoaded {
+				s.unload(r) // its KV landed: it computes again too
+			}
+		}
+		loading = s.abandonLoads()
+	}
+	if s.cfg.UsableBlocks()-s.pool.numFree != loading {
+		// Waiting requests hold no blocks, but with KV offloading those
+		// whose KV loads, or landed (unless they were just let go).
+		return preempted, false
 	}
 	s.pool.resetCache()
+	if !s.cfg.Faults.Fires(failpoints.CoreResetKeepsOffloadedKV) {
+		s.DropOffloaded() // vLLM's reset_connector=True
+	}
 	s.discardKV()
 	return preempted, true
 }
@@ -169,9 +183,11 @@ func (c *EngineCore) pause(in Input) {
 // asked: the running requests a PauseKeep froze are preempted, to compute
 // again after the resume.
 func (c *EngineCore) completePauses() {
-	if len(c.pauses) == 0 || c.sched.HeldWork() {
+	if len(c.pauses) == 0 || c.sched.HeldWork() || c.sched.LoadsInFlight() > 0 {
 		// A weight update's hold is no pause's effect: a wait pause
 		// waits for the requests the hold froze to run to their ends.
+		// A KV load in flight still writes the KV cache: a pause takes
+		// effect once it landed.
 		return
 	}
 	if slices.ContainsFunc(c.pauses, func(in Input) bool { return in.ClearCache }) {

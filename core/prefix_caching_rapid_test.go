@@ -22,7 +22,7 @@ import (
 // block-management bug would make the model read someone else's KV and
 // sample wrong tokens, and an output applied to the wrong request would
 // give it someone else's. At the end every request has ended.
-func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false, false)) }
+func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false, false, false)) }
 
 // TestBlocksPropertyWithResets is TestBlocksProperty with resets of the
 // prefix cache among the actions, with or without preempting the running
@@ -31,7 +31,7 @@ func TestBlocksProperty(t *testing.T) { rapid.Check(t, blocksProperty(false, fal
 // and the outputs it will drop then add up to the steps in flight that
 // sample for it. (A test of its own, so that TestBlocksProperty's saved
 // failures keep drawing the actions they were found with.)
-func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(true, false)) }
+func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(true, false, false)) }
 
 // TestBlocksPropertyWithLoRA is TestBlocksProperty with 1 to 3 LoRA slots
 // and each request of one of four adapters or of the base model: every
@@ -39,15 +39,26 @@ func TestBlocksPropertyWithResets(t *testing.T) { rapid.Check(t, blocksProperty(
 // another adapter wrote, through the prefix cache or otherwise), no step
 // schedules more adapters than the slots, and every request still ends,
 // however long it waited for a slot.
-func TestBlocksPropertyWithLoRA(t *testing.T) { rapid.Check(t, blocksProperty(true, true)) }
+func TestBlocksPropertyWithLoRA(t *testing.T) { rapid.Check(t, blocksProperty(true, true, false)) }
+
+// TestBlocksPropertyWithOffload is TestBlocksPropertyWithResets with
+// prefix caching on and KV offloading to host memory of 1 to 16 blocks,
+// the loads it starts landing among the actions, in order of start:
+// requests whose KV loads hold the blocks of their whole sequence, an
+// aborted one until its load lands, every request still samples its own
+// tokens from the KV it loaded, and every request still ends.
+func TestBlocksPropertyWithOffload(t *testing.T) { rapid.Check(t, blocksProperty(true, false, true)) }
 
 // blocksProperty is TestBlocksProperty's body; with resets the actions
 // include resets of the prefix cache, with lora the requests have
-// adapters.
-func blocksProperty(resets, lora bool) func(t *rapid.T) {
+// adapters, with offload KV goes to host memory and loads back.
+func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 	lastAction := 5
 	if resets {
 		lastAction = 6
+	}
+	if offload {
+		lastAction = 7
 	}
 	return func(t *rapid.T) {
 		cfg := core.Config{
@@ -61,6 +72,10 @@ func blocksProperty(resets, lora bool) func(t *rapid.T) {
 		cfg.MaxNumBatchedTokens = rapid.IntRange(cfg.MaxNumSeqs, 16).Draw(t, "maxNumBatchedTokens")
 		if lora {
 			cfg.MaxLoRAs = rapid.IntRange(1, 3).Draw(t, "maxLoRAs")
+		}
+		if offload {
+			cfg.EnablePrefixCaching = true
+			cfg.KVOffloadBlocks = rapid.IntRange(1, 16).Draw(t, "offloadBlocks")
 		}
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}
@@ -98,6 +113,7 @@ func blocksProperty(resets, lora bool) func(t *rapid.T) {
 				return
 			}
 			so := s.Schedule()
+			p.started(so)
 			if len(so.Scheduled) == 0 {
 				s.RejectUnschedulable()
 				return
@@ -151,12 +167,28 @@ func blocksProperty(resets, lora bool) func(t *rapid.T) {
 				resetRunning := rapid.Bool().Draw(t, "resetRunning")
 				running := s.Stats().Running
 				preempted, ok := s.ResetPrefixCache(resetRunning)
-				if ok != (resetRunning || running == 0) || len(preempted) != map[bool]int{true: running}[ok] {
+				if offload {
+					// A load in flight, or a waiting request whose KV
+					// landed, holds blocks: a reset that may not preempt
+					// fails; one that may abandons the loads.
+					bad := !ok || len(preempted) != running // a reset that may preempt always succeeds
+					if !resetRunning {
+						bad = len(preempted) != 0 || ok && (running > 0 || len(p.loads) > 0)
+					}
+					if bad {
+						t.Fatalf("action %d: ResetPrefixCache(%v) with %d running and %d loads in flight: %d preempted, %v", i, resetRunning, running, len(p.loads), len(preempted), ok)
+					}
+					if ok && len(p.loads) > 0 {
+						break // the abandoned loads hold their blocks until they land
+					}
+				} else if ok != (resetRunning || running == 0) || len(preempted) != map[bool]int{true: running}[ok] {
 					t.Fatalf("action %d: ResetPrefixCache(%v) with %d running: %d preempted, %v", i, resetRunning, running, len(preempted), ok)
 				}
 				if ok && s.Stats().KVUsedBlocks != 0 {
 					t.Fatalf("action %d: %d KV blocks in use after a reset", i, s.Stats().KVUsedBlocks)
 				}
+			case 7: // a load lands
+				p.land()
 			default:
 				step()
 			}
@@ -164,7 +196,10 @@ func blocksProperty(resets, lora bool) func(t *rapid.T) {
 		}
 		for steps := 0; s.HasRequests() || p.so != nil; steps++ {
 			if steps > 2000 {
-				t.Fatalf("%d requests still live after %d steps", s.NumRequests(), steps)
+				t.Fatalf("%d requests still live after %d steps:\n%s", s.NumRequests(), steps, s.DebugState())
+			}
+			if p.land() {
+				check(fmt.Sprintf("draining, a load landed before step %d", steps))
 			}
 			step()
 			check(fmt.Sprintf("draining, step %d", steps))

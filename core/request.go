@@ -106,11 +106,12 @@ type Request struct {
 	// loraWaited is set while r waits in the queue after the scheduler
 	// first held it back for a LoRA slot, so that it is told once;
 	// cacheKeys is what of its adapter the prefix cache's keys of its
-	// blocks take (cacheSalt). Both share Status's word.
+	// blocks take (cacheSalt). They and kvLoad share Status's word.
 	loraWaited  bool
 	cacheKeys   cacheKeys
-	StopReason  int // the stop token that ended it, or -1
-	Blocks      int // KV blocks held: len(BlockTable())
+	kvLoad      kvLoadState // with KV offloading, where r is in a load of its KV (offload.go)
+	StopReason  int         // the stop token that ended it, or -1
+	Blocks      int         // KV blocks held: len(BlockTable())
 	Preemptions int
 	// Placeholders counts, with Config.AsyncScheduling, the tokens that
 	// steps scheduled and not yet applied will sample for the request:
@@ -126,6 +127,9 @@ type Request struct {
 	// model's and every other adapter's or revision's (kv.go): 0 for the
 	// base model. Set as r is admitted (Scheduler.saltLoRA).
 	loraSalt uint64
+	// loadSalt is cacheSalt's value when r's KV load started: the KV it
+	// loaded is of that revision of its adapter's weights.
+	loadSalt uint64
 
 	// table is the request's block table: the ids of the KV blocks it
 	// holds, in order of position, vLLM's req_to_blocks.

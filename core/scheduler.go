@@ -34,6 +34,10 @@ type SchedulerOutput struct {
 	// are the adapters it used then.
 	LoRAWaiting []*Request
 	LoRAs       []int
+	// Loads are the waiting requests whose KV the step started to load
+	// from host memory (Config.KVOffloadBlocks): they wait until it lands
+	// (Scheduler.CompleteLoad).
+	Loads []*Request
 
 	sampled []int // Sample's result, room reused with the output
 }
@@ -128,6 +132,9 @@ type Scheduler struct {
 	// lora is the scheduler's LoRA state, made by the first reload or
 	// pin, so that an engine without them pays a pointer.
 	lora *schedLoRA
+	// offload is host memory for KV and its loads (offload.go), with
+	// Config.KVOffloadBlocks; nil without.
+	offload *kvOffload
 
 	pause PauseState // what Schedule leaves alone: asked, or PausedAll when held
 	asked PauseState // EngineCore's pauses (SetPauseState)
@@ -140,6 +147,9 @@ func NewScheduler(cfg Config) *Scheduler {
 	s := &Scheduler{cfg: cfg, requests: make(map[string]*Request)}
 	s.out = &s.outs[0]
 	s.pool = newBlockPool(cfg, s.blocksRoom[:])
+	if cfg.KVOffloadBlocks > 0 {
+		s.offload = newKVOffload(cfg.KVOffloadBlocks)
+	}
 	return s
 }
 
@@ -156,7 +166,7 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	r.Status = StatusWaiting
 	r.StopReason = -1
 	r.key = s.keyOf(r)
-	r.loraSalt, r.cacheKeys, r.loraWaited = 0, keysByRevision, false
+	r.loraSalt, r.cacheKeys, r.loraWaited, r.kvLoad = 0, keysByRevision, false, kvNoLoad
 	if r.Output == nil {
 		r.Output = make([]int, 0, min(r.Params.MaxTokens, outputCapInitial))
 	}
@@ -254,6 +264,10 @@ func (s *Scheduler) FinishAll(status Status) []*Request {
 // finish ends r with status: it leaves whichever queue holds it (a live
 // request is in exactly one) and gives its blocks back.
 func (s *Scheduler) finish(r *Request, status Status) {
+	if r.kvLoad == kvLoading {
+		s.abortLoad(r, status) // its blocks go back once the load lands
+		return
+	}
 	s.freeBlocks(r)
 	s.leave(r, status)
 }
@@ -280,7 +294,7 @@ func (s *Scheduler) leave(r *Request, status Status) {
 // it preempted — its own victim, alone in the cache — which under
 // PolicyFCFS is the head and under PolicyPriority need not be.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
-	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused {
+	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused || s.waitingHoldBlocks() {
 		return nil, false
 	}
 	r := s.waiting[0]
@@ -299,7 +313,7 @@ func remove(rs []*Request, r *Request) []*Request {
 }
 
 // HasRequests reports whether any request is waiting or running.
-func (s *Scheduler) HasRequests() bool { return len(s.requests) > 0 }
+func (s *Scheduler) HasRequests() bool { return s.NumRequests() > 0 }
 
 // HasWork reports whether Schedule would find anything to schedule under
 // the pause state, vLLM's unfinished requests as its paused scheduler
@@ -322,8 +336,15 @@ func (s *Scheduler) hasWork(st PauseState) bool {
 	return false
 }
 
-// NumRequests returns the number of live requests.
-func (s *Scheduler) NumRequests() int { return len(s.requests) }
+// NumRequests returns the number of live requests, and of ended ones whose
+// KV load has not landed, which hold their blocks until it does (vLLM
+// keeps them among its requests until then).
+func (s *Scheduler) NumRequests() int {
+	if s.offload == nil {
+		return len(s.requests)
+	}
+	return len(s.requests) + s.offload.aborted
+}
 
 // Stats returns the counts vLLM reports.
 func (s *Scheduler) Stats() SchedulerStats {
@@ -337,6 +358,9 @@ func (s *Scheduler) Stats() SchedulerStats {
 // request's blocks in reverse so that its tail, the least likely to be
 // shared, is evicted first. Cached blocks keep their hashes.
 func (s *Scheduler) freeBlocks(r *Request) {
+	if s.offload != nil {
+		s.offloadBlocks(r)
+	}
 	for i := len(r.table) - 1; i >= 0; i-- {
 		s.pool.free(r.table[i])
 	}
@@ -441,6 +465,28 @@ func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
 	return true
 }
 
+// admitLoaded admits a waiting request whose KV landed, with the blocks
+// for n more tokens: it reserved those of its whole sequence when its
+// load started, and gives back those past them, which it takes again as
+// it runs, as any running request does.
+func (s *Scheduler) admitLoaded(r *Request, n int) bool {
+	if n <= 0 {
+		return false
+	}
+	keep := s.cfg.BlocksFor(r.NumComputed + n)
+	if keep-len(r.table) > s.pool.numFree {
+		return false
+	}
+	for len(r.table) > keep {
+		s.pool.free(r.table[len(r.table)-1]) // never written, never cached
+		r.table = r.table[:len(r.table)-1]
+	}
+	r.Blocks = len(r.table)
+	s.allocate(r, keep-len(r.table), r.NumComputed+n)
+	r.kvLoad = kvNoLoad
+	return true
+}
+
 // newTokens returns how many tokens running request r would compute this
 // step within budget: the rest of its sequence, placeholders included,
 // clipped by the budget and the model length (the last token of a
@@ -481,6 +527,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		clear(out.LoRAWaiting)
 		out.LoRAWaiting = out.LoRAWaiting[:0]
 	}
+	if len(out.Loads) > 0 {
+		clear(out.Loads)
+		out.Loads = out.Loads[:0]
+	}
 	budget := s.cfg.MaxNumBatchedTokens
 	if s.pause == PausedAll {
 		budget = 0 // vLLM's paused scheduler: a token budget of nothing
@@ -520,37 +570,86 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		if s.cfg.MaxLoRAs > 0 {
 			s.scheduledLoRAs(out)
 		}
-		for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
-			r := s.waiting[i] // NumComputed is 0: new, or preempted
-			if r.LoRA != 0 {
-				if !s.loraSlot(out, r) {
-					i++ // vLLM: "Scheduling would exceed max_loras, skip."
+		// With KV offloading the requests whose KV landed go first, as
+		// vLLM puts back at the head of the queue the requests it skipped
+		// while their KV loaded: each holds blocks the others may need.
+		first := 0
+		if s.offload != nil {
+			first = -1
+		}
+		for pass := first; pass <= 0; pass++ {
+			// With KV offloading, once a request cannot be admitted the
+			// requests behind it are not either, but for those whose KV
+			// landed: they hold every block their sequence needs.
+			blocked := false
+			for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
+				r := s.waiting[i] // NumComputed is 0: new, or preempted, unless its KV landed
+				if pass < 0 && r.kvLoad != kvLoaded || r.kvLoad == kvLoading || blocked && r.kvLoad != kvLoaded {
+					i++ // its KV loads, or it waits behind a request that could not be admitted
 					continue
 				}
-				s.saltLoRA(r)
+				if r.LoRA != 0 {
+					if !s.loraSlot(out, r) {
+						i++ // vLLM: "Scheduling would exceed max_loras, skip."
+						continue
+					}
+					s.saltLoRA(r)
+				}
+				if r.kvLoad == kvLoaded && r.cacheSalt() != r.loadSalt {
+					s.unload(r) // its adapter's weights changed while its KV loaded: computed by the old ones
+				}
+				var hit, n, cached int // cached: the tokens the prefix cache gave it (EventPrefixHit)
+				if r.kvLoad == kvLoaded {
+					hit = r.NumComputed
+					n = min(r.NumTokens()-hit, budget, s.cfg.MaxModelLen-hit)
+					if !s.admitLoaded(r, n) {
+						blocked = true
+						i++
+						continue
+					}
+				} else {
+					if s.cfg.EnablePrefixCaching {
+						s.hits = s.lookup(r, s.hits)
+						s.recordLookup(r, len(s.hits)*s.cfg.BlockSize)
+					}
+					if s.offload != nil {
+						started, room := s.startLoad(r, s.hits)
+						if started {
+							r.loadSalt = r.cacheSalt()
+							out.Loads = append(out.Loads, r)
+						}
+						if started || !room {
+							blocked = blocked || !room
+							i++
+							continue
+						}
+					}
+					hit = len(s.hits) * s.cfg.BlockSize
+					cached = hit
+					n = min(r.NumTokens()-hit, budget, s.cfg.MaxModelLen-hit)
+					if n <= 0 || !s.admit(r, s.hits, n) {
+						if s.offload == nil {
+							break
+						}
+						blocked = true
+						i++
+						continue
+					}
+				}
+				if i == 0 {
+					s.waiting = s.waiting[1:]
+				} else { // behind requests held back for a LoRA slot, which keep their places
+					s.waiting = slices.Delete(s.waiting, i, i+1)
+				}
+				out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
+				r.loraWaited = false
+				s.running = append(s.running, r)
+				r.Status = StatusRunning
+				r.kvChecked = 0 // it reads every block it took at its first step
+				out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()+r.Placeholders, Cached: cached})
+				out.TotalTokens += n
+				budget -= n
 			}
-			if s.cfg.EnablePrefixCaching {
-				s.hits = s.lookup(r, s.hits)
-				s.recordLookup(r, len(s.hits)*s.cfg.BlockSize)
-			}
-			hit := len(s.hits) * s.cfg.BlockSize
-			n := min(r.NumTokens()-hit, budget, s.cfg.MaxModelLen-hit)
-			if n <= 0 || !s.admit(r, s.hits, n) {
-				break
-			}
-			if i == 0 {
-				s.waiting = s.waiting[1:]
-			} else { // behind requests held back for a LoRA slot, which keep their places
-				s.waiting = slices.Delete(s.waiting, i, i+1)
-			}
-			out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
-			r.loraWaited = false
-			s.running = append(s.running, r)
-			r.Status = StatusRunning
-			r.kvChecked = 0 // it reads every block it took at its first step
-			out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()+r.Placeholders, Cached: hit})
-			out.TotalTokens += n
-			budget -= n
 		}
 	}
 	for _, sc := range out.Scheduled {

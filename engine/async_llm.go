@@ -150,6 +150,10 @@ func New(cfg Config) (*AsyncLLM, error) {
 	case cfg.MaxCPULoRAs > 0 && cfg.MaxCPULoRAs < cfg.LoRASlots():
 		// vLLM's LoRAConfig: "max_cpu_loras must be >= max_loras".
 		return nil, &configError{fmt.Errorf("engine: MaxCPULoRAs (%d) must be ≥ MaxLoRAs (%d): the executor loads every adapter of a step", cfg.MaxCPULoRAs, cfg.LoRASlots())}
+	case cfg.KVOffloadBlocks < 0:
+		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks must be ≥ 0 (0: offloading off), got %d", cfg.KVOffloadBlocks)}
+	case cfg.KVOffloadBlocks > 0 && !cfg.EnablePrefixCaching:
+		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks is %d but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes", cfg.KVOffloadBlocks)}
 	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {

@@ -103,6 +103,16 @@ type Config struct {
 	// MaxLoRAs, vLLM's default; it needs EnableLoRA and must be at least
 	// the slots.
 	MaxCPULoRAs int
+	// KVOffloadBlocks is vLLM's --kv-offloading-size (with
+	// --kv-offloading-backend native), in KV blocks: host memory keeps
+	// the full blocks requests give back, and a request whose prompt
+	// continues past its prefix-cache hit with blocks it holds loads
+	// them back, asynchronously, instead of computing them; the request
+	// waits for the load, and one aborted meanwhile keeps its blocks until
+	// the load lands. A reset of the prefix cache or a sleep drops them.
+	// 0 means off; it needs EnablePrefixCaching. See
+	// core.Config.KVOffloadBlocks.
+	KVOffloadBlocks int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -133,7 +143,8 @@ func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
-		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(), StepTime: c.StepTime, Model: c.Model,
+		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
+		KVOffloadBlocks: c.KVOffloadBlocks, StepTime: c.StepTime, Model: c.Model,
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }

@@ -60,6 +60,17 @@
 // vLLM's list_loras, remove_lora and pin_lora, a pinned adapter holding a
 // slot of its own that the scheduler counts in every step.
 //
+// Config.KVOffloadBlocks is vLLM's native KV offloading (with prefix
+// caching): host memory keeps the full blocks requests give back, and a
+// request whose prompt continues past its prefix-cache hit with blocks
+// there waits while they load back, its blocks given to it at once; the
+// copy lands a step or two later. A request aborted meanwhile keeps its
+// blocks until the copy lands, as vLLM's scheduler does; a pause or a
+// sleep takes effect once the loads in flight landed; a reset of the
+// prefix cache drops what host memory holds (vLLM's reset_connector) and,
+// when it may preempt, abandons the loads in flight, whose requests then
+// compute again. core.EventKVLoad and core.EventKVLoaded tell the loads.
+//
 // If the core dies (a model that panics, an executor past its slots),
 // every request it held ends with ErrEngineDead, its cause in its words,
 // and every later call fails fast with it; CheckHealth, vLLM's

@@ -395,6 +395,8 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{EnableLoRA: true, MaxCPULoRAs: -1}, "engine: MaxCPULoRAs must be ≥ 0 (0: MaxLoRAs), got -1"},
 		{engine.Config{MaxCPULoRAs: 2}, "engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
 		{engine.Config{EnableLoRA: true, MaxLoRAs: 3, MaxCPULoRAs: 2}, "engine: MaxCPULoRAs (2) must be ≥ MaxLoRAs (3): the executor loads every adapter of a step"},
+		{engine.Config{EnablePrefixCaching: true, KVOffloadBlocks: -4}, "engine: KVOffloadBlocks must be ≥ 0 (0: offloading off), got -4"},
+		{engine.Config{KVOffloadBlocks: 8}, "engine: KVOffloadBlocks is 8 but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes"},
 	} {
 		e, err := engine.New(c.cfg)
 		assert.Nil(t, e)

@@ -131,6 +131,12 @@ var (
 	CoreLoRAPinIgnoresSlots = register(&Point{Name: "core/lora-pin-ignores-slots", Bug: true,
 		Doc:   "a bug, vLLM's behaviour: pin_lora pins any loaded adapter into an executor slot at once and the scheduler does not count pinned adapters toward max_loras, so a step whose batch needs the slots a pin holds finds every one it could take pinned, and the worker raises \"All items are pinned, cannot remove oldest from the cache\" (pinning an adapter while another runs with max_loras 1 kills the engine); the engine counts a pin's slot in every step and refuses a pin that would take a slot a running request uses or the last one",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVLoadFreesOnAbort = register(&Point{Name: "core/kv-load-frees-on-abort", Bug: true,
+		Doc:   "a bug: a request aborted while its KV loads from host memory (Config.KVOffloadBlocks) gives its blocks back at once, and the copy still writes them when it lands, over the KV of whichever request took them; vLLM's scheduler keeps an aborted request's blocks until the load lands (finished_recving), as the engine does",
+		Terms: "return", checkValue: checkNoValue})
+	CoreResetKeepsOffloadedKV = register(&Point{Name: "core/reset-keeps-offloaded-kv", Bug: true,
+		Doc:   "a bug, vLLM's default: reset_prefix_cache leaves the KV offloaded to host memory (reset_connector=False), computed by the weights before the update the reset stands for, and a later request whose prompt continues with it loads it and samples from stale KV; the engine drops it with the prefix cache, as reset_connector=True does",
+		Terms: "return", checkValue: checkNoValue})
 )
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.

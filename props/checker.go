@@ -452,6 +452,13 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventPrefixHit:
 		c.reach(PrefixCacheHit)
+	case core.EventKVLoaded:
+		switch {
+		case ev.Finished:
+			c.reach(KVLoadLandedAfterAbort)
+		case ev.Text != "abandoned":
+			c.reach(KVLoadedFromHost)
+		}
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:

@@ -103,6 +103,12 @@ const (
 	// the core held requests of the adapter: two trainers' weights change
 	// under requests the update holds.
 	LoRALoadDuringAnUpdate
+	// KVLoadedFromHost: a waiting request's KV landed from host memory
+	// (KV offloading), which it waited for.
+	KVLoadedFromHost
+	// KVLoadLandedAfterAbort: a request's KV load landed after the
+	// request had ended, into blocks it must have kept until then.
+	KVLoadLandedAfterAbort
 
 	situationCount
 )
@@ -113,6 +119,7 @@ var situationNames = [situationCount]string{
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
+	"kv-loaded-from-host", "kv-load-landed-after-abort",
 }
 
 var situationDocs = [situationCount]string{
@@ -139,6 +146,8 @@ var situationDocs = [situationCount]string{
 	"the core held a waiting request back because the step's batch used every LoRA slot, none of them for its adapter",
 	"an adapter's new weights were loaded in place while the core held requests of it, which go on with them",
 	"an adapter's new weights were loaded in place in the middle of a weight update, while the core held requests of it",
+	"a waiting request's KV landed from host memory (KV offloading) after it waited for the copy",
+	"a request's KV load from host memory landed after the request had ended, into blocks it must have kept until then",
 }
 
 // AllSituations lists every situation, in the order of their constants.

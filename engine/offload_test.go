@@ -1,0 +1,284 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/rttest"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// offloadConfig is a cache of 15 usable blocks of 4 tokens, with host
+// memory for 32 of them: a 22-token prompt's blocks are put out of the
+// GPU by two prompts of 24 and come back from host memory.
+func offloadConfig() engine.Config {
+	return engine.Config{EnablePrefixCaching: true, BlockSize: 4, NumBlocks: 16, KVOffloadBlocks: 32, StepTime: 200 * time.Microsecond}
+}
+
+// fill24 are prompts of 24 words that share nothing with pauseLong.
+var fill24 = [2]string{
+	strings.Repeat("red green blue ", 8),
+	strings.Repeat("north south east west ", 6),
+}
+
+// putOut runs the two prompts of fill24 at once, which put most of
+// pauseLong's blocks out of the GPU's prefix cache into host memory.
+func putOut(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
+	g := task.NewGroup(rt, "fillers")
+	for i, prompt := range fill24 {
+		g.Go("filler", func() {
+			r, err := e.AddRequest("fill-"+string(rune('a'+i)), prompt, engine.Params{MaxTokens: 4, IgnoreEOS: true})
+			require.NoError(t, err)
+			assert.Equal(t, want(prompt, 4), tokensOf(engine.Cumulative, drain(t, r)))
+		})
+	}
+	g.Wait()
+}
+
+// offloadRun runs body on an engine of cfg under the simulator, with the
+// checker, and counts the KV loads the core started and those that
+// landed after their request ended.
+func offloadRun(t *testing.T, seed uint64, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (c *props.Checker, loads, late int, err error) {
+	c = props.NewChecker(nil)
+	c.SetEngine(cfg)
+	res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
+		cfg := cfg
+		obs, also := c.Observer(rt), cfg.Observer
+		cfg.Runtime, cfg.Observer = rt, func(ev engine.Event) {
+			if also != nil {
+				also(ev)
+			}
+			switch {
+			case ev.Kind == core.EventKVLoad:
+				loads++
+			case ev.Kind == core.EventKVLoaded && ev.Finished:
+				late++
+			}
+			obs(ev)
+		}
+		e, err := engine.New(cfg)
+		require.NoError(t, err)
+		body(rt, e)
+		require.NoError(t, e.Close())
+		c.CheckKV(e)
+		return nil
+	})
+	return c, loads, late, res.Err
+}
+
+// TestKVOffloadLoadsWhatTheGPUCachePutOut: a prompt's blocks, put out of
+// the GPU's prefix cache by others, come back from host memory for the
+// next request of it, which waits for the load and samples its own
+// tokens; every block goes back. Without offloading the same run loads
+// nothing.
+func TestKVOffloadLoadsWhatTheGPUCachePutOut(t *testing.T) {
+	for _, offload := range []bool{true, false} {
+		cfg := offloadConfig()
+		if !offload {
+			cfg.KVOffloadBlocks = 0
+		}
+		for seed := uint64(1); seed <= 8; seed++ {
+			c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+				p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+				run := func(id, prompt string) {
+					r, err := e.AddRequest(id, prompt, p)
+					require.NoError(t, err)
+					assert.Equal(t, want(prompt, 4), tokensOf(engine.Cumulative, drain(t, r)), "seed %d %s", seed, id)
+				}
+				run("first", pauseLong)
+				putOut(t, rt, e)
+				run("again", pauseLong)
+			})
+			require.NoError(t, err, "seed %d", seed)
+			require.NoError(t, c.Finish(), "seed %d", seed)
+			if offload {
+				assert.Equal(t, 1, loads, "seed %d: the second run of the prompt loads its blocks", seed)
+			} else {
+				assert.Zero(t, loads, "seed %d", seed)
+			}
+		}
+	}
+}
+
+// TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands: a request aborted
+// while its KV loads keeps its blocks until the copy lands, so the
+// request added behind it never gets one the copy then overwrites; with
+// core/kv-load-frees-on-abort it does, and samples from another's KV.
+func TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands(t *testing.T) {
+	run := func(seed uint64, faults string) (*props.Checker, int, error) {
+		cfg := offloadConfig()
+		if faults != "" {
+			cfg.Faults = rttest.Armed(t, faults)
+		}
+		c, _, late, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			putOut(t, rt, e)
+			doomed, err := e.AddRequest("doomed", pauseLong, p)
+			require.NoError(t, err)
+			rt.Sleep(50 * time.Microsecond)
+			e.Abort("doomed")
+			_, _ = readAll(doomed)
+			// 48 tokens: 12 blocks, the 9 free ones and 3 of those the
+			// aborted request held, 2 of them the load's.
+			next, err := e.AddRequest("next", strings.Repeat("one two three four ", 11), p)
+			require.NoError(t, err)
+			_, _ = readAll(next)
+			require.NoError(t, e.WaitIdle(context.Background()))
+		})
+		return c, late, err
+	}
+	late := 0
+	for seed := uint64(1); seed <= 16; seed++ {
+		c, l, err := run(seed, "")
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		late += l
+	}
+	require.Positive(t, late, "some seeds abort the request while its KV loads")
+	caught := 0
+	for seed := uint64(1); seed <= 16; seed++ {
+		c, _, err := run(seed, "core/kv-load-frees-on-abort=return")
+		require.NoError(t, err, "seed %d", seed)
+		if v := (*props.Violation)(nil); errors.As(c.Finish(), &v) {
+			caught++
+		}
+	}
+	assert.Positive(t, caught, "the copy lands in the blocks of the request behind")
+}
+
+// TestAResetDropsTheOffloadedKV: a reset of the prefix cache stands for a
+// weight update, and the KV in host memory was computed by the old
+// weights: the engine drops it with the cache, and the next request of
+// the prompt computes it again. With core/reset-keeps-offloaded-kv,
+// vLLM's default (reset_connector=False), it loads the stale KV and
+// samples from it.
+func TestAResetDropsTheOffloadedKV(t *testing.T) {
+	run := func(seed uint64, faults string) (*props.Checker, int, error) {
+		cfg := offloadConfig()
+		if faults != "" {
+			cfg.Faults = rttest.Armed(t, faults)
+		}
+		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			reset, err := e.ResetPrefixCache(context.Background(), false)
+			require.NoError(t, err)
+			require.True(t, reset, "nothing runs")
+			r, err = e.AddRequest("again", pauseLong, p)
+			require.NoError(t, err)
+			_, _ = readAll(r)
+		})
+		return c, loads, err
+	}
+	for seed := uint64(1); seed <= 4; seed++ {
+		c, loads, err := run(seed, "")
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		assert.Zero(t, loads, "seed %d: nothing is left to load", seed)
+
+		c, loads, err = run(seed, "core/reset-keeps-offloaded-kv=return")
+		require.NoError(t, err, "seed %d", seed)
+		assert.Equal(t, 1, loads, "seed %d: the stale KV is loaded", seed)
+		var v *props.Violation
+		require.ErrorAs(t, c.Finish(), &v, "seed %d", seed)
+		assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
+	}
+}
+
+// TestAPauseWaitsForAKVLoadToLand: a pause, or a sleep, taken while a
+// request's KV loads takes effect once the copy landed, whatever its
+// mode; the request then runs to its own tokens (or ends, aborted), and
+// every block goes back. A sleep drops the KV in host memory with the
+// KV cache: the prompt's next request computes it, the checker holding
+// every token to the model's.
+func TestAPauseWaitsForAKVLoadToLand(t *testing.T) {
+	for _, mode := range []engine.PauseMode{engine.PauseAbort, engine.PauseWait, engine.PauseKeep} {
+		for _, sleep := range []bool{false, true} {
+			for seed := uint64(1); seed <= 4; seed++ {
+				c, loads, _, err := offloadRun(t, seed, offloadConfig(), func(rt task.Runtime, e *engine.AsyncLLM) {
+					ctx := context.Background()
+					p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+					r, err := e.AddRequest("first", pauseLong, p)
+					require.NoError(t, err)
+					drain(t, r)
+					putOut(t, rt, e) // a hit of one block in the GPU's cache, the rest in host memory
+					r, err = e.AddRequest("loads", pauseLong, p)
+					require.NoError(t, err)
+					rt.Sleep(50 * time.Microsecond)
+					if sleep {
+						require.NoError(t, e.Sleep(ctx, engine.SleepOptions{Level: 1, Mode: mode}))
+						require.NoError(t, e.WakeUp(ctx))
+					} else {
+						require.NoError(t, e.PauseGeneration(ctx, engine.PauseOptions{Mode: mode}))
+						require.NoError(t, e.ResumeGeneration(ctx))
+					}
+					outs, err := readAll(r)
+					require.NoError(t, err)
+					if mode != engine.PauseAbort {
+						assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, outs), "seed %d mode %v sleep %v", seed, mode, sleep)
+					}
+					// After a sleep, host memory holds nothing of the KV
+					// before it: the prompt computes again.
+					r, err = e.AddRequest("after", pauseLong, p)
+					require.NoError(t, err)
+					drain(t, r)
+				})
+				require.NoError(t, err, "seed %d mode %v sleep %v", seed, mode, sleep)
+				require.NoError(t, c.Finish(), "seed %d mode %v sleep %v", seed, mode, sleep)
+				assert.GreaterOrEqual(t, loads, 1, "seed %d mode %v sleep %v", seed, mode, sleep)
+			}
+		}
+	}
+}
+
+// TestAResetThatMayPreemptAbandonsTheLoadsInFlight: a reset of the prefix
+// cache that may preempt never fails for a KV load in flight: what the
+// copy brings is of the weights before it, so the load is abandoned, and
+// once it lands its request gives its blocks back and computes its
+// prompt again, to its own tokens (the checker holds them to the model's
+// in every seed, the reset landing before, during or after the load).
+func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
+	abandoned := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		cfg := offloadConfig()
+		cfg.Observer = func(ev engine.Event) {
+			if ev.Kind == core.EventKVLoaded && ev.Text == "abandoned" {
+				abandoned++
+			}
+		}
+		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			ctx := context.Background()
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			putOut(t, rt, e)
+			r, err = e.AddRequest("loads", pauseLong, p)
+			require.NoError(t, err)
+			rt.Sleep(50 * time.Microsecond)
+			reset, err := e.ResetPrefixCache(ctx, true)
+			require.NoError(t, err)
+			assert.True(t, reset, "seed %d: a reset that may preempt succeeds", seed)
+			assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, drain(t, r)), "seed %d", seed)
+		})
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		assert.LessOrEqual(t, loads, 2, "seed %d: a second load after the abandoned one, at most", seed)
+	}
+	assert.Positive(t, abandoned, "in some seeds the reset comes while the load is in flight")
+}
