@@ -339,9 +339,9 @@ func TestTraceHashGolden(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "colocate", "control-mix", "live-reload", "lora-reload", "multi-lora", "parallel-abort-reuse", "pause-resume", "prefix-chat", "swarm", "weight-sync"}, scenario.Names())
+	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "colocate", "control-mix", "kv-offload", "live-reload", "lora-reload", "multi-lora", "parallel-abort-reuse", "pause-resume", "prefix-chat", "swarm", "weight-sync"}, scenario.Names())
 	_, err := scenario.Lookup("nope")
-	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, colocate, control-mix, live-reload, lora-reload, multi-lora, parallel-abort-reuse, pause-resume, prefix-chat, swarm, weight-sync`)
+	assert.EqualError(t, err, `scenario: unknown scenario "nope": want one of abort-reuse, abort-reuse-wait-idle, colocate, control-mix, kv-offload, live-reload, lora-reload, multi-lora, parallel-abort-reuse, pause-resume, prefix-chat, swarm, weight-sync`)
 	for _, s := range scenario.All() {
 		_, err := sim.ParseStrategy(s.DefaultStrategy)
 		assert.NoError(t, err, s.Name)

@@ -225,6 +225,18 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
 	case core.EventPrefixHit:
 		st.notable(at, who, fmt.Sprintf("admits %s from the prefix cache: its first %d token(s) are in cached blocks", req, ev.Held))
+	case core.EventKVLoad:
+		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
+	case core.EventKVLoaded:
+		if ev.Text == "abandoned" {
+			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s after a reset of the prefix cache: of the weights before it, they go back, and it computes again", ev.Held, req))
+			return
+		}
+		if ev.Finished {
+			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s, which has ended: its blocks go back now", ev.Held, req))
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s: it waits to be admitted with them", ev.Held, req))
 	case core.EventFinish:
 		st.notable(at, who, fmt.Sprintf("finishes %s: %s, %d token(s)", req, ev.Reason, len(ev.Tokens)))
 	case core.EventIdle:

@@ -47,6 +47,8 @@ var configKeys = []configKey{
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.BlockSize = n })},
 	{"enable-lora", "on or off", "vLLM's --enable-lora (EnableLoRA): requests may run with a LoRA adapter; off, a request with one is refused (multi-lora's are then skipped)",
 		onOff(func(c *engine.Config, on bool) { c.EnableLoRA = on })},
+	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",
+		intValue(0, math.MaxInt, func(c *engine.Config, n int) { c.KVOffloadBlocks = n })},
 	{"max-cpu-loras", "a whole number of adapters ≥ 1", "vLLM's --max-cpu-loras (MaxCPULoRAs; the default max-loras), with enable-lora=on: the most LoRA adapters the executor keeps loaded, least recently used out first unless pinned; at least max-loras",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxCPULoRAs = n })},
 	{"max-loras", "a whole number of adapters ≥ 1", "vLLM's --max-loras (MaxLoRAs; the default 1, multi-lora draws 1 to 3), with enable-lora=on: the most LoRA adapters one step's batch uses; a request of another adapter waits for a slot",

@@ -64,7 +64,7 @@
 // seed after another, each as -seed walks it, and stops at the first that
 // fails: a scenario that draws its workload from the seed (swarm,
 // pause-resume, live-reload, colocate, weight-sync, multi-lora,
-// lora-reload, control-mix) is a different program for each. -shard I/N
+// lora-reload, control-mix, kv-offload) is a different program for each. -shard I/N
 // runs one share of a walk, the schedules whose first departure is at a
 // draw numbered I-1 modulo N, for a CI matrix; merge adds the shards'
 // -json up to the whole walk. -for D stops a walk at a budget of wall time.
@@ -135,6 +135,11 @@
 //     time (default 1ms; most scenarios set 200µs).
 //   - enable-lora=on|off: EnableLoRA, vLLM's --enable-lora; requests may
 //     run with a LoRA adapter; off, a request with one is refused.
+//   - kv-offload-blocks=N: KVOffloadBlocks, vLLM's --kv-offloading-size
+//     (native backend) in KV blocks, with prefix-caching=on: host memory
+//     keeps the full blocks requests give back, and a request whose
+//     prompt continues with them waits while they load back (0: off, the
+//     default).
 //   - max-loras=N: MaxLoRAs, vLLM's --max-loras, the most adapters one
 //     step's batch uses, N ≥ 1 with enable-lora=on (default 1); a request
 //     of another adapter waits for a slot.

@@ -57,7 +57,7 @@ type exploreJSON struct {
 
 func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	fs, sf, of, seed := seedCommand("explore", stderr, "the seed `N` whose workload is explored")
-	seedsFlag := fs.String("seeds", "", "walk each of these seeds in turn instead of -seed, as -seeds A-B or a list such as 1,5,9-12, until one fails: for scenarios that draw their workload from the seed (swarm, pause-resume, live-reload, colocate, weight-sync, multi-lora, lora-reload, control-mix)")
+	seedsFlag := fs.String("seeds", "", "walk each of these seeds in turn instead of -seed, as -seeds A-B or a list such as 1,5,9-12, until one fails: for scenarios that draw their workload from the seed (swarm, pause-resume, live-reload, colocate, weight-sync, multi-lora, lora-reload, control-mix, kv-offload)")
 	delays := fs.Int("delays", sim.DefaultExploreDelays, "the most draws of a schedule other than the calm one: a task other than the one that would go on, a starvation window opened, a window longer than the shortest (-1: no bound)")
 	maxRuns := fs.Int("max-runs", 0, "stop a seed's walk after `N` schedules, not complete (0: no bound)")
 	budget := fs.Duration("for", 0, "stop the walk once `DURATION` of wall time is spent (a CI budget), not complete; what ran is reported (0: no budget)")

@@ -1,0 +1,44 @@
+package scenario_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/scenario"
+)
+
+// TestKVOffloadPassesOnTheFixedEngine: the engine as it is passes
+// kv-offload under chaos, its default, and under a starved engine core,
+// whose loads land late: every token is the model's, the KV loaded from
+// host memory included, and every block goes back.
+func TestKVOffloadPassesOnTheFixedEngine(t *testing.T) {
+	assertPasses(t, scenario.KVOffload, "chaos", "starve:engine-core")
+}
+
+// TestKVOffloadCatchesAnAbortThatGivesTheLoadsBlocksBack plants
+// core/kv-load-frees-on-abort: a reader that gives up while its KV loads
+// gives its blocks back at once, a request takes them, and the copy lands
+// over its KV (1.7% of the first 2,000 seeds; the load lands after an
+// abort in 16% of them, mostly before anyone took the blocks).
+func TestKVOffloadCatchesAnAbortThatGivesTheLoadsBlocksBack(t *testing.T) {
+	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/kv-load-frees-on-abort=return"), props.ModelTokens)
+}
+
+// TestKVOffloadCatchesAResetThatKeepsTheOffloadedKV plants vLLM's default,
+// core/reset-keeps-offloaded-kv: the trainer's reset leaves the KV of the
+// old weights in host memory, and a later reader loads it (40% of the
+// first 2,000 seeds; the trainer runs in half).
+func TestKVOffloadCatchesAResetThatKeepsTheOffloadedKV(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/reset-keeps-offloaded-kv=return"), props.ModelTokens)
+	assert.Greater(t, n, int(pauseSeeds())/5, "the planted bug was caught on too few seeds")
+}
+
+// TestTheStoryTellsAKVLoad: kv-offload's seed 1 loads a reader's KV from
+// host memory, and the story says when it starts and when it lands.
+func TestTheStoryTellsAKVLoad(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 1),
+		"starts to load 3 block(s) of reader-0#7's KV from host memory: it waits for them",
+		"lands the 3 block(s) of KV loaded for reader-0#7: it waits to be admitted with them")
+}
