@@ -45,6 +45,15 @@ func putOut(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
 	g.Wait()
 }
 
+// offloadPauseLong runs a request of pauseLong and then putOut: the GPU's
+// prefix cache keeps its first block, host memory the others.
+func offloadPauseLong(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
+	r, err := e.AddRequest("first", pauseLong, engine.Params{MaxTokens: 4, IgnoreEOS: true})
+	require.NoError(t, err)
+	drain(t, r)
+	putOut(t, rt, e)
+}
+
 // offloadRun runs body on an engine of cfg under the simulator, with the
 // checker, and counts the KV loads the core started and those that
 // landed after their request ended.
@@ -122,10 +131,7 @@ func TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands(t *testing.T) {
 		}
 		c, _, late, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-			r, err := e.AddRequest("first", pauseLong, p)
-			require.NoError(t, err)
-			drain(t, r)
-			putOut(t, rt, e)
+			offloadPauseLong(t, rt, e)
 			doomed, err := e.AddRequest("doomed", pauseLong, p)
 			require.NoError(t, err)
 			rt.Sleep(50 * time.Microsecond)
@@ -213,11 +219,8 @@ func TestAPauseWaitsForAKVLoadToLand(t *testing.T) {
 				c, loads, _, err := offloadRun(t, seed, offloadConfig(), func(rt task.Runtime, e *engine.AsyncLLM) {
 					ctx := context.Background()
 					p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-					r, err := e.AddRequest("first", pauseLong, p)
-					require.NoError(t, err)
-					drain(t, r)
-					putOut(t, rt, e) // a hit of one block in the GPU's cache, the rest in host memory
-					r, err = e.AddRequest("loads", pauseLong, p)
+					offloadPauseLong(t, rt, e)
+					r, err := e.AddRequest("loads", pauseLong, p)
 					require.NoError(t, err)
 					rt.Sleep(50 * time.Microsecond)
 					if sleep {
@@ -264,11 +267,8 @@ func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
 		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			ctx := context.Background()
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-			r, err := e.AddRequest("first", pauseLong, p)
-			require.NoError(t, err)
-			drain(t, r)
-			putOut(t, rt, e)
-			r, err = e.AddRequest("loads", pauseLong, p)
+			offloadPauseLong(t, rt, e)
+			r, err := e.AddRequest("loads", pauseLong, p)
 			require.NoError(t, err)
 			rt.Sleep(50 * time.Microsecond)
 			reset, err := e.ResetPrefixCache(ctx, true)
