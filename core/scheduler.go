@@ -597,6 +597,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 				}
 				if r.kvLoad == kvLoaded && r.cacheSalt() != r.loadSalt {
 					s.unload(r) // its adapter's weights changed while its KV loaded: computed by the old ones
+					if pass < 0 {
+						i++ // it waits at its place now
+						continue
+					}
 				}
 				var hit, n, cached int // cached: the tokens the prefix cache gave it (EventPrefixHit)
 				if r.kvLoad == kvLoaded {
