@@ -328,6 +328,16 @@ func sortedLoadIDs(loads map[string]*kvLoad) []string {
 	return ids
 }
 
+// loadedAsIs reports whether the KV that landed for r is of its adapter's
+// weights as they are: its last loaded block is cached under the hash r
+// would give it now. A reload of the adapter meanwhile (its revision is
+// in the hash) makes it the old weights' KV.
+func (s *Scheduler) loadedAsIs(r *Request) bool {
+	i := r.cachedBlocks - 1
+	b := &s.pool.blocks[r.table[i]]
+	return b.hashed && b.hash == r.hashes[i]^r.cacheSalt()
+}
+
 // unload gives back the blocks of a waiting request whose KV landed: a
 // reset of the prefix cache that may preempt makes it compute again, as
 // it does the running requests.

@@ -127,9 +127,6 @@ type Request struct {
 	// model's and every other adapter's or revision's (kv.go): 0 for the
 	// base model. Set as r is admitted (Scheduler.saltLoRA).
 	loraSalt uint64
-	// loadSalt is cacheSalt's value when r's KV load started: the KV it
-	// loaded is of that revision of its adapter's weights.
-	loadSalt uint64
 
 	// table is the request's block table: the ids of the KV blocks it
 	// holds, in order of position, vLLM's req_to_blocks.

@@ -595,7 +595,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 					}
 					s.saltLoRA(r)
 				}
-				if r.kvLoad == kvLoaded && r.cacheSalt() != r.loadSalt {
+				if r.kvLoad == kvLoaded && !s.loadedAsIs(r) {
 					s.unload(r) // its adapter's weights changed while its KV loaded: computed by the old ones
 					if pass < 0 {
 						i++ // it waits at its place now
@@ -619,7 +619,6 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 					if s.offload != nil {
 						started, room := s.startLoad(r, s.hits)
 						if started {
-							r.loadSalt = r.cacheSalt()
 							out.Loads = append(out.Loads, r)
 						}
 						if started || !room {

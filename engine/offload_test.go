@@ -282,3 +282,33 @@ func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
 	}
 	assert.Positive(t, abandoned, "in some seeds the reset comes while the load is in flight")
 }
+
+// TestAReloadWhileKVLoadsComputesAgain: an adapter's weights reloaded in
+// place while a request of it loads its KV make that KV the old weights':
+// the request gives the loaded blocks back when it would be admitted and
+// computes its prompt again, the checker holding its tokens to the new
+// revision's.
+func TestAReloadWhileKVLoadsComputesAgain(t *testing.T) {
+	loads := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		cfg := offloadConfig()
+		cfg.EnableLoRA = true
+		c, n, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			ctx := context.Background()
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true, LoRA: &engine.LoRARequest{Name: "policy", ID: 1}}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			putOut(t, rt, e)
+			r, err = e.AddRequest("loads", pauseLong, p)
+			require.NoError(t, err)
+			rt.Sleep(50 * time.Microsecond)
+			require.NoError(t, e.AddLoRA(ctx, engine.LoRARequest{Name: "policy", ID: 1, LoadInplace: true}))
+			drain(t, r)
+		})
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		loads += n
+	}
+	assert.GreaterOrEqual(t, loads, 4, "the second request of the adapter loads its KV in most seeds")
+}
