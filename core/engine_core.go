@@ -200,19 +200,9 @@ type EngineCore struct {
 	// (weights.go).
 	updating bool
 	written  int
-	// loads are the KV loads in flight (offload.go), in order of start,
-	// each landing at the first step boundary from its due time on.
-	loads []pendingLoad
-	// stalled: the last step scheduled nothing while nothing ran and a
-	// load was in flight; the core waits for an input or the load.
-	stalled bool
-}
-
-// pendingLoad is a KV load in flight: its request's internal id, and when
-// the copy is done.
-type pendingLoad struct {
-	id  string
-	due time.Time
+	// kv is the core's side of KV offloading (offload.go), made with
+	// Config.KVOffloadBlocks only, so that a core without it pays a pointer.
+	kv *coreKV
 }
 
 // inflight is a step the model runs: what it computes, the tokens it
@@ -232,6 +222,9 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 	c := &EngineCore{rt: rt, cfg: cfg, sched: NewScheduler(cfg), in: in, aborts: aborts, out: out, faults: cfg.Faults, progress: progress}
 	if cfg.MaxLoRAs > 0 {
 		c.lora = &coreLoRA{}
+	}
+	if cfg.KVOffloadBlocks > 0 {
+		c.kv = &coreKV{}
 	}
 	return c
 }
@@ -299,7 +292,7 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
-		if len(c.loads) > 0 {
+		if c.kv != nil && len(c.kv.loads) > 0 {
 			c.landLoads()
 		}
 		if c.idle() {
@@ -342,12 +335,16 @@ func (c *EngineCore) Run() {
 
 // idle reports whether the core has nothing to step: no work the pause
 // state lets it schedule, and no step in flight.
-func (c *EngineCore) idle() bool { return (!c.sched.HasWork() || c.stalled) && c.nflight == 0 }
+func (c *EngineCore) idle() bool {
+	return (!c.sched.HasWork() || c.kv != nil && c.kv.stalled) && c.nflight == 0
+}
 
 // handle processes one input; it reports false on shutdown.
 func (c *EngineCore) handle(in Input) bool {
 	defer c.inputsDone.Add(1)
-	c.stalled = false // what it brings may be scheduled
+	if c.kv != nil {
+		c.kv.stalled = false // what it brings may be scheduled
+	}
 	switch in.Kind {
 	case InputAdd:
 		r := in.Req
@@ -367,8 +364,10 @@ func (c *EngineCore) handle(in Input) bool {
 		for _, r := range c.sched.FinishAll(StatusFinishedAborted) {
 			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
 		}
-		c.sched.DropLoads() // the executor stops: no copy lands
-		c.loads = nil
+		if c.kv != nil {
+			c.sched.DropLoads() // the executor stops: no copy lands
+			c.kv.loads = nil
+		}
 		c.put(frames)
 		return false
 	case InputPause:
@@ -627,11 +626,11 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		return
 	}
 	n := c.sched.Stats().Running
-	if n == 0 && len(c.loads) > 0 {
+	if n == 0 && c.kv != nil && len(c.kv.loads) > 0 {
 		// What waits needs blocks a KV load holds, or gives back: the
 		// core waits for an input or for the load to land, as vLLM's
 		// steps run empty meanwhile.
-		c.stalled = true
+		c.kv.stalled = true
 		return
 	}
 	if n > 0 && preempted {

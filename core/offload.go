@@ -354,18 +354,35 @@ func (s *Scheduler) DropOffloaded() {
 	}
 }
 
+// coreKV is the core's side of KV offloading: the loads in flight, in
+// order of start, each landing at the first step boundary from its due
+// time on, and whether the core waits for one.
+type coreKV struct {
+	loads []pendingLoad
+	// stalled: the last step scheduled nothing while nothing ran and a
+	// load was in flight; the core waits for an input or the load.
+	stalled bool
+}
+
+// pendingLoad is a KV load in flight: its request's internal id, and when
+// the copy is done.
+type pendingLoad struct {
+	id  string
+	due time.Time
+}
+
 // startLoads starts the copies of the loads a step started. A copy of n
 // blocks takes (2+n)/2 steps' time (Config.StepTime), the copies one
 // after another, as they share the link to host memory.
 func (c *EngineCore) startLoads(rs []*Request) {
 	at := c.rt.Now()
-	if n := len(c.loads); n > 0 && c.loads[n-1].due.After(at) {
-		at = c.loads[n-1].due
+	if n := len(c.kv.loads); n > 0 && c.kv.loads[n-1].due.After(at) {
+		at = c.kv.loads[n-1].due
 	}
 	for _, r := range rs {
 		n := len(c.sched.offload.loads[r.InternalID].words)
 		at = at.Add(c.cfg.StepTime * time.Duration(2+n) / 2)
-		c.loads = append(c.loads, pendingLoad{id: r.InternalID, due: at})
+		c.kv.loads = append(c.kv.loads, pendingLoad{id: r.InternalID, due: at})
 		c.emit(Event{Kind: EventKVLoad, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
 	}
 	c.syncHeld()
@@ -376,8 +393,8 @@ func (c *EngineCore) startLoads(rs []*Request) {
 func (c *EngineCore) landLoads() {
 	now := c.rt.Now()
 	landed := 0
-	for landed < len(c.loads) && !c.loads[landed].due.After(now) {
-		r, how, n := c.sched.CompleteLoad(c.loads[landed].id)
+	for landed < len(c.kv.loads) && !c.kv.loads[landed].due.After(now) {
+		r, how, n := c.sched.CompleteLoad(c.kv.loads[landed].id)
 		if r != nil {
 			ev := Event{Kind: EventKVLoaded, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: how == LoadEnded}
 			if how == LoadAbandoned {
@@ -390,19 +407,19 @@ func (c *EngineCore) landLoads() {
 	if landed == 0 {
 		return
 	}
-	c.loads = slices.Delete(c.loads, 0, landed)
-	c.stalled = false
+	c.kv.loads = slices.Delete(c.kv.loads, 0, landed)
+	c.kv.stalled = false
 	c.syncHeld()
 }
 
 // waitInput takes the next input, waiting for one; with KV loads in
 // flight it waits only until the first is due, and then reports due.
 func (c *EngineCore) waitInput() (in Input, ok, due bool) {
-	if len(c.loads) == 0 {
+	if c.kv == nil || len(c.kv.loads) == 0 {
 		in, ok = c.in.Get()
 		return in, ok, false
 	}
-	wait := c.loads[0].due.Sub(c.rt.Now())
+	wait := c.kv.loads[0].due.Sub(c.rt.Now())
 	if wait <= 0 {
 		return in, true, true
 	}
