@@ -154,11 +154,19 @@ func NewScheduler(cfg Config) *Scheduler {
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
-// vLLM's "duplicate request id" assertion, and when r has a LoRA adapter
+// or its request ended with a KV load in flight, vLLM's "duplicate
+// request id" assertion, and when r has a LoRA adapter
 // and LoRA is off (Config.MaxLoRAs 0), which the frontend refuses first.
 func (s *Scheduler) AddRequest(r *Request) error {
 	if _, ok := s.requests[r.InternalID]; ok {
 		return fmt.Errorf("core: duplicate request id %q", r.InternalID)
+	}
+	if s.offload != nil {
+		// An ended request whose KV load has not landed is still among
+		// vLLM's requests, its id too (legacy routing reuses ids).
+		if _, ok := s.offload.loads[r.InternalID]; ok {
+			return fmt.Errorf("core: duplicate request id %q: its KV load from host memory has not landed", r.InternalID)
+		}
 	}
 	if r.LoRA != 0 && s.cfg.MaxLoRAs == 0 {
 		return fmt.Errorf("core: request %q asks for LoRA adapter %d, but LoRA is off (MaxLoRAs 0)", r.InternalID, r.LoRA)

@@ -42,3 +42,19 @@ func TestTheStoryTellsAKVLoad(t *testing.T) {
 		"starts to load 3 block(s) of reader-0#7's KV from host memory: it waits for them",
 		"lands the 3 block(s) of KV loaded for reader-0#7: it waits to be admitted with them")
 }
+
+// TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose
+// core takes the caller's ids, fails kv-offload by its own reuse race
+// alone: a reader that asks again under its id while its ended request's
+// KV still loads is refused in the core (vLLM keeps that request until the
+// load lands), and no block is lost to the load of one incarnation taken
+// for another's.
+func TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse(t *testing.T) {
+	counts, first := sweepFailures(t, scenario.KVOffload, "chaos", pauseSeeds(), func(seed uint64) scenario.Options {
+		return scenario.Options{Seed: seed, Legacy: true}
+	})
+	assert.NotEmpty(t, counts, "the legacy engine's reuse race")
+	for _, p := range []string{props.KVBlocksAccounted, props.ModelTokens} {
+		assert.Zero(t, counts[p], "%s: first seed %d (simrun run -scenario kv-offload -legacy -seed N)", p, first[p])
+	}
+}
