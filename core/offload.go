@@ -21,9 +21,10 @@ import (
 // for them (vLLM's WAITING_FOR_REMOTE_KVS), the executor copies the KV in
 // while the steps of other requests run, and the scheduler learns that
 // the copy landed at a step's end (vLLM's finished_recving). The request
-// then waits at its place in the queue with the loaded tokens computed;
-// it holds every block its sequence needs, so that once a request ahead
-// of it cannot be admitted, it still is.
+// then waits with the loaded tokens computed, holding every block its
+// sequence needs, and the requests whose KV landed are admitted first, as
+// vLLM puts back at the head of its queue the requests it skipped: the
+// blocks they hold come back once they run.
 //
 // Two invariants keep the copy safe, and each is a planted bug here:
 //   - A request aborted while its KV loads keeps its blocks until the copy
@@ -36,6 +37,13 @@ import (
 //     default keeps it, and a later request loads KV of the old weights
 //     (core/reset-keeps-offloaded-kv). A sleep drops it as well, by the
 //     reset it makes: here a sleep releases the KV as a reset does (kv.go).
+//
+// An ended request whose load is in flight is still the core's: its id
+// is not free again until the load lands (under legacy routing the core
+// refuses an ADD of it, as vLLM's duplicate request id), pauses take
+// effect after it, WaitIdle waits for it. A reset that may preempt
+// abandons the loads in flight, whose requests compute again once they
+// landed, rather than fail for the blocks they hold.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
 // recently used out first; a block goes there as a request gives it back
