@@ -45,7 +45,11 @@
 // vLLM's worker raises for it. The executor keeps Config.MaxCPULoRAs
 // adapters loaded, least recently used out first; a pinned one
 // (InputPinLoRA) never leaves but by InputRemoveLoRA and holds a slot the
-// scheduler counts in every step.
+// scheduler counts in every step. With Config.KVOffloadBlocks the blocks
+// requests give back go to host memory, and a request whose prompt
+// continues with them waits while they load back, asynchronously, the
+// core landing each load at a step boundary (offload.go, EventKVLoad,
+// EventKVLoaded).
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //
