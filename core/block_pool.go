@@ -1,6 +1,10 @@
 package core
 
-import "github.com/llmdst/llmdst/failpoints"
+import (
+	"slices"
+
+	"github.com/llmdst/llmdst/failpoints"
+)
 
 // blockNone is "no block" in the pool's links; block 0 is the null block,
 // which is never in a list, so 0 can mean none.
@@ -141,6 +145,15 @@ func (p *blockPool) free(id int32) {
 	}
 	p.tail = id
 	p.numFree++
+}
+
+// freeAll drops a reference to each block of a table, the last first, as
+// vLLM frees a request's blocks in reverse so that its tail, the least
+// likely to be shared, is evicted first.
+func (p *blockPool) freeAll(table []int32) {
+	for _, id := range slices.Backward(table) {
+		p.free(id)
+	}
 }
 
 // touch takes a reference to a cached block that incarnation taker hits,

@@ -71,7 +71,6 @@ type kvOffload struct {
 	byHash   map[uint64]*list.Element // hash → its entry in lru
 	lru      list.List                // of *offloaded, least recently used first
 	loads    map[string]*kvLoad       // by the internal id of the request that started it
-	aborted  int                      // loads whose request ended while they were in flight
 }
 
 // offloaded is one block's KV in host memory: the word a block holds
@@ -81,8 +80,8 @@ type offloaded struct {
 }
 
 // kvLoad is a copy of KV from host memory into a request's blocks: the
-// words it copies into blocks start… of the request's table, under the
-// hashes the blocks are cached by once they land.
+// words it copies into the blocks of the request's table from start on,
+// under the hashes the blocks are cached by once they land.
 type kvLoad struct {
 	r       *Request
 	start   int
@@ -231,13 +230,8 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 	delete(s.offload.loads, id)
 	r, n = ld.r, len(ld.words)
 	if ld.aborted {
-		s.offload.aborted--
 		s.landLoad(ld, ld.blocks)
-		if !ld.freed {
-			for _, b := range slices.Backward(ld.blocks) {
-				s.pool.free(b)
-			}
-		}
+		s.releaseEnded(ld)
 		return r, LoadEnded, n
 	}
 	if ld.abandoned {
@@ -275,7 +269,6 @@ func (s *Scheduler) abortLoad(r *Request, status Status) {
 	ld := s.offload.loads[r.InternalID]
 	ld.aborted = true
 	ld.blocks = slices.Clone(r.table)
-	s.offload.aborted++
 	if s.cfg.Faults.Fires(failpoints.CoreKVLoadFreesOnAbort) {
 		ld.freed = true
 		s.freeBlocks(r)
@@ -292,8 +285,7 @@ func (s *Scheduler) abortLoad(r *Request, status Status) {
 // sequences of a request share their prompt's hits.
 func (s *Scheduler) abandonLoads() int {
 	var held []int32
-	for _, id := range sortedLoadIDs(s.offload.loads) {
-		ld := s.offload.loads[id]
+	for _, ld := range s.offload.loads { // the count does not depend on the order
 		ld.abandoned = true
 		switch {
 		case !ld.aborted:
@@ -314,15 +306,29 @@ func (s *Scheduler) DropLoads() {
 		return
 	}
 	for _, id := range sortedLoadIDs(s.offload.loads) {
-		ld := s.offload.loads[id]
-		if !ld.freed {
-			for _, b := range slices.Backward(ld.blocks) {
-				s.pool.free(b)
-			}
-		}
+		s.releaseEnded(s.offload.loads[id])
 	}
 	clear(s.offload.loads)
-	s.offload.aborted = 0
+}
+
+// releaseEnded gives back the blocks an ended request's load held, unless
+// core/kv-load-frees-on-abort gave them back at the abort.
+func (s *Scheduler) releaseEnded(ld *kvLoad) {
+	if !ld.freed {
+		s.pool.freeAll(ld.blocks)
+	}
+}
+
+// endedLoads returns how many loads in flight belong to requests that
+// have ended: they hold their blocks until they land.
+func (s *Scheduler) endedLoads() int {
+	n := 0
+	for _, ld := range s.offload.loads {
+		if ld.aborted {
+			n++
+		}
+	}
+	return n
 }
 
 // sortedLoadIDs returns the ids of loads in order, so that what depends on

@@ -351,7 +351,7 @@ func (s *Scheduler) NumRequests() int {
 	if s.offload == nil {
 		return len(s.requests)
 	}
-	return len(s.requests) + s.offload.aborted
+	return len(s.requests) + s.endedLoads()
 }
 
 // Stats returns the counts vLLM reports.
@@ -362,16 +362,14 @@ func (s *Scheduler) Stats() SchedulerStats {
 	return st
 }
 
-// freeBlocks gives r's blocks back, the last first, as vLLM frees a
-// request's blocks in reverse so that its tail, the least likely to be
-// shared, is evicted first. Cached blocks keep their hashes.
+// freeBlocks gives r's blocks back, the last first (blockPool.freeAll),
+// with KV offloading keeping the full ones in host memory. Cached blocks
+// keep their hashes.
 func (s *Scheduler) freeBlocks(r *Request) {
 	if s.offload != nil {
 		s.offloadBlocks(r)
 	}
-	for i := len(r.table) - 1; i >= 0; i-- {
-		s.pool.free(r.table[i])
-	}
+	s.pool.freeAll(r.table)
 	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 }
 
@@ -592,8 +590,8 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			blocked := false
 			for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
 				r := s.waiting[i] // NumComputed is 0: new, or preempted, unless its KV landed
-				if pass < 0 && r.kvLoad != kvLoaded || r.kvLoad == kvLoading || blocked && r.kvLoad != kvLoaded {
-					i++ // its KV loads, or it waits behind a request that could not be admitted
+				if r.kvLoad == kvLoading || (pass < 0 || blocked) && r.kvLoad != kvLoaded {
+					i++ // its KV loads; or the pass is for landed requests, or it waits behind one that could not be admitted
 					continue
 				}
 				if r.LoRA != 0 {
