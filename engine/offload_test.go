@@ -20,9 +20,14 @@ import (
 
 // offloadConfig is a cache of 15 usable blocks of 4 tokens, with host
 // memory for 32 of them: a 22-token prompt's blocks are put out of the
-// GPU by two prompts of 24 and come back from host memory.
-func offloadConfig() engine.Config {
-	return engine.Config{EnablePrefixCaching: true, BlockSize: 4, NumBlocks: 16, KVOffloadBlocks: 32, StepTime: 200 * time.Microsecond}
+// GPU by two prompts of 24 and come back from host memory. faults,
+// unless empty, are armed in it.
+func offloadConfig(t *testing.T, faults string) engine.Config {
+	cfg := engine.Config{EnablePrefixCaching: true, BlockSize: 4, NumBlocks: 16, KVOffloadBlocks: 32, StepTime: 200 * time.Microsecond}
+	if faults != "" {
+		cfg.Faults = rttest.Armed(t, faults)
+	}
+	return cfg
 }
 
 // fill24 are prompts of 24 words that share nothing with pauseLong.
@@ -92,7 +97,7 @@ func offloadRun(t *testing.T, seed uint64, cfg engine.Config, body func(rt task.
 // nothing.
 func TestKVOffloadLoadsWhatTheGPUCachePutOut(t *testing.T) {
 	for _, offload := range []bool{true, false} {
-		cfg := offloadConfig()
+		cfg := offloadConfig(t, "")
 		if !offload {
 			cfg.KVOffloadBlocks = 0
 		}
@@ -125,10 +130,7 @@ func TestKVOffloadLoadsWhatTheGPUCachePutOut(t *testing.T) {
 // core/kv-load-frees-on-abort it does, and samples from another's KV.
 func TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands(t *testing.T) {
 	run := func(seed uint64, faults string) (*props.Checker, int, error) {
-		cfg := offloadConfig()
-		if faults != "" {
-			cfg.Faults = rttest.Armed(t, faults)
-		}
+		cfg := offloadConfig(t, faults)
 		c, _, late, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
 			offloadPauseLong(t, rt, e)
@@ -173,10 +175,7 @@ func TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands(t *testing.T) {
 // samples from it.
 func TestAResetDropsTheOffloadedKV(t *testing.T) {
 	run := func(seed uint64, faults string) (*props.Checker, int, error) {
-		cfg := offloadConfig()
-		if faults != "" {
-			cfg.Faults = rttest.Armed(t, faults)
-		}
+		cfg := offloadConfig(t, faults)
 		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
 			r, err := e.AddRequest("first", pauseLong, p)
@@ -216,7 +215,7 @@ func TestAPauseWaitsForAKVLoadToLand(t *testing.T) {
 	for _, mode := range []engine.PauseMode{engine.PauseAbort, engine.PauseWait, engine.PauseKeep} {
 		for _, sleep := range []bool{false, true} {
 			for seed := uint64(1); seed <= 4; seed++ {
-				c, loads, _, err := offloadRun(t, seed, offloadConfig(), func(rt task.Runtime, e *engine.AsyncLLM) {
+				c, loads, _, err := offloadRun(t, seed, offloadConfig(t, ""), func(rt task.Runtime, e *engine.AsyncLLM) {
 					ctx := context.Background()
 					p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
 					offloadPauseLong(t, rt, e)
@@ -258,7 +257,7 @@ func TestAPauseWaitsForAKVLoadToLand(t *testing.T) {
 func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
 	abandoned := 0
 	for seed := uint64(1); seed <= 8; seed++ {
-		cfg := offloadConfig()
+		cfg := offloadConfig(t, "")
 		cfg.Observer = func(ev engine.Event) {
 			if ev.Kind == core.EventKVLoaded && ev.Text == "abandoned" {
 				abandoned++
@@ -291,7 +290,7 @@ func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
 func TestAReloadWhileKVLoadsComputesAgain(t *testing.T) {
 	loads := 0
 	for seed := uint64(1); seed <= 8; seed++ {
-		cfg := offloadConfig()
+		cfg := offloadConfig(t, "")
 		cfg.EnableLoRA = true
 		c, n, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			ctx := context.Background()

@@ -86,18 +86,25 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 // budget of 12 tokens a step against 20 requests at once) are bad input,
 // said before anything runs, not a failure of every seed.
 func TestConfigTheScenarioRefusesIsExitTwo(t *testing.T) {
-	for _, cmd := range [][]string{
-		{"run", "-scenario", "prefix-chat"},
-		{"sweep", "-scenario", "prefix-chat", "-seeds", "1-2"},
-		{"compare", "-scenario", "prefix-chat", "-seeds", "1-2"},
-	} {
-		code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", "max-num-seqs=20")...)
-		assert.Equal(t, 2, code, "%v: %s", cmd, errOut)
-		assert.Contains(t, errOut, "-config max-num-seqs=20: prefix-chat's own configuration with these settings is refused by the engine: core: MaxNumBatchedTokens (12) must be ≥ MaxNumSeqs (20)", "%v", cmd)
-		assert.Empty(t, out, "%v: nothing ran", cmd)
-	}
+	assertRefusedBeforeAnythingRuns(t, "max-num-seqs=20", "-config max-num-seqs=20: prefix-chat's own configuration with these settings is refused by the engine: core: MaxNumBatchedTokens (12) must be ≥ MaxNumSeqs (20)",
+		[]string{"run", "-scenario", "prefix-chat"},
+		[]string{"sweep", "-scenario", "prefix-chat", "-seeds", "1-2"},
+		[]string{"compare", "-scenario", "prefix-chat", "-seeds", "1-2"})
 	code, _, errOut := simrun(t, "run", "-scenario", "prefix-chat", "-out", t.TempDir(), "-config", "max-num-seqs=20", "-config", "max-num-batched-tokens=20")
 	assert.Equal(t, 0, code, "taken together they fit: %s", errOut)
+}
+
+// assertRefusedBeforeAnythingRuns runs each command with -config setting
+// and asserts that it exits 2 with want on standard error and prints
+// nothing: the settings were refused before any seed ran.
+func assertRefusedBeforeAnythingRuns(t *testing.T, setting, want string, cmds ...[]string) {
+	t.Helper()
+	for _, cmd := range cmds {
+		code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", setting)...)
+		assert.Equal(t, 2, code, "%v: %s", cmd, errOut)
+		assert.Contains(t, errOut, want, "%v", cmd)
+		assert.Empty(t, out, "%v: nothing ran", cmd)
+	}
 }
 
 // TestConfigThatRefusesTheScenariosRequestsIsExitTwo: settings under which
@@ -106,16 +113,10 @@ func TestConfigTheScenarioRefusesIsExitTwo(t *testing.T) {
 // too, said before anything runs; a sweep of several scenarios skips the
 // scenarios they do not suit, says so, and sweeps the others.
 func TestConfigThatRefusesTheScenariosRequestsIsExitTwo(t *testing.T) {
-	for _, cmd := range [][]string{
-		{"run", "-scenario", "abort-reuse"},
-		{"sweep", "-scenario", "abort-reuse", "-seeds", "1-2"},
-		{"sweep", "-scenario", "abort-reuse,parallel-abort-reuse", "-seeds", "1-2"},
-	} {
-		code, out, errOut := simrun(t, append(cmd, "-out", t.TempDir(), "-config", "num-blocks=40")...)
-		assert.Equal(t, 2, code, "%v: %s", cmd, errOut)
-		assert.Contains(t, errOut, "abort-reuse's own requests are refused by the engine with these settings: engine: invalid request: the request needs 6251 KV blocks", "%v", cmd)
-		assert.Empty(t, out, "%v: nothing ran", cmd)
-	}
+	assertRefusedBeforeAnythingRuns(t, "num-blocks=40", "abort-reuse's own requests are refused by the engine with these settings: engine: invalid request: the request needs 6251 KV blocks",
+		[]string{"run", "-scenario", "abort-reuse"},
+		[]string{"sweep", "-scenario", "abort-reuse", "-seeds", "1-2"},
+		[]string{"sweep", "-scenario", "abort-reuse,parallel-abort-reuse", "-seeds", "1-2"})
 
 	code, out, errOut := simrun(t, "sweep", "-scenario", "abort-reuse,prefix-chat", "-seeds", "1-20", "-out", t.TempDir(), "-config", "block-size=2", "-config", "num-blocks=40")
 	assert.Equal(t, 0, code, errOut)
