@@ -98,6 +98,12 @@ type Config struct {
 	Model Model
 	// EOSTokenID is the end-of-sequence token; the toy vocabulary's is 0.
 	EOSTokenID int
+	// DataParallelRank and DataParallelSize place the core among the
+	// data-parallel engine cores of one frontend, vLLM's
+	// --data-parallel-size: the core stamps its rank on its events
+	// (Event.Engine) and numbers its frames apart from the others'.
+	// Size 0 means 1; the rank must be below the size.
+	DataParallelRank, DataParallelSize int32
 	// Observer, if set, receives the core's events on the engine-core task.
 	Observer func(Event)
 	// Faults are the failpoints the core evaluates; nil means the
@@ -126,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxCPULoRAs == 0 {
 		c.MaxCPULoRAs = c.MaxLoRAs
+	}
+	if c.DataParallelSize == 0 {
+		c.DataParallelSize = 1
 	}
 	if c.StepTime == 0 {
 		c.StepTime = DefaultStepTime
@@ -170,6 +179,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: KVOffloadBlocks is %d but prefix caching is off: offloaded blocks are found by the prefix cache's hashes", c.KVOffloadBlocks)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
+	case c.DataParallelSize < 1:
+		return fmt.Errorf("core: DataParallelSize must be ≥ 1 (0: 1), got %d", c.DataParallelSize)
+	case c.DataParallelRank < 0 || c.DataParallelRank >= c.DataParallelSize:
+		return fmt.Errorf("core: DataParallelRank %d is out of range [0, %d)", c.DataParallelRank, c.DataParallelSize)
 	}
 	return nil
 }

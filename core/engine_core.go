@@ -163,6 +163,9 @@ type EngineCore struct {
 	aborts *task.Queue[[]string]
 	out    *task.Queue[*Outputs]
 	faults *failpoints.Set
+	// outRefs counts the cores that share the output queue and have not
+	// stopped (ShareOutput); nil when the core has it alone.
+	outRefs *atomic.Int32
 
 	step int64
 	// lora is the executor's LoRA state, made by NewEngineCore with
@@ -229,6 +232,11 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 	return c
 }
 
+// ShareOutput makes the output queue one that cores share: Run closes it
+// on its way out only when it brings refs to 0, as the last of them to
+// stop. Call it before Run.
+func (c *EngineCore) ShareOutput(refs *atomic.Int32) { c.outRefs = refs }
+
 // Batches returns the number of Outputs the core has put on its output
 // queue.
 func (c *EngineCore) Batches() uint64 { return c.batches.Load() }
@@ -275,7 +283,9 @@ func (c *EngineCore) InputsDone() uint64 { return c.inputsDone.Load() }
 // way out.
 func (c *EngineCore) Run() {
 	defer func() {
-		c.out.Close()
+		if c.outRefs == nil || c.outRefs.Add(-1) == 0 {
+			c.out.Close()
+		}
 		if c.progress != nil {
 			c.progress()
 		}
@@ -728,6 +738,7 @@ func (c *EngineCore) putBatch(out *Outputs, frames []Frame, step int64) {
 
 func (c *EngineCore) emit(e Event) {
 	if c.cfg.Observer != nil {
+		e.Engine = int(c.cfg.DataParallelRank)
 		c.cfg.Observer(e)
 	}
 }

@@ -172,6 +172,10 @@ type Event struct {
 	// that an observer on goroutines can tell the requests added while
 	// WaitIdle returned from those it answered for.
 	Input uint64
+	// Engine is the data-parallel rank of the core whose event it is
+	// (Config.DataParallelRank), 0 with one core; for EventIdle, the
+	// core whose inputs Input counts (one event a core).
+	Engine int
 }
 
 func (e Event) String() string {

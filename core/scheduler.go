@@ -971,12 +971,11 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		r.Output = append(r.Output, sampled[i])
 		s.digest(r)
 		stopped := s.checkStop(r)
-		s.frames++
 		n := len(r.Output)
 		// NewTokens is the request's own output, which only grows: the
 		// frame, and whatever is made from it, may be kept without a copy,
 		// and the batch it came in can be reused.
-		frames = append(frames, Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
+		frames = append(frames, Frame{ID: s.nextFrame(), InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
 			NewTokens: r.Output[n-1 : n : n], Position: n - 1, StopReason: r.StopReason})
 		f := &frames[len(frames)-1]
 		if stopped {
@@ -990,9 +989,18 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 // FinalFrame is the frame that tells the frontend a request ended in the
 // core without a sampled token (shutdown, a refused ADD).
 func (s *Scheduler) FinalFrame(r *Request, reason FinishReason) Frame {
-	s.frames++
-	return Frame{ID: s.frames, InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
+	return Frame{ID: s.nextFrame(), InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
 		Position: len(r.Output), Finished: true, Reason: reason, StopReason: -1}
+}
+
+// nextFrame numbers a frame: from 1, unique among the data-parallel
+// cores of one frontend, the core of rank r of n numbering r+1, r+1+n, …
+func (s *Scheduler) nextFrame() uint64 {
+	s.frames++
+	if s.cfg.DataParallelSize <= 1 {
+		return s.frames
+	}
+	return (s.frames-1)*uint64(s.cfg.DataParallelSize) + uint64(s.cfg.DataParallelRank) + 1
 }
 
 // checkStop is vLLM's check_stop: below MinTokens nothing stops; then EOS
