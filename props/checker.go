@@ -158,6 +158,9 @@ type incarnation struct {
 	// inFlight the frames they produced that the output processor has not
 	// taken yet (on sequence 0).
 	inCore, inFlight int
+	// engine is the data-parallel rank of the core that took the
+	// sequence's ADD.
+	engine int
 	// input is the core's number for the incarnation's ADD
 	// (core.Event.Input), 0 until the core took it (on sequence 0).
 	input uint64
@@ -222,28 +225,23 @@ type Checker struct {
 	// concurrent: the events come from goroutines (Observer on the real
 	// runtime), where WaitIdle answers only for the inputs sent before it.
 	concurrent bool
-	// The core's pauses, as its events tell: whether it is paused, and
-	// whether a pause took effect since it last resumed; and, by call,
-	// each pause that took effect: the frames emitted by then, and the
-	// requests it aborted.
-	paused, pauseDone bool
-	pauses            map[uint64]*pauseCall
-	// asleep is the executor's memory asleep, as the core's sleeps and
-	// wake-ups tell; updating, that a weight update is open.
-	asleep   core.SleepTags
-	updating bool
-	events   int
-	all      []*Violation
-	reached  SituationSet
+	// views are what each core's events tell of its state, by
+	// data-parallel rank (core.Event.Engine): one, in view1, but for an
+	// engine of several cores (SetEngine).
+	views []coreView
+	view1 [1]coreView
+	// pauses are, by call, the pauses the cores took: the frames emitted
+	// by the time the pause took effect on every core, and the requests
+	// it aborted.
+	pauses  map[uint64]*pauseCall
+	events  int
+	all     []*Violation
+	reached SituationSet
 	// modelLen is the engine's MaxModelLen, when known (SetModelLen): a
 	// length finish then has an exact token count.
 	modelLen int
 	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
 	loraSlots int
-	// loraLoads are, by adapter, the revisions of its weights loaded in
-	// place (core.EventLoRALoad), each with the first step to sample
-	// with it.
-	loraLoads map[int]revisions
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -263,7 +261,29 @@ func NewChecker(model core.Model) *Checker {
 	c := &Checker{model: model, latest: make(map[string]uint64), incs: make([]*incarnation, 0, 16),
 		inCore: make(map[seqKey]bool)}
 	c.window = c.windowBuf[:0]
+	c.views = c.view1[:]
 	return c
+}
+
+// coreView is what one core's events tell of its state: whether it is
+// paused, and whether a pause took effect since it last resumed; the
+// executor's memory asleep; that a weight update is open; and, by LoRA
+// adapter, the revisions of its weights loaded in place
+// (core.EventLoRALoad), each with the first step of the core to sample
+// with it.
+type coreView struct {
+	paused, pauseDone bool
+	asleep            core.SleepTags
+	updating          bool
+	loraLoads         map[int]revisions
+}
+
+// view returns the state of the core of data-parallel rank n.
+func (c *Checker) view(n int) *coreView {
+	for len(c.views) <= n {
+		c.views = append(c.views, coreView{})
+	}
+	return &c.views[n]
 }
 
 // violationsMax bounds what a checker keeps: the first is what matters.
@@ -303,6 +323,7 @@ func (c *Checker) SetLoRASlots(n int) { c.loraSlots = n }
 // engine it follows: its model (SetModel), model length (SetModelLen) and
 // LoRA slots (SetLoRASlots).
 func (c *Checker) SetEngine(cfg engine.Config) {
+	c.view(max(cfg.DataParallelSize, 1) - 1) // a view a core: a pause takes effect once on every core
 	c.SetModel(cfg.Model)
 	c.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
 	c.SetLoRASlots(cfg.LoRASlots())
@@ -380,8 +401,11 @@ func (c *Checker) observe(ev *core.Event) {
 				in.inCore++
 				in.input = ev.Input
 			}
+			if seq := c.seq(ev.Incarnation, ev.Index); seq != nil {
+				seq.engine = ev.Engine
+			}
 		}
-		if c.paused {
+		if c.view(ev.Engine).paused {
 			c.reach(AddWhilePaused)
 		}
 	case core.EventCoreReject:
@@ -404,7 +428,7 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 		seq := c.seq(ev.Incarnation, ev.Index)
 		if seq != nil && seq.lora != nil && len(ev.Tokens) > 0 {
-			seq.lora.sampledUnder(ev.Position, c.loraLoads[seq.lora.id].at(ev.Step))
+			seq.lora.sampledUnder(ev.Position, c.view(ev.Engine).loraLoads[seq.lora.id].at(ev.Step))
 		}
 		c.checkModel(seq, ev.Tokens, ev.Position, func() string { return fmt.Sprintf("frame %d emitted by the core", ev.Frame) })
 	case core.EventFrameDropped:
@@ -462,10 +486,11 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:
-		c.asleep = core.SleepTags(ev.Held)
+		c.view(ev.Engine).asleep = core.SleepTags(ev.Held)
 	case core.EventWakeUp:
-		c.asleep = core.SleepTags(ev.Held)
-		if c.asleep != 0 && len(c.inCore) > 0 {
+		v := c.view(ev.Engine)
+		v.asleep = core.SleepTags(ev.Held)
+		if v.asleep != 0 && len(c.inCore) > 0 {
 			c.reach(PartialWakeWithRequests)
 		}
 	case core.EventResumeRefused:
@@ -473,13 +498,14 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventWeightUpdate:
 		c.weightUpdate(ev)
 	case core.EventStep:
-		if c.paused && c.pauseDone {
+		v := c.view(ev.Engine)
+		if v.paused && v.pauseDone {
 			c.fail(PausedRunsNothing, "the core ran step %d (%d scheduled) after a pause took effect, with no resume since", ev.Step, ev.Held)
 		}
-		if c.asleep != 0 {
-			c.fail(AsleepRunsNothing, "the core ran step %d (%d scheduled) with the executor's %s asleep", ev.Step, ev.Held, c.asleep)
+		if v.asleep != 0 {
+			c.fail(AsleepRunsNothing, "the core ran step %d (%d scheduled) with the executor's %s asleep", ev.Step, ev.Held, v.asleep)
 		}
-		if c.updating {
+		if v.updating {
 			c.fail(UpdateRunsNothing, "the core ran step %d (%d scheduled) in the middle of a weight update, over weights half replaced", ev.Step, ev.Held)
 		}
 		if ev.LoRA > c.loraSlots {
@@ -521,10 +547,10 @@ func (c *Checker) idleAccount(ev *core.Event) (held map[seqKey]bool, frames int)
 	}
 	answered := func(n uint64) bool {
 		in := c.inc(n)
-		return in == nil || in.input <= ev.Input
+		return in == nil || in.engine == ev.Engine && in.input <= ev.Input
 	}
 	for k := range c.inCore {
-		if answered(k.inc) {
+		if seq := c.seq(k.inc, k.index); answered(k.inc) && (seq == nil || seq.engine == ev.Engine) {
 			if held == nil {
 				held = make(map[seqKey]bool)
 			}
@@ -625,8 +651,9 @@ func (c *Checker) frameTaken(ev *core.Event) {
 
 // pauseCall is what the checker knows of one pause.
 type pauseCall struct {
-	aborted []seqKey // what the core held when it took an abort pause
-	emitted int      // frames the core emitted when it took effect; -1 before
+	aborted []seqKey // what the cores held when they took an abort pause
+	done    int      // the cores on which it took effect
+	emitted int      // frames the cores emitted when it took effect on the last; -1 before
 }
 
 // pause follows the core's pauses and resumes and checks PauseGeneration's
@@ -640,17 +667,18 @@ func (c *Checker) weightUpdate(ev *core.Event) {
 		}
 		return
 	}
-	if c.asleep&core.SleepWeights != 0 {
-		c.fail(WeightsWrittenAwake, "the core took the %s of a weight update (call %d) with the executor's %s asleep", ev.Text, ev.Call, c.asleep)
+	v := c.view(ev.Engine)
+	if v.asleep&core.SleepWeights != 0 {
+		c.fail(WeightsWrittenAwake, "the core took the %s of a weight update (call %d) with the executor's %s asleep", ev.Text, ev.Call, v.asleep)
 	}
 	switch ev.Text {
 	case core.WeightUpdateStart:
-		c.updating = true
+		v.updating = true
 		if len(c.inCore) > 0 {
 			c.reach(UpdateWithRequests)
 		}
 	case core.WeightUpdateFinish:
-		c.updating = false
+		v.updating = false
 	}
 }
 
@@ -658,42 +686,48 @@ func (c *Checker) pause(ev *core.Event) {
 	if c.pauses == nil {
 		c.pauses = make(map[uint64]*pauseCall)
 	}
+	v := c.view(ev.Engine)
 	switch ev.Kind {
 	case core.EventPause:
-		if c.paused {
+		if v.paused {
 			c.reach(PauseWhilePaused)
 		}
 		if len(c.inCore) > 0 {
 			c.reach(PauseWithRequests)
 		}
-		p := &pauseCall{emitted: -1}
-		c.pauses[ev.Call] = p
-		c.paused = true
+		p := c.pauses[ev.Call]
+		if p == nil {
+			p = &pauseCall{emitted: -1}
+			c.pauses[ev.Call] = p
+		}
+		v.paused = true
 		if ev.Text == core.PauseAbort.String() {
 			// The core ends everything it holds next: an abort its
 			// callers asked for, as far as the properties go.
-			p.aborted = keysInOrder(c.inCore)
-			for _, k := range p.aborted {
-				if in := c.seq(k.inc, k.index); in != nil {
+			for _, k := range keysInOrder(c.inCore) {
+				if in := c.seq(k.inc, k.index); in != nil && in.engine == ev.Engine {
 					in.aborted = true
+					p.aborted = append(p.aborted, k)
 				}
 			}
 		}
 	case core.EventPauseDone:
 		if p := c.pauses[ev.Call]; p != nil {
-			p.emitted = c.framesEmitted
+			if p.done++; p.done == len(c.views) {
+				p.emitted = c.framesEmitted
+			}
 		}
-		if c.paused {
-			c.pauseDone = true
+		if v.paused {
+			v.pauseDone = true
 		}
 	case core.EventResume:
-		if c.paused && !c.pauseDone {
+		if v.paused && !v.pauseDone {
 			c.reach(ResumeBeforePauseTookEffect)
 		}
-		if c.updating {
+		if v.updating {
 			c.reach(ResumeDuringUpdate)
 		}
-		c.paused, c.pauseDone = false, false
+		v.paused, v.pauseDone = false, false
 	case core.EventPaused:
 		p := c.pauses[ev.Call]
 		delete(c.pauses, ev.Call)
@@ -1039,16 +1073,17 @@ func (c *Checker) loraLoad(ev *core.Event) {
 	for k := range c.inCore {
 		if in := c.seq(k.inc, k.index); in != nil && in.lora != nil && in.lora.id == ev.LoRA {
 			c.reach(LoRAReloadWithRequests)
-			if c.updating {
+			if c.view(ev.Engine).updating {
 				c.reach(LoRALoadDuringAnUpdate)
 			}
 			break
 		}
 	}
-	if c.loraLoads == nil {
-		c.loraLoads = make(map[int]revisions)
+	v := c.view(ev.Engine)
+	if v.loraLoads == nil {
+		v.loraLoads = make(map[int]revisions)
 	}
-	c.loraLoads[ev.LoRA] = append(c.loraLoads[ev.LoRA], revisionFrom{ev.Step + 1, uint64(ev.Held)})
+	v.loraLoads[ev.LoRA] = append(v.loraLoads[ev.LoRA], revisionFrom{ev.Step + 1, uint64(ev.Held)})
 }
 
 // seqLoRA is a sequence's LoRA adapter: its id, and the revisions its
