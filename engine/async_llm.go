@@ -41,13 +41,18 @@ type AsyncLLM struct {
 	// last one given; made by the first request with an adapter.
 	loraNames map[int]string
 	// deferredAborts are aborts a fault hook held back until the next ADD.
-	deferredAborts [][]string
+	deferredAborts []coreAbort
+	// inflight counts, by data-parallel core, the sequences routed to it
+	// that the frontend has not ended, and lbStart is where the load
+	// balancer's next scan starts (dp.go); both nil and 0 with one core.
+	inflight []int
+	lbStart  int
 
-	core   *core.EngineCore
-	in     *task.Queue[core.Input]
-	aborts *task.Queue[[]string]
-	out    *task.Queue[*core.Outputs]
-	tasks  *task.Group
+	// cores are the engine cores by data-parallel rank, one unless
+	// Config.DataParallelSize says more; they share the output queue.
+	cores []engineCore
+	out   *task.Queue[*core.Outputs]
+	tasks *task.Group
 
 	// WaitIdle: counters read without the frontend lock, a monitor to wait on.
 	progMu         task.Mutex
@@ -65,7 +70,7 @@ type AsyncLLM struct {
 	// return left it: 0 awake, else the level plus 1. An atomic, not
 	// under mu: a gauge is no reason to yield.
 	sleep   atomic.Int64
-	replies map[uint64]*core.Reply
+	replies map[uint64]*pendingReply
 	// version is the weight version (weights.go), nil until one is set.
 	version atomic.Pointer[string]
 }
@@ -89,6 +94,9 @@ type reqState struct {
 	// the ABORT must reach the core after it, or the core would run the
 	// request to its end for nobody.
 	add atomic.Uint32
+	// core is the data-parallel rank of the core the sequence was routed
+	// to, whose ABORT it takes.
+	core int
 }
 
 // parentReq is vLLM's ParentRequest: what the sequences of a request with
@@ -155,6 +163,9 @@ func New(cfg Config) (*AsyncLLM, error) {
 	case cfg.KVOffloadBlocks > 0 && !cfg.EnablePrefixCaching:
 		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks is %d but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes", cfg.KVOffloadBlocks)}
 	}
+	if cfg.DataParallelSize < 0 || cfg.DataParallelSize > MaxDataParallelSize {
+		return nil, &configError{fmt.Errorf("engine: DataParallelSize must be from 0 (one core) to %d, got %d", MaxDataParallelSize, cfg.DataParallelSize)}
+	}
 	ccfg := cfg.coreConfig()
 	if err := ccfg.Validate(); err != nil {
 		return nil, &configError{err}
@@ -165,15 +176,12 @@ func New(cfg Config) (*AsyncLLM, error) {
 		mu:     rt.NewMutex("frontend"),
 		states: make(map[string]*reqState),
 		live:   make(map[string]*reqState),
-		in:     task.NewQueue[core.Input](rt, task.QueueName("core-input")),
-		aborts: task.NewQueue[[]string](rt, task.QueueName("core-aborts")),
 		out:    task.NewQueue[*core.Outputs](rt, task.QueueName("core-output")),
 		tasks:  task.NewGroup(rt, "engine-tasks"),
 		progMu: rt.NewMutex("engine-progress"),
 	}
 	e.progCond = rt.NewCond(e.progMu)
-	e.core = core.NewEngineCore(rt, ccfg, e.in, e.aborts, e.out, e.notify)
-	e.tasks.Go("engine-core", e.core.Run)
+	e.startCores()
 	e.tasks.Go("output-handler", e.outputHandler)
 	return e, nil
 }
@@ -247,8 +255,8 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 			e.sendAdd(s, tokens, p)
 		}
 	}
-	for _, ids := range deferred {
-		e.core.SendAbort(ids)
+	for _, a := range deferred {
+		e.cores[a.core].c.SendAbort(a.ids)
 	}
 	return r, nil
 }
@@ -256,12 +264,12 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 // sendAdd sends the core the ADD of a registered request, or of one
 // sequence of it, and its ABORT right after when an Abort came first.
 func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
-	e.core.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
+	e.cores[st.core].c.Send(core.Input{Kind: core.InputAdd, Req: &core.Request{
 		InternalID: st.internalID, ExternalID: st.id, Incarnation: st.incarnation, Index: st.index, Priority: p.Priority, LoRA: p.LoRAID(), Prompt: prompt,
 		Params: p.Sampling(),
 	}})
 	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
-		e.sendAbort([]string{st.internalID})
+		e.sendAbort(st.core, []string{st.internalID})
 	}
 }
 
@@ -274,6 +282,9 @@ func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, pa
 	}
 	st := &reqState{id: id, internalID: internal, incarnation: inc, index: index, parent: par, kind: p.Output, promptLen: len(prompt),
 		c: c, detok: newDetokenizer(p.Stop, p.MinTokens, p.Output, e.cfg.StreamInterval > 1)}
+	if e.inflight != nil {
+		st.core = e.routeLocked(p)
+	}
 	e.states[internal] = st
 	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p})
 	return st
@@ -289,17 +300,47 @@ func (e *AsyncLLM) unusableLocked() error {
 	return nil
 }
 
-// sendAbort tells the core to abort internal ids, on both of its queues as
+// coreAbort is an abort of internal ids for the core of rank core.
+type coreAbort struct {
+	core int
+	ids  []string
+}
+
+// sendAbort tells core n to abort internal ids, on both of its queues as
 // vLLM's input thread does — unless the failpoint engine/abort-after-add
 // holds it back until after the next ADD.
-func (e *AsyncLLM) sendAbort(ids []string) {
+func (e *AsyncLLM) sendAbort(n int, ids []string) {
 	if e.cfg.Faults.Fires(failpoints.AbortAfterAdd) {
 		e.mu.Lock()
-		e.deferredAborts = append(e.deferredAborts, ids)
+		e.deferredAborts = append(e.deferredAborts, coreAbort{n, ids})
 		e.mu.Unlock()
 		return
 	}
-	e.core.SendAbort(ids)
+	e.cores[n].c.SendAbort(ids)
+}
+
+// sendAborts tells each core to abort the sequences of sts it holds, in
+// one batch a core.
+func (e *AsyncLLM) sendAborts(sts []*reqState) {
+	if len(e.cores) == 1 {
+		ids := make([]string, len(sts))
+		for i, st := range sts {
+			ids[i] = st.internalID
+		}
+		e.sendAbort(0, ids)
+		return
+	}
+	for n := range e.cores {
+		var ids []string
+		for _, st := range sts {
+			if st.core == n {
+				ids = append(ids, st.internalID)
+			}
+		}
+		if len(ids) > 0 {
+			e.sendAbort(n, ids)
+		}
+	}
 }
 
 // flushAborts sends the aborts the failpoint held back: a transport
@@ -309,8 +350,8 @@ func (e *AsyncLLM) flushAborts() {
 	held := e.deferredAborts
 	e.deferredAborts = nil
 	e.mu.Unlock()
-	for _, ids := range held {
-		e.core.SendAbort(ids)
+	for _, a := range held {
+		e.cores[a.core].c.SendAbort(a.ids)
 	}
 }
 
@@ -337,16 +378,16 @@ func (e *AsyncLLM) Abort(ids ...string) {
 		return
 	}
 	e.rt.Yield("frontend.abort.after-state-removed")
-	internal := make([]string, 0, len(aborted))
+	sent := aborted[:0]
 	for _, st := range aborted {
 		// A request whose ADD is not sent yet gets its ABORT from
 		// AddRequest, right after the ADD.
 		if !st.add.CompareAndSwap(addPending, addAborted) {
-			internal = append(internal, st.internalID)
+			sent = append(sent, st)
 		}
 	}
-	if len(internal) > 0 {
-		e.sendAbort(internal)
+	if len(sent) > 0 {
+		e.sendAborts(sent)
 	}
 }
 
@@ -394,6 +435,9 @@ func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
 // last sequence is forgotten.
 func (e *AsyncLLM) dropLocked(st *reqState) {
 	delete(e.states, st.internalID)
+	if e.inflight != nil {
+		e.inflight[st.core]--
+	}
 	head := st
 	if par := st.parent; par != nil {
 		if par.open--; par.open > 0 {
@@ -423,7 +467,7 @@ func (e *AsyncLLM) HasUnfinishedRequests() bool {
 // error.
 func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.flushAborts()
-	target := e.core.InputsSent()
+	targets := e.inputsSent()
 	e.progMu.Lock()
 	e.idleWaiters.Add(1)
 	stop, _ := task.AfterContext(e.rt, ctx, func() {
@@ -443,7 +487,7 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 		// that they describe one moment. The event reports that moment,
 		// the core holding nothing: a second read of Held could count,
 		// on goroutines, a request added since.
-		if e.core.AbortsPending() == 0 && e.core.InputsDone() >= target && e.core.Held() == 0 && e.core.Batches() == e.batchesHandled.Load() {
+		if e.coresIdle(targets) {
 			break
 		}
 		e.progCond.Wait("engine.wait-idle")
@@ -452,7 +496,9 @@ func (e *AsyncLLM) WaitIdle(ctx context.Context) error {
 	e.progMu.Unlock()
 	stop()
 	if err == nil {
-		e.emit(Event{Kind: core.EventIdle, Input: target})
+		for n, target := range targets {
+			e.emit(Event{Kind: core.EventIdle, Input: target, Engine: n})
+		}
 	}
 	return err
 }
@@ -481,11 +527,15 @@ func (e *AsyncLLM) Close() error {
 	if first {
 		e.stopped.Store(true)
 		e.flushAborts()
-		e.core.Send(core.Input{Kind: core.InputShutdown})
-		e.in.Close()
+		for _, c := range e.cores {
+			c.c.Send(core.Input{Kind: core.InputShutdown})
+			c.in.Close()
+		}
 	}
 	e.tasks.Wait()
-	e.aborts.Close()
+	for _, c := range e.cores {
+		c.aborts.Close()
+	}
 	e.ended.Store(true)
 	e.notify()
 	return nil
@@ -502,8 +552,13 @@ func (e *AsyncLLM) CheckKV() error {
 	if !e.ended.Load() {
 		return errors.New("engine: CheckKV before Close returned: the core's KV blocks are its loop's while it runs")
 	}
-	if err := e.core.CheckKV(); err != nil {
-		return fmt.Errorf("engine: KV blocks: %w", err)
+	for n, c := range e.cores {
+		if err := c.c.CheckKV(); err != nil {
+			if len(e.cores) > 1 {
+				return fmt.Errorf("engine: KV blocks of core %d: %w", n, err)
+			}
+			return fmt.Errorf("engine: KV blocks: %w", err)
+		}
 	}
 	return nil
 }
@@ -571,11 +626,11 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 	chunk := e.cfg.OutputChunkSize
 	for start := 0; start < len(frames); start += chunk {
 		end := min(start+chunk, len(frames))
-		var toAbort []string
+		var toAbort []*reqState
 		e.mu.Lock()
 		for i := start; i < end; i++ {
-			if e.processFrameLocked(&frames[i]) {
-				toAbort = append(toAbort, frames[i].InternalID)
+			if st := e.processFrameLocked(&frames[i]); st != nil {
+				toAbort = append(toAbort, st)
 			}
 		}
 		e.mu.Unlock()
@@ -583,15 +638,15 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 			e.rt.Yield("output-handler.between-chunks")
 		}
 		if len(toAbort) > 0 {
-			e.sendAbort(toAbort)
+			e.sendAborts(toAbort)
 		}
 	}
 }
 
-// processFrameLocked routes one frame to its request. It reports whether
-// the core must abort the frame's request: a stop string finished it while
+// processFrameLocked routes one frame to its request. It returns the
+// request when the core must abort it: a stop string finished it while
 // the core still runs it.
-func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
+func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 	st, ok := e.states[f.InternalID]
 	if !ok {
 		e.counts.StaleFramesDropped++
@@ -599,7 +654,7 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 		}
-		return false
+		return nil
 	}
 	if e.obs != nil { // built only when someone listens: this is the hot path
 		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
@@ -626,16 +681,19 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) bool {
 		finished, reason, stopReason = true, FinishStop, s
 	}
 	if e.holdsBack(st, finished) {
-		return false
+		return nil
 	}
 	if out, ok := e.makeOutput(st, f.NewTokens, finished, reason, stopReason); ok {
 		st.c.put(out)
 	}
 	if !finished {
-		return false
+		return nil
 	}
 	e.endLocked(st, reason, nil)
-	return !f.Finished
+	if f.Finished {
+		return nil
+	}
+	return st
 }
 
 // holdsBack reports whether a Delta output of st waits for more tokens, as
@@ -735,22 +793,22 @@ func (r *Request) Next() (Output, error) {
 // no-op once the request ended.
 func (r *Request) Cancel() {
 	e := r.e
-	var ids []string
+	var one [1]*reqState // on the stack: most requests have one sequence
+	var sts []*reqState
 	e.mu.Lock()
 	if r.par != nil {
-		for _, st := range e.abortSeqsLocked(r.par, nil) {
-			ids = append(ids, st.internalID)
-		}
+		sts = e.abortSeqsLocked(r.par, nil)
 	} else if st, ok := e.states[r.internalID]; ok && st.incarnation == r.incarnation {
 		e.abortLocked(st)
-		ids = []string{st.internalID}
+		one[0] = st
+		sts = one[:]
 	}
 	e.mu.Unlock()
-	if len(ids) == 0 {
+	if len(sts) == 0 {
 		return
 	}
 	e.rt.Yield("frontend.cancel.after-state-removed")
-	e.sendAbort(ids)
+	e.sendAborts(sts)
 }
 
 // Generate adds a request and yields its outputs until it finishes. An

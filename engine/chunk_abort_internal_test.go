@@ -23,7 +23,7 @@ func TestStopStringAbortsGoToTheCoreChunkByChunk(t *testing.T) {
 		sentAtB := uint64(0)
 		e, err := New(Config{Runtime: rt, OutputChunkSize: 1, StepTime: time.Hour, Observer: func(ev Event) {
 			if ev.Kind == core.EventFrameDelivered && ev.RequestID == "b" {
-				sentAtB = e.core.InputsSent()
+				sentAtB = e.cores[0].c.InputsSent()
 			}
 		}})
 		require.NoError(t, err)
@@ -36,7 +36,7 @@ func TestStopStringAbortsGoToTheCoreChunkByChunk(t *testing.T) {
 		frame := func(id uint64, r *Request) core.Frame {
 			return core.Frame{ID: id, InternalID: r.internalID, ExternalID: r.id, Incarnation: r.incarnation, NewTokens: end, StopReason: -1}
 		}
-		before := e.core.InputsSent()
+		before := e.cores[0].c.InputsSent()
 		e.process(&core.Outputs{Frames: []core.Frame{frame(1, a), frame(2, b)}})
 		assert.Equal(t, before+1, sentAtB, "a's stop string finished it in the first chunk: its abort is sent before the second chunk")
 		out, err := a.Next()

@@ -129,6 +129,19 @@ type Config struct {
 	// and only Delta outputs are held back: vLLM's check never holds back
 	// a Cumulative one.
 	StreamInterval int
+	// DataParallelSize is vLLM's --data-parallel-size: that many engine
+	// cores behind this one frontend, each a task of its own
+	// ("engine-core-dpN") with its own scheduler, KV cache of NumBlocks,
+	// prefix cache, host memory and LoRA slots, as vLLM runs the ranks of
+	// a dense model: independently (an MoE model's ranks step together in
+	// waves, which this engine does not model). A request goes to the core
+	// its Params.DataParallelRank names, or else to the least loaded one,
+	// by vLLM's internal load balancer (dp.go); its aborts go to that
+	// core. A utility call (a pause, a reset, a weight update, a LoRA
+	// load…) goes to every core and returns once each replied, with their
+	// answers combined. 0 or 1 means one core; at most
+	// MaxDataParallelSize.
+	DataParallelSize int
 	// Observer, if set, receives every event of the engine, in the task
 	// where it happened, sometimes with the frontend's lock held: it must
 	// not call back into the engine.
@@ -144,7 +157,7 @@ func (c Config) coreConfig() core.Config {
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
-		KVOffloadBlocks: c.KVOffloadBlocks, StepTime: c.StepTime, Model: c.Model,
+		KVOffloadBlocks: c.KVOffloadBlocks, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
@@ -263,6 +276,12 @@ type Params struct {
 	// be 0 under PolicyFCFS, as vLLM refuses a priority it would not
 	// honour.
 	Priority int
+	// DataParallelRank, when set, is the data-parallel core the request
+	// runs on (vLLM's data_parallel_rank), from 0 to
+	// Config.DataParallelSize−1; nil lets the load balancer choose. Every
+	// sequence of a request with N > 1 goes where it says; without it
+	// each is balanced on its own, as vLLM adds each as a request.
+	DataParallelRank *int
 }
 
 // LoRARequest names a LoRA adapter, vLLM's LoRARequest: Name is how it is

@@ -397,6 +397,8 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{EnableLoRA: true, MaxLoRAs: 3, MaxCPULoRAs: 2}, "engine: MaxCPULoRAs (2) must be ≥ MaxLoRAs (3): the executor loads every adapter of a step"},
 		{engine.Config{EnablePrefixCaching: true, KVOffloadBlocks: -4}, "engine: KVOffloadBlocks must be ≥ 0 (0: offloading off), got -4"},
 		{engine.Config{KVOffloadBlocks: 8}, "engine: KVOffloadBlocks is 8 but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes"},
+		{engine.Config{DataParallelSize: -1}, "engine: DataParallelSize must be from 0 (one core) to 64, got -1"},
+		{engine.Config{DataParallelSize: 65}, "engine: DataParallelSize must be from 0 (one core) to 64, got 65"},
 	} {
 		e, err := engine.New(c.cfg)
 		assert.Nil(t, e)

@@ -122,43 +122,47 @@ func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply,
 		return 0, core.Reply{}, err
 	}
 	in.Call = e.calls.Add(1)
+	p := &pendingReply{kind: in.Kind}
 	e.progMu.Lock()
 	if e.replies == nil {
-		e.replies = make(map[uint64]*core.Reply)
+		e.replies = make(map[uint64]*pendingReply)
 	}
-	e.replies[in.Call] = nil
+	e.replies[in.Call] = p
 	e.idleWaiters.Add(1)
 	e.progMu.Unlock()
-	if !e.core.Send(in) {
-		e.progMu.Lock()
-		delete(e.replies, in.Call)
-		e.idleWaiters.Add(-1)
-		e.progMu.Unlock()
-		return 0, core.Reply{}, e.usableOr(ErrClosed)
+	// Every core takes the call, as vLLM's data-parallel client sends a
+	// utility call to each engine and gathers their replies.
+	for _, c := range e.cores {
+		if !c.c.Send(in) {
+			e.progMu.Lock()
+			delete(e.replies, in.Call)
+			e.idleWaiters.Add(-1)
+			e.progMu.Unlock()
+			return 0, core.Reply{}, e.usableOr(ErrClosed)
+		}
 	}
 	e.progMu.Lock()
 	err := task.WaitContext(e.rt, ctx, e.progMu, e.progCond, "engine.utility-call", func() bool {
-		return e.replies[in.Call] != nil || e.stopped.Load()
+		return p.n == len(e.cores) || e.stopped.Load()
 	})
-	r := e.replies[in.Call]
 	delete(e.replies, in.Call)
 	e.idleWaiters.Add(-1)
 	e.progMu.Unlock()
 	switch {
-	case r != nil: // the reply wins over a ctx done at the same moment
-		return in.Call, *r, nil
+	case p.n == len(e.cores): // the reply wins over a ctx done at the same moment
+		return in.Call, p.r, nil
 	case err != nil:
 		return in.Call, core.Reply{}, err
 	}
 	return in.Call, core.Reply{}, e.usableOr(ErrClosed)
 }
 
-// deliver hands the core's reply to the call awaiting it; a call whose
-// caller stopped waiting has none.
+// deliver hands a core's reply to the call awaiting it, which returns
+// once every core replied; a call whose caller stopped waiting has none.
 func (e *AsyncLLM) deliver(r core.Reply) {
 	e.progMu.Lock()
-	if _, ok := e.replies[r.Call]; ok {
-		e.replies[r.Call] = &r
+	if p := e.replies[r.Call]; p != nil {
+		p.add(r)
 	}
 	e.progCond.Broadcast()
 	e.progMu.Unlock()

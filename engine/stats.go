@@ -55,6 +55,12 @@ type Stats struct {
 	PrefixCacheHits             int64 // vllm:prefix_cache_hits_total
 	PrefixCachePreemptedQueries int64
 	PrefixCachePreemptedHits    int64
+
+	// DataParallelSize is the engine's cores (Config.DataParallelSize, 1
+	// for one): the cores' gauges and counts above are their sums, as a
+	// dashboard sums vLLM's per-engine series, and KVNumBlocks counts a
+	// null block a core.
+	DataParallelSize int
 }
 
 // counters are what the frontend counts itself, under its lock; the rest
@@ -82,17 +88,28 @@ type LoRAAdapterStats struct {
 // KV usage and the prefix cache's counts are the core's as of its last change: an abort that leaves
 // the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
-	lc := e.core.LoRACounts()
+	lc := e.cores[0].c.LoRACounts()
+	if len(e.cores) > 1 {
+		lc = e.loraCountsOfAll()
+	}
 	e.mu.Lock()
 	s := e.counts.stats()
 	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
 	e.mu.Unlock()
-	s.MaxLoRAs, s.At = e.ccfg.MaxLoRAs, e.rt.Now()
-	cs := e.core.Stats()
-	s.RequestsRunning, s.RequestsWaiting, s.Preemptions = cs.Running, cs.Waiting, cs.Preemptions
-	s.KVUsedBlocks, s.KVNumBlocks, s.KVLeakedBlocks = cs.KVUsedBlocks, cs.KVNumBlocks, e.core.KVLeaked()
-	s.PrefixCacheQueries, s.PrefixCacheHits = cs.PrefixCacheQueries, cs.PrefixCacheHits
-	s.PrefixCachePreemptedQueries, s.PrefixCachePreemptedHits = cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits
+	s.MaxLoRAs, s.At, s.DataParallelSize = e.ccfg.MaxLoRAs, e.rt.Now(), len(e.cores)
+	for _, c := range e.cores {
+		cs := c.c.Stats()
+		s.RequestsRunning += cs.Running
+		s.RequestsWaiting += cs.Waiting
+		s.Preemptions += cs.Preemptions
+		s.KVUsedBlocks += cs.KVUsedBlocks
+		s.KVNumBlocks += cs.KVNumBlocks
+		s.KVLeakedBlocks += c.c.KVLeaked()
+		s.PrefixCacheQueries += cs.PrefixCacheQueries
+		s.PrefixCacheHits += cs.PrefixCacheHits
+		s.PrefixCachePreemptedQueries += cs.PrefixCachePreemptedQueries
+		s.PrefixCachePreemptedHits += cs.PrefixCachePreemptedHits
+	}
 	if v := e.sleep.Load(); v > 0 {
 		s.Sleeping, s.SleepLevel = true, int(v-1)
 	}
@@ -108,9 +125,10 @@ type Metric struct {
 // KVCacheUsage is the share of the usable KV blocks in use, from 0 to 1
 // (vllm:kv_cache_usage_perc): KVUsedBlocks over KVNumBlocks−1, as vLLM's
 // BlockPool.get_usage leaves its null block out of the total, so that a
-// cache whose every usable block is held reads 1.
+// cache whose every usable block is held reads 1 (with several cores,
+// less a null block each).
 func (s Stats) KVCacheUsage() float64 {
-	usable := s.KVNumBlocks - 1
+	usable := s.KVNumBlocks - max(s.DataParallelSize, 1) // a null block a core
 	if usable <= 0 {
 		return 0
 	}
@@ -142,6 +160,25 @@ func (s Stats) Metrics() []Metric {
 		ms = append(ms, Metric{s.loraInfo(), float64(s.At.UnixNano()) / 1e9})
 	}
 	return ms
+}
+
+// loraCountsOfAll adds up the cores' LoRA counts.
+func (e *AsyncLLM) loraCountsOfAll() core.LoRACounts {
+	var all core.LoRACounts
+	add := func(dst *map[int]int, src map[int]int) {
+		for id, n := range src {
+			if *dst == nil {
+				*dst = make(map[int]int)
+			}
+			(*dst)[id] += n
+		}
+	}
+	for _, c := range e.cores {
+		lc := c.c.LoRACounts()
+		add(&all.Running, lc.Running)
+		add(&all.Waiting, lc.Waiting)
+	}
+	return all
 }
 
 // loraAdapters lists the adapters of lc by id, named by names.

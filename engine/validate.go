@@ -52,6 +52,10 @@ func (e *AsyncLLM) validate(id string, prompt []int, p Params) error {
 		// is not enabled."
 		return invalid("Priority %d needs the priority scheduling policy, but the engine's SchedulingPolicy is %s: set Config.SchedulingPolicy to PolicyPriority, or leave Priority 0",
 			p.Priority, e.ccfg.SchedulingPolicy)
+	case p.DataParallelRank != nil && (*p.DataParallelRank < 0 || *p.DataParallelRank >= len(e.cores)):
+		// vLLM's input processor: "data_parallel_rank X is out of range
+		// [0, N)."
+		return invalid("DataParallelRank %d is out of range [0, %d): the engine has %d data-parallel core(s) (Config.DataParallelSize)", *p.DataParallelRank, len(e.cores), len(e.cores))
 	case loraErr != nil:
 		return loraErr
 	case p.LoRA != nil && p.LoRA.LoadInplace:

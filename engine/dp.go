@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/task"
+)
+
+// MaxDataParallelSize is the most engine cores one frontend runs
+// (Config.DataParallelSize).
+const MaxDataParallelSize = 64
+
+// engineCore is one data-parallel engine core and its two input queues.
+type engineCore struct {
+	c      *core.EngineCore
+	in     *task.Queue[core.Input]
+	aborts *task.Queue[[]string]
+}
+
+// startCores makes the engine's cores and starts their busy loops. One
+// core is the task "engine-core" on the queues "core-input" and
+// "core-aborts"; of several, core N is "engine-core-dpN" on
+// "core-input-dpN" and "core-aborts-dpN", all putting their outputs on
+// the one output queue, as vLLM's engines send theirs to the frontend's
+// one socket.
+func (e *AsyncLLM) startCores() {
+	n := max(e.cfg.DataParallelSize, 1)
+	e.cores = make([]engineCore, n)
+	var refs *atomic.Int32
+	if n > 1 {
+		e.inflight = make([]int, n)
+		refs = new(atomic.Int32)
+		refs.Store(int32(n))
+	}
+	for i := range e.cores {
+		suffix := ""
+		if n > 1 {
+			suffix = "-dp" + strconv.Itoa(i)
+		}
+		cfg := e.ccfg
+		cfg.DataParallelRank = int32(i)
+		ec := engineCore{
+			in:     task.NewQueue[core.Input](e.rt, task.QueueName("core-input"+suffix)),
+			aborts: task.NewQueue[[]string](e.rt, task.QueueName("core-aborts"+suffix)),
+		}
+		ec.c = core.NewEngineCore(e.rt, cfg, ec.in, ec.aborts, e.out, e.notify)
+		if refs != nil {
+			ec.c.ShareOutput(refs)
+		}
+		e.cores[i] = ec
+	}
+	for i, c := range e.cores {
+		name := "engine-core"
+		if n > 1 {
+			name += "-dp" + strconv.Itoa(i)
+		}
+		e.tasks.Go(name, c.c.Run)
+	}
+}
+
+// routeLocked chooses the core of a new sequence and counts it there, as
+// vLLM's DPLBAsyncMPClient.get_core_engine_for_request: the rank the
+// request names, or else the core of the lowest score, the greater of
+// the sequences the frontend routed there and not ended and the requests
+// the core runs and keeps waiting, waiting ones counting extra on a core
+// whose KV cache is more than half full; the scan starts one core further
+// each time, so that ties go round. vLLM reads the cores' counts from a
+// coordinator that publishes them every 100ms; here they are the cores'
+// own, as of their last change.
+func (e *AsyncLLM) routeLocked(p Params) int {
+	best := 0
+	if p.DataParallelRank != nil {
+		best = *p.DataParallelRank
+	} else {
+		n := len(e.cores)
+		bestScore := -1.0
+		for i := range n {
+			idx := (e.lbStart + i) % n
+			s := e.cores[idx].c.Stats()
+			score := float64(max(e.inflight[idx], s.Running+s.Waiting))
+			if s.Waiting > 0 {
+				usage := Stats{KVUsedBlocks: s.KVUsedBlocks, KVNumBlocks: s.KVNumBlocks}.KVCacheUsage()
+				score += float64(s.Waiting) * 6 * max(0, usage-0.5)
+			}
+			if bestScore < 0 || score < bestScore {
+				best, bestScore = idx, score
+			}
+		}
+		e.lbStart = (e.lbStart + 1) % n
+	}
+	e.inflight[best]++
+	return best
+}
+
+// inputsSent returns, by core, the inputs sent to it so far.
+func (e *AsyncLLM) inputsSent() []uint64 {
+	sent := make([]uint64, len(e.cores))
+	for i, c := range e.cores {
+		sent[i] = c.c.InputsSent()
+	}
+	return sent
+}
+
+// coresIdle reports whether every core has processed the inputs of
+// targets, holds no request and has no abort pending, and the output
+// handler has taken every batch they emitted: atomic reads only, with no
+// scheduling point between them, so that they describe one moment.
+func (e *AsyncLLM) coresIdle(targets []uint64) bool {
+	var batches uint64
+	for i, c := range e.cores {
+		if c.c.AbortsPending() != 0 || c.c.InputsDone() < targets[i] || c.c.Held() != 0 {
+			return false
+		}
+		batches += c.c.Batches()
+	}
+	return batches == e.batchesHandled.Load()
+}
+
+// pendingReply gathers the replies of the cores to one utility call.
+type pendingReply struct {
+	kind core.InputKind
+	n    int        // the cores that replied
+	r    core.Reply // their replies, combined
+}
+
+// add combines a core's reply with those before it: the engine is paused,
+// asleep, or resumed before a pause took effect, when any core is; a
+// reset happened when it happened on every core, a LoRA adapter is
+// pinned when every core pinned it and was loaded when any core had it;
+// the first refusal is the call's; the adapters loaded are every core's.
+// vLLM's data-parallel client returns the first engine's reply alone.
+func (p *pendingReply) add(r core.Reply) {
+	p.n++
+	if p.n == 1 {
+		p.r = r
+		return
+	}
+	q := &p.r
+	q.Paused = q.Paused || r.Paused
+	q.Resumed = q.Resumed || r.Resumed
+	q.Asleep = q.Asleep || r.Asleep
+	q.Reset = q.Reset && r.Reset
+	if p.kind == core.InputRemoveLoRA {
+		q.Done = q.Done || r.Done
+	} else {
+		q.Done = q.Done && r.Done // a pin's
+	}
+	if q.Err == nil {
+		q.Err = r.Err
+	}
+	if len(r.LoRAs) > 0 {
+		q.LoRAs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(q.LoRAs), r.LoRAs...))))
+	}
+}

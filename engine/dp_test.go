@@ -1,0 +1,202 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/rttest"
+	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
+)
+
+// dpRun runs body on an engine of cfg under the simulator's strategy st,
+// with the checker, and returns the core's events, each stamped with its
+// core's rank.
+func dpRun(t *testing.T, seed uint64, st sim.Strategy, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (*props.Checker, []engine.Event) {
+	t.Helper()
+	c := props.NewChecker(nil)
+	c.SetEngine(cfg)
+	var events []engine.Event
+	res := sim.Run(sim.Options{Seed: seed, Strategy: st}, func(rt task.Runtime) error {
+		cfg := cfg
+		obs := c.Observer(rt)
+		cfg.Runtime, cfg.Observer = rt, func(ev engine.Event) {
+			switch ev.Kind {
+			case core.EventCoreAdd, core.EventCoreAbort, core.EventFrameEmitted, core.EventStep, core.EventPause, core.EventCacheReset, core.EventIdle:
+				ev.Tokens = nil // the core's: it grows
+				events = append(events, ev)
+			}
+			obs(ev)
+		}
+		e, err := engine.New(cfg)
+		require.NoError(t, err)
+		body(rt, e)
+		require.NoError(t, e.Close())
+		c.CheckKV(e)
+		return nil
+	})
+	require.NoError(t, res.Err, "seed %d", seed)
+	require.NoError(t, c.Finish(), "seed %d", seed)
+	return c, events
+}
+
+// byEngine counts the events of kind by the rank of their core.
+func byEngine(events []engine.Event, kind core.EventKind) map[int]int {
+	n := make(map[int]int)
+	for _, ev := range events {
+		if ev.Kind == kind {
+			n[ev.Engine]++
+		}
+	}
+	return n
+}
+
+// TestDataParallelSpreadsTheRequests: eight clients at once on two cores
+// each get the model's tokens; the load balancer puts four on each, both
+// cores step, and the frames of the two are numbered apart.
+func TestDataParallelSpreadsTheRequests(t *testing.T) {
+	for seed := uint64(1); seed <= 16; seed++ {
+		_, events := dpRun(t, seed, sim.Chaos(), engine.Config{DataParallelSize: 2}, func(rt task.Runtime, e *engine.AsyncLLM) {
+			g := task.NewGroup(rt, "clients")
+			for i := range 8 {
+				g.Go("client", func() {
+					prompt := fmt.Sprintf("%s %d", pauseLong, i)
+					r, err := e.AddRequest(fmt.Sprint("c", i), prompt, engine.Params{MaxTokens: 6, IgnoreEOS: true})
+					require.NoError(t, err)
+					assert.Equal(t, want(prompt, 6), tokensOf(engine.Cumulative, drain(t, r)), "seed %d client %d", seed, i)
+				})
+			}
+			g.Wait()
+			s := e.Stats()
+			assert.Equal(t, 2, s.DataParallelSize)
+			assert.Equal(t, 2*core.Config{}.WithDefaults().NumBlocks, s.KVNumBlocks, "each core has its own cache")
+			assert.Zero(t, s.KVCacheUsage())
+		})
+		assert.Equal(t, map[int]int{0: 4, 1: 4}, byEngine(events, core.EventCoreAdd), "seed %d", seed)
+		steps := byEngine(events, core.EventStep)
+		assert.Positive(t, steps[0], "seed %d", seed)
+		assert.Positive(t, steps[1], "seed %d", seed)
+		frames := make(map[uint64]int)
+		for _, ev := range events {
+			if ev.Kind == core.EventFrameEmitted {
+				if prev, ok := frames[ev.Frame]; ok {
+					t.Fatalf("seed %d: frame %d emitted by core %d and core %d", seed, ev.Frame, prev, ev.Engine)
+				}
+				frames[ev.Frame] = ev.Engine
+			}
+		}
+		assert.Len(t, frames, 8*6, "seed %d", seed)
+	}
+}
+
+// TestDataParallelRankPinsARequest: a request naming a rank runs on that
+// core, every sequence of it; a rank past the cores is refused.
+func TestDataParallelRankPinsARequest(t *testing.T) {
+	_, events := dpRun(t, 1, sim.Random(), engine.Config{DataParallelSize: 3}, func(rt task.Runtime, e *engine.AsyncLLM) {
+		for i := range 3 {
+			r, err := e.AddRequest(fmt.Sprint("r", i), pauseLong, engine.Params{MaxTokens: 3, N: 2, DataParallelRank: new(2)})
+			require.NoError(t, err)
+			drain(t, r)
+		}
+		for _, rank := range []int{3, -1} {
+			_, err := e.AddRequest("bad", pauseLong, engine.Params{MaxTokens: 3, DataParallelRank: new(rank)})
+			require.ErrorIs(t, err, engine.ErrInvalidRequest)
+			assert.EqualError(t, err, fmt.Sprintf("engine: invalid request: DataParallelRank %d is out of range [0, 3): the engine has 3 data-parallel core(s) (Config.DataParallelSize)", rank))
+		}
+	})
+	assert.Equal(t, map[int]int{2: 6}, byEngine(events, core.EventCoreAdd))
+
+	e, err := engine.New(engine.Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	_, err = e.AddRequest("one", pauseLong, engine.Params{MaxTokens: 3, DataParallelRank: new(1)})
+	assert.EqualError(t, err, "engine: invalid request: DataParallelRank 1 is out of range [0, 1): the engine has 1 data-parallel core(s) (Config.DataParallelSize)")
+}
+
+// TestDataParallelAbortGoesToItsCore: a request aborted mid-stream on
+// core 1, beside one on core 0, is aborted by core 1, which held it; the
+// engine goes idle with every block back, whatever the interleaving.
+func TestDataParallelAbortGoesToItsCore(t *testing.T) {
+	found := 0
+	for seed := uint64(1); seed <= 32; seed++ {
+		_, events := dpRun(t, seed, sim.Random(), engine.Config{DataParallelSize: 2}, func(rt task.Runtime, e *engine.AsyncLLM) {
+			stay, err := e.AddRequest("stay", pauseLong, engine.Params{MaxTokens: 8, IgnoreEOS: true, DataParallelRank: new(0)})
+			require.NoError(t, err)
+			doomed, err := e.AddRequest("doomed", pauseLong, engine.Params{MaxTokens: 1000, IgnoreEOS: true, DataParallelRank: new(1)})
+			require.NoError(t, err)
+			_, err = doomed.Next()
+			require.NoError(t, err)
+			e.Abort("doomed")
+			assert.Equal(t, engine.FinishAbort, last(drain(t, doomed)).FinishReason)
+			assert.Equal(t, want(pauseLong, 8), tokensOf(engine.Cumulative, drain(t, stay)))
+			require.NoError(t, e.WaitIdle(context.Background()))
+		})
+		for _, ev := range events {
+			if ev.Kind == core.EventCoreAbort && ev.RequestID == "doomed" {
+				assert.Equal(t, 1, ev.Engine, "seed %d: the abort of a request on core 1", seed)
+				if ev.Incarnation != 0 {
+					found++
+				}
+			}
+		}
+	}
+	assert.Positive(t, found, "the core held the request when its abort came, in some seed")
+}
+
+// TestDataParallelCallsReachEveryCore: a pause takes effect on every core
+// before PauseGeneration returns, aborting the requests of both; a reset
+// of the prefix cache resets both caches; the engine resumes on both.
+func TestDataParallelCallsReachEveryCore(t *testing.T) {
+	for seed := uint64(1); seed <= 16; seed++ {
+		_, events := dpRun(t, seed, sim.Chaos(), engine.Config{DataParallelSize: 2, EnablePrefixCaching: true}, func(rt task.Runtime, e *engine.AsyncLLM) {
+			var reqs []*engine.Request
+			for i := range 2 {
+				r, err := e.AddRequest(fmt.Sprint("r", i), pauseLong, engine.Params{MaxTokens: 1000, IgnoreEOS: true, DataParallelRank: new(i)})
+				require.NoError(t, err)
+				reqs = append(reqs, r)
+			}
+			require.NoError(t, e.PauseGeneration(context.Background(), engine.PauseOptions{Mode: engine.PauseAbort}))
+			for _, r := range reqs {
+				assert.Equal(t, engine.FinishAbort, last(drain(t, r)).FinishReason, "seed %d", seed)
+			}
+			paused, err := e.IsPaused(context.Background())
+			require.NoError(t, err)
+			assert.True(t, paused)
+			require.NoError(t, e.ResumeGeneration(context.Background()))
+			reset, err := e.ResetPrefixCache(context.Background(), false)
+			require.NoError(t, err)
+			assert.True(t, reset, "seed %d: neither core holds a request", seed)
+			r, err := e.AddRequest("after", pauseLong, engine.Params{MaxTokens: 2, DataParallelRank: new(1)})
+			require.NoError(t, err)
+			assert.Equal(t, want(pauseLong, 2), tokensOf(engine.Cumulative, drain(t, r)), "seed %d: core 1 runs after the resume", seed)
+		})
+		assert.Equal(t, map[int]int{0: 1, 1: 1}, byEngine(events, core.EventPause), "seed %d", seed)
+		assert.Equal(t, map[int]int{0: 1, 1: 1}, byEngine(events, core.EventCacheReset), "seed %d", seed)
+	}
+}
+
+// TestDataParallelOnBothRuntimes: two cores serve clients streaming at
+// once, under the checker, on goroutines and under the simulator.
+func TestDataParallelOnBothRuntimes(t *testing.T) {
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		e := newEngine(t, rt, engine.Config{DataParallelSize: 2})
+		defer e.Close()
+		g := task.NewGroup(rt, "clients")
+		for i := range 6 {
+			g.Go("client", func() {
+				prompt := fmt.Sprintf("%s %d", pauseLong, i)
+				r := add(t, e, fmt.Sprint("c", i), prompt, engine.Params{MaxTokens: 12, IgnoreEOS: true, Output: engine.Delta})
+				assert.Equal(t, want(prompt, 12), tokensOf(engine.Delta, drain(t, r)), "client %d", i)
+			})
+		}
+		g.Wait()
+		require.NoError(t, e.WaitIdle(context.Background()))
+	})
+}
