@@ -138,6 +138,8 @@ type Reply struct {
 	// LoRAs answers an InputListLoRAs: the adapters loaded, by id, in
 	// increasing order.
 	LoRAs []int
+	// Engine is the data-parallel rank of the core that replied.
+	Engine int
 }
 
 // Outputs is one batch from the core: the frames of a step. Dead is set,

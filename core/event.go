@@ -179,6 +179,13 @@ type Event struct {
 }
 
 func (e Event) String() string {
+	if e.Engine == 0 {
+		return e.text()
+	}
+	return e.text() + " on core " + strconv.Itoa(e.Engine)
+}
+
+func (e Event) text() string {
 	switch e.Kind {
 	case EventFrameEmitted, EventFrameDropped:
 		return fmt.Sprintf("%s frame %d of %s (incarnation %d) tokens %v at %d%s", e.Kind, e.Frame, e.InternalID, e.Incarnation, e.Tokens, e.Position, finished(e))

@@ -266,6 +266,7 @@ func (c *EngineCore) resume(in Input) {
 // send puts r, the reply to in, on the output queue, or hands it to
 // in.Direct.
 func (c *EngineCore) send(in Input, r Reply) {
+	r.Engine = int(c.cfg.DataParallelRank)
 	if in.Direct != nil {
 		in.Direct(r)
 		return

@@ -272,10 +272,22 @@ func NewChecker(model core.Model) *Checker {
 // (core.EventLoRALoad), each with the first step of the core to sample
 // with it.
 type coreView struct {
+	// emitted and inFlight are the core's frames, as framesEmitted and
+	// framesInFlight count every core's, kept with several cores only.
+	emitted, inFlight int
 	paused, pauseDone bool
 	asleep            core.SleepTags
 	updating          bool
 	loraLoads         map[int]revisions
+}
+
+// frames returns the frames core n emitted and those of them not taken
+// by the output handler yet.
+func (c *Checker) frames(n int) (emitted, inFlight int) {
+	if len(c.views) == 1 {
+		return c.framesEmitted, c.framesInFlight
+	}
+	return c.views[n].emitted, c.views[n].inFlight
 }
 
 // view returns the state of the core of data-parallel rank n.
@@ -320,8 +332,8 @@ func (c *Checker) SetModelLen(n int) { c.modelLen = n }
 func (c *Checker) SetLoRASlots(n int) { c.loraSlots = n }
 
 // SetEngine tells the checker what it needs of the configuration of the
-// engine it follows: its model (SetModel), model length (SetModelLen) and
-// LoRA slots (SetLoRASlots).
+// engine it follows: its model (SetModel), model length (SetModelLen),
+// LoRA slots (SetLoRASlots) and data-parallel cores.
 func (c *Checker) SetEngine(cfg engine.Config) {
 	c.view(max(cfg.DataParallelSize, 1) - 1) // a view a core: a pause takes effect once on every core
 	c.SetModel(cfg.Model)
@@ -420,6 +432,11 @@ func (c *Checker) observe(ev *core.Event) {
 	case core.EventFrameEmitted:
 		c.framesInFlight++
 		c.framesEmitted++
+		if len(c.views) > 1 {
+			v := c.view(ev.Engine)
+			v.emitted++
+			v.inFlight++
+		}
 		if in := c.inc(ev.Incarnation); in != nil {
 			in.inFlight++
 		}
@@ -636,6 +653,9 @@ func (c *Checker) latestOf(in *incarnation) *incarnation {
 // that one is live, is the founding race's window.
 func (c *Checker) frameTaken(ev *core.Event) {
 	c.framesInFlight--
+	if n := uint64(len(c.views)); n > 1 {
+		c.views[(ev.Frame-1)%n].inFlight-- // the core of rank r numbers its frames r+1, r+1+n, …
+	}
 	in := c.inc(ev.Incarnation)
 	if in == nil {
 		return
@@ -652,8 +672,10 @@ func (c *Checker) frameTaken(ev *core.Event) {
 // pauseCall is what the checker knows of one pause.
 type pauseCall struct {
 	aborted []seqKey // what the cores held when they took an abort pause
-	done    int      // the cores on which it took effect
-	emitted int      // frames the cores emitted when it took effect on the last; -1 before
+	// emitted are, by core, the frames it emitted when the pause took
+	// effect on it, and done the cores on which it did.
+	emitted []int
+	done    int
 }
 
 // pause follows the core's pauses and resumes and checks PauseGeneration's
@@ -697,7 +719,7 @@ func (c *Checker) pause(ev *core.Event) {
 		}
 		p := c.pauses[ev.Call]
 		if p == nil {
-			p = &pauseCall{emitted: -1}
+			p = &pauseCall{emitted: make([]int, len(c.views))}
 			c.pauses[ev.Call] = p
 		}
 		v.paused = true
@@ -713,9 +735,11 @@ func (c *Checker) pause(ev *core.Event) {
 		}
 	case core.EventPauseDone:
 		if p := c.pauses[ev.Call]; p != nil {
-			if p.done++; p.done == len(c.views) {
-				p.emitted = c.framesEmitted
+			p.done++
+			for len(p.emitted) <= ev.Engine { // a checker SetEngine was not given
+				p.emitted = append(p.emitted, 0)
 			}
+			p.emitted[ev.Engine], _ = c.frames(ev.Engine)
 		}
 		if v.paused {
 			v.pauseDone = true
@@ -731,7 +755,7 @@ func (c *Checker) pause(ev *core.Event) {
 	case core.EventPaused:
 		p := c.pauses[ev.Call]
 		delete(c.pauses, ev.Call)
-		if p == nil || p.emitted < 0 {
+		if p == nil || p.done < len(c.views) {
 			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned before the core took the pause, or before it took effect", ev.Call)
 			return
 		}
@@ -745,8 +769,13 @@ func (c *Checker) pause(ev *core.Event) {
 			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d, abort) returned before %s, which the pause aborted, ended", ev.Call, strings.Join(open, ", "))
 			return
 		}
-		if handled := c.framesEmitted - c.framesInFlight; handled < p.emitted {
-			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned with %d frame(s) the core emitted before the pause took effect not yet at the output handler", ev.Call, p.emitted-handled)
+		missing := 0
+		for n, before := range p.emitted {
+			emitted, inFlight := c.frames(n)
+			missing += max(0, before-(emitted-inFlight))
+		}
+		if missing > 0 {
+			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned with %d frame(s) the core emitted before the pause took effect not yet at the output handler", ev.Call, missing)
 		}
 	}
 }
