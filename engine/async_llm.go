@@ -51,8 +51,12 @@ type AsyncLLM struct {
 	// cores are the engine cores by data-parallel rank, one unless
 	// Config.DataParallelSize says more; they share the output queue.
 	cores []engineCore
-	out   *task.Queue[*core.Outputs]
-	tasks *task.Group
+	// callMu orders the utility calls of several cores (broadcast), and
+	// ranks are theirs, 0 to DataParallelSize−1 (nil with one core).
+	callMu task.Mutex
+	ranks  []int
+	out    *task.Queue[*core.Outputs]
+	tasks  *task.Group
 
 	// WaitIdle: counters read without the frontend lock, a monitor to wait on.
 	progMu         task.Mutex

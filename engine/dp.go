@@ -20,6 +20,15 @@ type engineCore struct {
 	aborts *task.Queue[[]string]
 }
 
+// allCores are the ranks of n cores, in order.
+func allCores(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
 // startCores makes the engine's cores and starts their busy loops. One
 // core is the task "engine-core" on the queues "core-input" and
 // "core-aborts"; of several, core N is "engine-core-dpN" on
@@ -32,6 +41,8 @@ func (e *AsyncLLM) startCores() {
 	var refs *atomic.Int32
 	if n > 1 {
 		e.inflight = make([]int, n)
+		e.callMu = e.rt.NewMutex("utility-calls")
+		e.ranks = allCores(n)
 		refs = new(atomic.Int32)
 		refs.Store(int32(n))
 	}
@@ -119,10 +130,36 @@ func (e *AsyncLLM) coresIdle(targets []uint64) bool {
 	return batches == e.batchesHandled.Load()
 }
 
+// broadcast sends a utility call to the cores of ranks to, all of them
+// but to roll a call back (weights.go), as vLLM's data-parallel
+// client sends one to each engine and gathers their replies. The calls
+// of several callers reach every core in one order: vLLM's client sends
+// a call to its engines one after the other, so a pause and another
+// caller's resume can reach two engines in opposite orders and leave one
+// paused and the other running, with both callers answered. It reports
+// false when a core has stopped.
+func (e *AsyncLLM) broadcast(in core.Input, to []int) bool {
+	if len(e.cores) == 1 {
+		return e.cores[0].c.Send(in)
+	}
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	for _, n := range to {
+		if !e.cores[n].c.Send(in) {
+			return false
+		}
+	}
+	return true
+}
+
 // pendingReply gathers the replies of the cores to one utility call.
 type pendingReply struct {
 	kind core.InputKind
-	n    int        // the cores that replied
+	want int // the cores asked
+	n    int // the cores that replied
+	// took are the ranks of the cores that did not refuse the call, with
+	// several cores.
+	took []int
 	r    core.Reply // their replies, combined
 }
 
@@ -130,10 +167,14 @@ type pendingReply struct {
 // asleep, or resumed before a pause took effect, when any core is; a
 // reset happened when it happened on every core, a LoRA adapter is
 // pinned when every core pinned it and was loaded when any core had it;
-// the first refusal is the call's; the adapters loaded are every core's.
+// the first refusal is the call's; the adapters loaded are those every
+// core keeps loaded, which a request finds wherever it is routed.
 // vLLM's data-parallel client returns the first engine's reply alone.
 func (p *pendingReply) add(r core.Reply) {
 	p.n++
+	if p.want > 1 && r.Err == nil {
+		p.took = append(p.took, r.Engine)
+	}
 	if p.n == 1 {
 		p.r = r
 		return
@@ -151,7 +192,7 @@ func (p *pendingReply) add(r core.Reply) {
 	if q.Err == nil {
 		q.Err = r.Err
 	}
-	if len(r.LoRAs) > 0 {
-		q.LoRAs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(q.LoRAs), r.LoRAs...))))
+	if p.kind == core.InputListLoRAs {
+		q.LoRAs = slices.DeleteFunc(q.LoRAs, func(id int) bool { return !slices.Contains(r.LoRAs, id) })
 	}
 }

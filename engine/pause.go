@@ -115,14 +115,21 @@ func (e *AsyncLLM) IsPaused(ctx context.Context) (bool, error) {
 // call_utility_async: on the input queue, in order with the ADDs and
 // aborts before it. It returns the call's number.
 func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply, error) {
+	call, p, err := e.callOn(ctx, in, e.ranks)
+	return call, p.r, err
+}
+
+// callOn is call on the cores of ranks to (nil: the one core). It returns
+// the replies gathered; their Reply is the zero value on an error.
+func (e *AsyncLLM) callOn(ctx context.Context, in core.Input, to []int) (uint64, *pendingReply, error) {
+	p := &pendingReply{kind: in.Kind, want: max(len(to), 1)}
 	if err := e.usable(); err != nil {
-		return 0, core.Reply{}, err
+		return 0, p, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, core.Reply{}, err
+		return 0, p, err
 	}
 	in.Call = e.calls.Add(1)
-	p := &pendingReply{kind: in.Kind}
 	e.progMu.Lock()
 	if e.replies == nil {
 		e.replies = make(map[uint64]*pendingReply)
@@ -130,31 +137,30 @@ func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply,
 	e.replies[in.Call] = p
 	e.idleWaiters.Add(1)
 	e.progMu.Unlock()
-	// Every core takes the call, as vLLM's data-parallel client sends a
-	// utility call to each engine and gathers their replies.
-	for _, c := range e.cores {
-		if !c.c.Send(in) {
-			e.progMu.Lock()
-			delete(e.replies, in.Call)
-			e.idleWaiters.Add(-1)
-			e.progMu.Unlock()
-			return 0, core.Reply{}, e.usableOr(ErrClosed)
-		}
+	if !e.broadcast(in, to) {
+		e.progMu.Lock()
+		delete(e.replies, in.Call)
+		e.idleWaiters.Add(-1)
+		e.progMu.Unlock()
+		p.r = core.Reply{}
+		return 0, p, e.usableOr(ErrClosed)
 	}
 	e.progMu.Lock()
 	err := task.WaitContext(e.rt, ctx, e.progMu, e.progCond, "engine.utility-call", func() bool {
-		return p.n == len(e.cores) || e.stopped.Load()
+		return p.n == p.want || e.stopped.Load()
 	})
 	delete(e.replies, in.Call)
 	e.idleWaiters.Add(-1)
 	e.progMu.Unlock()
 	switch {
-	case p.n == len(e.cores): // the reply wins over a ctx done at the same moment
-		return in.Call, p.r, nil
+	case p.n == p.want: // the reply wins over a ctx done at the same moment
+		return in.Call, p, nil
 	case err != nil:
-		return in.Call, core.Reply{}, err
+		p.r = core.Reply{}
+		return in.Call, p, err
 	}
-	return in.Call, core.Reply{}, e.usableOr(ErrClosed)
+	p.r = core.Reply{}
+	return in.Call, p, e.usableOr(ErrClosed)
 }
 
 // deliver hands a core's reply to the call awaiting it, which returns

@@ -91,7 +91,15 @@ func (e *AsyncLLM) WeightVersion() string {
 
 // weightCall makes a weight update's call and names the core's refusal.
 func (e *AsyncLLM) weightCall(ctx context.Context, kind core.InputKind) error {
-	_, r, err := e.call(ctx, core.Input{Kind: kind})
+	_, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks)
+	r := p.r
+	if kind == core.InputStartWeightUpdate && r.Err != nil && len(p.took) > 0 {
+		// Some cores started the update and another refused it: the
+		// caller, told it failed, would never finish it, and those
+		// cores would hold their requests for ever. Finish it there, with
+		// no batch written, so that every core is as it was.
+		e.callOn(context.WithoutCancel(ctx), core.Input{Kind: core.InputFinishWeightUpdate}, p.took)
+	}
 	switch {
 	case err != nil:
 		return err
