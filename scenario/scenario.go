@@ -302,6 +302,9 @@ func fingerprint(ev engine.Event) uint64 {
 	if ev.LoRA != 0 { // LoRA runs only
 		mix(uint64(ev.LoRA))
 	}
+	if ev.Engine != 0 { // data-parallel runs only
+		mix(uint64(ev.Engine))
+	}
 	return h
 }
 

@@ -45,6 +45,8 @@ var configKeys = []configKey{
 		onOff(func(c *engine.Config, on bool) { c.AsyncScheduling = on })},
 	{"block-size", "a whole number of tokens ≥ 1", "tokens in a KV block (BlockSize; the engine's default 16)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.BlockSize = n })},
+	{"data-parallel-size", fmt.Sprintf("a whole number of cores from 1 to %d", engine.MaxDataParallelSize), "vLLM's --data-parallel-size (DataParallelSize; the default 1): that many engine cores behind the one frontend, each with its own scheduler and caches; a request goes to the least loaded, its aborts to the core that holds it, and every control call to every core",
+		intValue(1, engine.MaxDataParallelSize, func(c *engine.Config, n int) { c.DataParallelSize = n })},
 	{"enable-lora", "on or off", "vLLM's --enable-lora (EnableLoRA): requests may run with a LoRA adapter; off, a request with one is refused (multi-lora's are then skipped)",
 		onOff(func(c *engine.Config, on bool) { c.EnableLoRA = on })},
 	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",

@@ -26,21 +26,21 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, AsyncScheduling: true, StepTime: -1}, cfg)
 
 	settings, err = parseConfig([]string{"step-time=0.2ms", "block-size=16", "max-num-seqs=3", "max-num-batched-tokens=8", "num-blocks=9", "max-model-len=64",
-		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0"})
+		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0", "data-parallel-size=02"})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "enable-lora=off", "kv-offload-blocks=0", "max-cpu-loras=4", "max-loras=3", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
+	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "data-parallel-size=2", "enable-lora=off", "kv-offload-blocks=0", "max-cpu-loras=4", "max-loras=3", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
 		"policy=fcfs", "prefix-caching=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
 	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3, EnableLoRA: true, KVOffloadBlocks: 8}
 	for _, s := range settings {
 		s.set(&cfg)
 	}
-	assert.Equal(t, engine.Config{StepTime: 200 * time.Microsecond, BlockSize: 16, MaxNumSeqs: 3, MaxNumBatchedTokens: 8, NumBlocks: 9, MaxModelLen: 64, OutputChunkSize: 1, MaxLoRAs: 3, MaxCPULoRAs: 4}, cfg,
+	assert.Equal(t, engine.Config{StepTime: 200 * time.Microsecond, BlockSize: 16, MaxNumSeqs: 3, MaxNumBatchedTokens: 8, NumBlocks: 9, MaxModelLen: 64, OutputChunkSize: 1, MaxLoRAs: 3, MaxCPULoRAs: 4, DataParallelSize: 2}, cfg,
 		"the settings replace the scenario's own, off and fcfs and 0 included")
 	assert.Equal(t, len(configKeys), len(settings), "every key is tested")
 }
 
 func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
-	keys := "async-scheduling, block-size, enable-lora, kv-offload-blocks, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
+	keys := "async-scheduling, block-size, data-parallel-size, enable-lora, kv-offload-blocks, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
 	cases := []struct{ setting, want string }{
 		{"prefix-caching", "-config prefix-caching: want KEY=VALUE, such as prefix-caching=on; the keys are " + keys},
 		{"cache=on", `-config cache=on: unknown key "cache": want one of ` + keys},
@@ -48,6 +48,7 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 		{"policy=FCFS", `-config policy=FCFS: policy must be fcfs or priority, got "FCFS"`},
 		{"block-size=0", `-config block-size=0: block-size must be a whole number of tokens ≥ 1, got "0"`},
 		{"num-blocks=1", `-config num-blocks=1: num-blocks must be a whole number of blocks from 2 to 2147483647, got "1"`},
+		{"data-parallel-size=0", `-config data-parallel-size=0: data-parallel-size must be a whole number of cores from 1 to 64, got "0"`},
 		{"max-num-seqs=x", `-config max-num-seqs=x: max-num-seqs must be a whole number of requests ≥ 1, got "x"`},
 		{"max-num-batched-tokens=0", `-config max-num-batched-tokens=0: max-num-batched-tokens must be a whole number of tokens ≥ 1, got "0"`},
 		{"max-model-len=536870913", `-config max-model-len=536870913: max-model-len must be a whole number of tokens from 2 to 536870912, got "536870913"`},

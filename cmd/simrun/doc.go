@@ -133,6 +133,10 @@
 //   - step-time=D: StepTime, the model's latency per step in virtual time,
 //     a positive Go duration (200µs, 2ms), or none for steps that take no
 //     time (default 1ms; most scenarios set 200µs).
+//   - data-parallel-size=N: DataParallelSize, vLLM's
+//     --data-parallel-size, engine cores behind the one frontend, from 1
+//     to 64 (default 1): a request goes to the least loaded, its aborts to
+//     the core that holds it, and every control call to every core.
 //   - enable-lora=on|off: EnableLoRA, vLLM's --enable-lora; requests may
 //     run with a LoRA adapter; off, a request with one is refused.
 //   - kv-offload-blocks=N: KVOffloadBlocks, vLLM's --kv-offloading-size
