@@ -71,6 +71,19 @@
 // when it may preempt, abandons the loads in flight, whose requests then
 // compute again. core.EventKVLoad and core.EventKVLoaded tell the loads.
 //
+// Config.DataParallelSize is vLLM's --data-parallel-size for a dense
+// model: several engine cores behind this frontend, each a task of its
+// own with its own scheduler and caches, putting their outputs on one
+// queue. A request goes to the core Params.DataParallelRank names, or to
+// the least loaded, by vLLM's internal load balancer (the greater of the
+// sequences routed there and not ended and the requests it runs and keeps
+// waiting); its aborts go to the core that holds it. A utility call goes
+// to every core, the calls of several callers in one order, and returns
+// once each replied, their answers combined (paused or asleep if any core
+// is, a reset if every core reset); a weight update that one core refuses
+// is finished on those that started it. Stats sums the cores. An MoE
+// model's ranks, which step together in waves, are not modelled.
+//
 // If the core dies (a model that panics, an executor past its slots),
 // every request it held ends with ErrEngineDead, its cause in its words,
 // and every later call fails fast with it; CheckHealth, vLLM's
