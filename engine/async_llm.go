@@ -42,21 +42,15 @@ type AsyncLLM struct {
 	loraNames map[int]string
 	// deferredAborts are aborts a fault hook held back until the next ADD.
 	deferredAborts []coreAbort
-	// inflight counts, by data-parallel core, the sequences routed to it
-	// that the frontend has not ended, and lbStart is where the load
-	// balancer's next scan starts (dp.go); both nil and 0 with one core.
-	inflight []int
-	lbStart  int
+	// dp is the frontend's state of several cores (dp.go), nil with one.
+	dp *dataParallel
 
 	// cores are the engine cores by data-parallel rank, one unless
 	// Config.DataParallelSize says more; they share the output queue.
 	cores []engineCore
-	// callMu orders the utility calls of several cores (broadcast), and
-	// ranks are theirs, 0 to DataParallelSize−1 (nil with one core).
-	callMu task.Mutex
-	ranks  []int
-	out    *task.Queue[*core.Outputs]
-	tasks  *task.Group
+	core1 [1]engineCore // cores, with one
+	out   *task.Queue[*core.Outputs]
+	tasks *task.Group
 
 	// WaitIdle: counters read without the frontend lock, a monitor to wait on.
 	progMu         task.Mutex
@@ -99,8 +93,8 @@ type reqState struct {
 	// request to its end for nobody.
 	add atomic.Uint32
 	// core is the data-parallel rank of the core the sequence was routed
-	// to, whose ABORT it takes.
-	core int
+	// to, whose ABORT it takes: 32 bits, beside add.
+	core int32
 }
 
 // parentReq is vLLM's ParentRequest: what the sequences of a request with
@@ -273,7 +267,7 @@ func (e *AsyncLLM) sendAdd(st *reqState, prompt []int, p Params) {
 		Params: p.Sampling(),
 	}})
 	if !st.add.CompareAndSwap(addPending, addSent) { // aborted while its ADD was on the way
-		e.sendAbort(st.core, []string{st.internalID})
+		e.sendAbort(int(st.core), []string{st.internalID})
 	}
 }
 
@@ -286,8 +280,8 @@ func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, pa
 	}
 	st := &reqState{id: id, internalID: internal, incarnation: inc, index: index, parent: par, kind: p.Output, promptLen: len(prompt),
 		c: c, detok: newDetokenizer(p.Stop, p.MinTokens, p.Output, e.cfg.StreamInterval > 1)}
-	if e.inflight != nil {
-		st.core = e.routeLocked(p)
+	if e.dp != nil {
+		st.core = int32(e.routeLocked(p))
 	}
 	e.states[internal] = st
 	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p})
@@ -337,7 +331,7 @@ func (e *AsyncLLM) sendAborts(sts []*reqState) {
 	for n := range e.cores {
 		var ids []string
 		for _, st := range sts {
-			if st.core == n {
+			if int(st.core) == n {
 				ids = append(ids, st.internalID)
 			}
 		}
@@ -439,8 +433,8 @@ func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
 // last sequence is forgotten.
 func (e *AsyncLLM) dropLocked(st *reqState) {
 	delete(e.states, st.internalID)
-	if e.inflight != nil {
-		e.inflight[st.core]--
+	if e.dp != nil {
+		e.dp.inflight[st.core]--
 	}
 	head := st
 	if par := st.parent; par != nil {

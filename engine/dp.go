@@ -13,6 +13,27 @@ import (
 // (Config.DataParallelSize).
 const MaxDataParallelSize = 64
 
+// dataParallel is the frontend's state of several cores.
+type dataParallel struct {
+	// inflight counts, by core, the sequences routed to it that the
+	// frontend has not ended, and lbStart is where the load balancer's
+	// next scan starts.
+	inflight []int
+	lbStart  int
+	// callMu orders the utility calls (broadcast), and ranks are the
+	// cores', 0 to DataParallelSize−1.
+	callMu task.Mutex
+	ranks  []int
+}
+
+// ranks returns the ranks of the cores, nil with one.
+func (e *AsyncLLM) ranks() []int {
+	if e.dp == nil {
+		return nil
+	}
+	return e.dp.ranks
+}
+
 // engineCore is one data-parallel engine core and its two input queues.
 type engineCore struct {
 	c      *core.EngineCore
@@ -37,12 +58,13 @@ func allCores(n int) []int {
 // one socket.
 func (e *AsyncLLM) startCores() {
 	n := max(e.cfg.DataParallelSize, 1)
-	e.cores = make([]engineCore, n)
+	e.cores = e.core1[:]
+	if n > 1 {
+		e.cores = make([]engineCore, n)
+	}
 	var refs *atomic.Int32
 	if n > 1 {
-		e.inflight = make([]int, n)
-		e.callMu = e.rt.NewMutex("utility-calls")
-		e.ranks = allCores(n)
+		e.dp = &dataParallel{inflight: make([]int, n), callMu: e.rt.NewMutex("utility-calls"), ranks: allCores(n)}
 		refs = new(atomic.Int32)
 		refs.Store(int32(n))
 	}
@@ -89,9 +111,9 @@ func (e *AsyncLLM) routeLocked(p Params) int {
 		n := len(e.cores)
 		bestScore := -1.0
 		for i := range n {
-			idx := (e.lbStart + i) % n
+			idx := (e.dp.lbStart + i) % n
 			s := e.cores[idx].c.Stats()
-			score := float64(max(e.inflight[idx], s.Running+s.Waiting))
+			score := float64(max(e.dp.inflight[idx], s.Running+s.Waiting))
 			if s.Waiting > 0 {
 				usage := Stats{KVUsedBlocks: s.KVUsedBlocks, KVNumBlocks: s.KVNumBlocks}.KVCacheUsage()
 				score += float64(s.Waiting) * 6 * max(0, usage-0.5)
@@ -100,9 +122,9 @@ func (e *AsyncLLM) routeLocked(p Params) int {
 				best, bestScore = idx, score
 			}
 		}
-		e.lbStart = (e.lbStart + 1) % n
+		e.dp.lbStart = (e.dp.lbStart + 1) % n
 	}
-	e.inflight[best]++
+	e.dp.inflight[best]++
 	return best
 }
 
@@ -142,8 +164,8 @@ func (e *AsyncLLM) broadcast(in core.Input, to []int) bool {
 	if len(e.cores) == 1 {
 		return e.cores[0].c.Send(in)
 	}
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
+	e.dp.callMu.Lock()
+	defer e.dp.callMu.Unlock()
 	for _, n := range to {
 		if !e.cores[n].c.Send(in) {
 			return false

@@ -115,7 +115,7 @@ func (e *AsyncLLM) IsPaused(ctx context.Context) (bool, error) {
 // call_utility_async: on the input queue, in order with the ADDs and
 // aborts before it. It returns the call's number.
 func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply, error) {
-	call, p, err := e.callOn(ctx, in, e.ranks)
+	call, p, err := e.callOn(ctx, in, e.ranks())
 	return call, p.r, err
 }
 

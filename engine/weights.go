@@ -91,7 +91,7 @@ func (e *AsyncLLM) WeightVersion() string {
 
 // weightCall makes a weight update's call and names the core's refusal.
 func (e *AsyncLLM) weightCall(ctx context.Context, kind core.InputKind) error {
-	_, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks)
+	_, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks())
 	r := p.r
 	if kind == core.InputStartWeightUpdate && r.Err != nil && len(p.took) > 0 {
 		// Some cores started the update and another refused it: the
