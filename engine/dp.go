@@ -179,8 +179,9 @@ type pendingReply struct {
 	kind core.InputKind
 	want int // the cores asked
 	n    int // the cores that replied
-	// took are the ranks of the cores that did not refuse the call, with
-	// several cores.
+	// took are the ranks of the cores on which the call took effect, with
+	// several cores: they neither refused it nor took a resume before it
+	// took effect.
 	took []int
 	r    core.Reply // their replies, combined
 }
@@ -194,7 +195,7 @@ type pendingReply struct {
 // vLLM's data-parallel client returns the first engine's reply alone.
 func (p *pendingReply) add(r core.Reply) {
 	p.n++
-	if p.want > 1 && r.Err == nil {
+	if p.want > 1 && r.Err == nil && !r.Resumed {
 		p.took = append(p.took, r.Engine)
 	}
 	if p.n == 1 {

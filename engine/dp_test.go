@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,4 +200,33 @@ func TestDataParallelOnBothRuntimes(t *testing.T) {
 		g.Wait()
 		require.NoError(t, e.WaitIdle(context.Background()))
 	})
+}
+
+// TestDataParallelSleepOvertakenOnOneCoreWakesTheOther: a sleep whose
+// pause waits for a running request on core 0 takes effect at once on
+// idle core 1; a resume then overtakes it on core 0, and core 1, asleep,
+// refuses the resume. Sleep says ErrResumed, the engine runs: core 1 is
+// woken, and a request on it runs to its end.
+func TestDataParallelSleepOvertakenOnOneCoreWakesTheOther(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		dpRun(t, seed, sim.Random(), engine.Config{DataParallelSize: 2, StepTime: 200 * time.Microsecond}, func(rt task.Runtime, e *engine.AsyncLLM) {
+			long, err := e.AddRequest("long", pauseLong, engine.Params{MaxTokens: 200, IgnoreEOS: true, DataParallelRank: new(0)})
+			require.NoError(t, err)
+			_, err = long.Next()
+			require.NoError(t, err)
+			var slept error
+			g := task.NewGroup(rt, "sleeper")
+			g.Go("sleeper", func() {
+				slept = e.Sleep(context.Background(), engine.SleepOptions{Level: 1, Mode: engine.PauseWait})
+			})
+			rt.Sleep(time.Millisecond) // core 1 sleeps; core 0 waits for "long"
+			assert.ErrorIs(t, e.ResumeGeneration(context.Background()), engine.ErrAsleep, "seed %d: core 1 refuses the resume", seed)
+			g.Wait()
+			assert.ErrorIs(t, slept, engine.ErrResumed, "seed %d: the resume overtook the sleep on core 0", seed)
+			r, err := e.AddRequest("after", pauseLong, engine.Params{MaxTokens: 2, DataParallelRank: new(1)})
+			require.NoError(t, err)
+			assert.Equal(t, want(pauseLong, 2), tokensOf(engine.Cumulative, drain(t, r)), "seed %d: core 1 runs", seed)
+			assert.Equal(t, want(pauseLong, 200), tokensOf(engine.Cumulative, drain(t, long)), "seed %d", seed)
+		})
+	}
 }

@@ -40,7 +40,9 @@ const (
 // wake-up. A sleep while asleep pauses again and releases nothing more.
 //
 // A ResumeGeneration or WakeUp the core takes before the pause took effect
-// overtakes it: Sleep returns ErrResumed and releases nothing. It fails
+// overtakes it: Sleep returns ErrResumed and releases nothing. With
+// several cores, one that it overtook on some but not on others is woken
+// on those, so that every core runs. It fails
 // with ErrClosed or the engine-dead error when the engine is, with ctx's
 // error when ctx is done first (the sleep still happens), and with an
 // error naming the level or mode when either is out of range.
@@ -51,11 +53,19 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 	if !o.Mode.Valid() {
 		return fmt.Errorf("engine: pause mode %d is not one of abort (0), wait (1), keep (2)", uint8(o.Mode))
 	}
-	call, r, err := e.call(ctx, core.Input{Kind: core.InputSleep, Level: uint8(o.Level), Mode: o.Mode})
+	call, p, err := e.callOn(ctx, core.Input{Kind: core.InputSleep, Level: uint8(o.Level), Mode: o.Mode}, e.ranks())
 	if err != nil {
 		return err
 	}
-	if r.Resumed {
+	if p.r.Resumed {
+		if len(p.took) > 0 {
+			// A resume overtook the sleep on some cores, not on these,
+			// which refuse it while asleep: the engine would run on some
+			// cores while the others hold their requests until a wake-up
+			// nobody told to come. Wake them, as the sleep's ErrResumed
+			// says the engine runs.
+			e.callOn(context.WithoutCancel(ctx), core.Input{Kind: core.InputWakeUp, Tags: core.SleepAll}, p.took)
+		}
 		return ErrResumed
 	}
 	e.emit(Event{Kind: core.EventPaused, Call: call, Text: "Sleep"})
