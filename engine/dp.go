@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -164,14 +165,22 @@ func (e *AsyncLLM) broadcast(in core.Input, to []int) bool {
 	if len(e.cores) == 1 {
 		return e.cores[0].c.Send(in)
 	}
-	e.dp.callMu.Lock()
-	defer e.dp.callMu.Unlock()
+	if !e.cfg.Faults.Fires(failpoints.EngineDPCallsSplit) {
+		e.dp.callMu.Lock()
+		defer e.dp.callMu.Unlock()
+	}
 	for _, n := range to {
 		if !e.cores[n].c.Send(in) {
 			return false
 		}
 	}
 	return true
+}
+
+// mendsSplit reports whether a call whose outcome split the cores is to
+// be mended on those it took effect on, as no engine/dp-calls-split.
+func (e *AsyncLLM) mendsSplit(p *pendingReply) bool {
+	return len(p.took) > 0 && !e.cfg.Faults.Fires(failpoints.EngineDPCallsSplit)
 }
 
 // pendingReply gathers the replies of the cores to one utility call.

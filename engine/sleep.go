@@ -58,7 +58,7 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 		return err
 	}
 	if p.r.Resumed {
-		if len(p.took) > 0 {
+		if e.mendsSplit(p) {
 			// A resume overtook the sleep on some cores, not on these,
 			// which refuse it while asleep: the engine would run on some
 			// cores while the others hold their requests until a wake-up

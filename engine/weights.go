@@ -93,7 +93,7 @@ func (e *AsyncLLM) WeightVersion() string {
 func (e *AsyncLLM) weightCall(ctx context.Context, kind core.InputKind) error {
 	_, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks())
 	r := p.r
-	if kind == core.InputStartWeightUpdate && r.Err != nil && len(p.took) > 0 {
+	if kind == core.InputStartWeightUpdate && r.Err != nil && e.mendsSplit(p) {
 		// Some cores started the update and another refused it: the
 		// caller, told it failed, would never finish it, and those
 		// cores would hold their requests for ever. Finish it there, with

@@ -32,6 +32,25 @@ func TestDataParallelControlCallsKeepTheCoresAlike(t *testing.T) {
 	}
 }
 
+// TestDataParallelControlMixCatchesSplitCalls plants vLLM's data-parallel
+// client, engine/dp-calls-split: calls sent core by core with nothing
+// ordering two callers' and no split outcome mended. control-mix on two
+// cores catches it by a request that never ends, or by the trainer's
+// weight update refused as already active, where the last one, refused by
+// a sleeping core, stayed open on the other (0.6% of the first 4,000
+// seeds under chaos; weight-sync 0.3%).
+func TestDataParallelControlMixCatchesSplitCalls(t *testing.T) {
+	counts, first := sweepFailures(t, scenario.ControlMix, "chaos", 2000, func(seed uint64) scenario.Options {
+		o := onCores(2)(seed)
+		o.Failpoints = []string{"engine/dp-calls-split=return"}
+		return o
+	})
+	assert.Positive(t, counts[props.EndsExactlyOnce], "%v", counts)
+	for p, n := range counts {
+		assert.Contains(t, []string{props.EndsExactlyOnce, ""}, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+	}
+}
+
 // TestDataParallelLegacyEngineStillRacesReuse: the founding race needs no
 // single core: on two, the legacy engine's reuse of an aborted id still
 // gets a token of the incarnation before it (91.8% of the first 10,000
