@@ -338,6 +338,40 @@ func TestTraceHashGolden(t *testing.T) {
 	golden.Check(t, "hashes.golden", one)
 }
 
+// TestTraceHashGoldenOnTwoCores pins every scenario's runs on two
+// data-parallel cores (-config data-parallel-size=2): seeds 1 and 2 under
+// the scenario's own strategy and chaos, the same under GOMAXPROCS 1 and
+// 8 and, under make test, the race detector.
+func TestTraceHashGoldenOnTwoCores(t *testing.T) {
+	table := func() string {
+		var b strings.Builder
+		for _, s := range scenario.All() {
+			for _, name := range []string{s.DefaultStrategy, "chaos"} {
+				st, err := sim.ParseStrategy(name)
+				require.NoError(t, err)
+				for _, seed := range []uint64{1, 2} {
+					prog, out := s.Program(onCores(2)(seed))
+					res := sim.Run(sim.Options{Seed: seed, Strategy: st}, prog)
+					verdict := "pass"
+					if out.Err(res.Err) != nil {
+						verdict = "FAIL"
+					}
+					fmt.Fprintf(&b, "%-21s %-21s seed=%d steps=%-5d elapsed=%-9v %s hash=%016x\n", s.Name, name, seed, res.Steps, res.Elapsed, verdict, res.TraceHash)
+				}
+			}
+		}
+		return b.String()
+	}
+	prev := runtime.GOMAXPROCS(1)
+	one := table()
+	runtime.GOMAXPROCS(8)
+	eight := table()
+	runtime.GOMAXPROCS(prev)
+	require.Equal(t, one, eight, "GOMAXPROCS 1 and 8 give different runs")
+	assert.NotContains(t, one, "FAIL")
+	golden.Check(t, "hashes-dp2.golden", one)
+}
+
 func TestRegistry(t *testing.T) {
 	assert.Equal(t, []string{"abort-reuse", "abort-reuse-wait-idle", "colocate", "control-mix", "kv-offload", "live-reload", "lora-reload", "multi-lora", "parallel-abort-reuse", "pause-resume", "prefix-chat", "swarm", "weight-sync"}, scenario.Names())
 	_, err := scenario.Lookup("nope")
