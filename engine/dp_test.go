@@ -18,32 +18,20 @@ import (
 )
 
 // dpRun runs body on an engine of cfg under the simulator's strategy st,
-// with the checker, and returns the core's events, each stamped with its
-// core's rank.
+// with the checker (checkedRun), and returns the core's events, each
+// stamped with its core's rank.
 func dpRun(t *testing.T, seed uint64, st sim.Strategy, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (*props.Checker, []engine.Event) {
 	t.Helper()
-	c := props.NewChecker(nil)
-	c.SetEngine(cfg)
 	var events []engine.Event
-	res := sim.Run(sim.Options{Seed: seed, Strategy: st}, func(rt task.Runtime) error {
-		cfg := cfg
-		obs := c.Observer(rt)
-		cfg.Runtime, cfg.Observer = rt, func(ev engine.Event) {
-			switch ev.Kind {
-			case core.EventCoreAdd, core.EventCoreAbort, core.EventFrameEmitted, core.EventStep, core.EventPause, core.EventCacheReset, core.EventIdle:
-				ev.Tokens = nil // the core's: it grows
-				events = append(events, ev)
-			}
-			obs(ev)
+	cfg.Observer = func(ev engine.Event) {
+		switch ev.Kind {
+		case core.EventCoreAdd, core.EventCoreAbort, core.EventFrameEmitted, core.EventStep, core.EventPause, core.EventCacheReset, core.EventIdle:
+			ev.Tokens = nil // the core's: it grows
+			events = append(events, ev)
 		}
-		e, err := engine.New(cfg)
-		require.NoError(t, err)
-		body(rt, e)
-		require.NoError(t, e.Close())
-		c.CheckKV(e)
-		return nil
-	})
-	require.NoError(t, res.Err, "seed %d", seed)
+	}
+	c, err := checkedRun(t, seed, st, cfg, body)
+	require.NoError(t, err, "seed %d", seed)
 	require.NoError(t, c.Finish(), "seed %d", seed)
 	return c, events
 }

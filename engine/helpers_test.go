@@ -52,6 +52,33 @@ func newEngine(t *testing.T, rt task.Runtime, cfg engine.Config) *engine.AsyncLL
 	return e
 }
 
+// checkedRun runs body on an engine of cfg under the simulator's strategy
+// st (nil: the simulator's default), a checker following the engine's events after cfg's own observer,
+// if any; it closes the engine and checks its KV blocks, and returns the
+// checker and the run's error.
+func checkedRun(t *testing.T, seed uint64, st sim.Strategy, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (*props.Checker, error) {
+	t.Helper()
+	c := props.NewChecker(nil)
+	c.SetEngine(cfg)
+	res := sim.Run(sim.Options{Seed: seed, Strategy: st}, func(rt task.Runtime) error {
+		cfg := cfg
+		obs, also := c.Observer(rt), cfg.Observer
+		cfg.Runtime, cfg.Observer = rt, func(ev engine.Event) {
+			if also != nil {
+				also(ev)
+			}
+			obs(ev)
+		}
+		e, err := engine.New(cfg)
+		require.NoError(t, err)
+		body(rt, e)
+		require.NoError(t, e.Close())
+		c.CheckKV(e)
+		return nil
+	})
+	return c, res.Err
+}
+
 func add(t *testing.T, e *engine.AsyncLLM, id, prompt string, p engine.Params) *engine.Request {
 	t.Helper()
 	r, err := e.AddRequest(id, prompt, p)

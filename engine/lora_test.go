@@ -66,7 +66,7 @@ func TestAdaptersShareTheEngine(t *testing.T) {
 	const seeds = 12
 	for seed := uint64(1); seed <= seeds; seed++ {
 		cfg := engine.Config{EnableLoRA: true, MaxLoRAs: 1 + int(seed%2), EnablePrefixCaching: true, BlockSize: 4}
-		c, err := checkedRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+		c, err := checkedRun(t, seed, nil, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			g := task.NewGroup(rt, "clients")
 			for i := range 10 {
 				lora := i % 5 // 0: the base model
@@ -299,24 +299,6 @@ func TestReloadsOnTheRealRuntime(t *testing.T) {
 	}
 }
 
-// checkedRun runs body under the simulator at seed on an engine of cfg
-// that a checker of cfg observes, closed after body; it returns the
-// checker and the run's error.
-func checkedRun(t *testing.T, seed uint64, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (*props.Checker, error) {
-	c := props.NewChecker(nil)
-	c.SetEngine(cfg)
-	res := sim.Run(sim.Options{Seed: seed}, func(rt task.Runtime) error {
-		cfg := cfg
-		cfg.Runtime, cfg.Observer = rt, c.Observer(rt)
-		e, err := engine.New(cfg)
-		require.NoError(t, err)
-		defer e.Close()
-		body(rt, e)
-		return nil
-	})
-	return c, res.Err
-}
-
 // TestAPinnedAdapterNeverWaits: under the simulator, with two slots and
 // adapter 9 pinned, requests of adapters 1 to 3 share the one slot left
 // and wait for it in every run, while adapter 9's requests never wait;
@@ -330,7 +312,7 @@ func TestAPinnedAdapterNeverWaits(t *testing.T) {
 		if faults != "" {
 			cfg.Faults = rttest.Armed(t, faults)
 		}
-		return checkedRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+		return checkedRun(t, seed, nil, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			ctx := context.Background()
 			hot := engine.LoRARequest{Name: "hot", ID: 9}
 			require.NoError(t, e.AddLoRA(ctx, hot))

@@ -59,35 +59,24 @@ func offloadPauseLong(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
 	putOut(t, rt, e)
 }
 
-// offloadRun runs body on an engine of cfg under the simulator, with the
-// checker, and counts the KV loads the core started and those that
+// offloadRun runs body on an engine of cfg under chaos, with the checker
+// (checkedRun), and counts the KV loads the core started and those that
 // landed after their request ended.
 func offloadRun(t *testing.T, seed uint64, cfg engine.Config, body func(rt task.Runtime, e *engine.AsyncLLM)) (c *props.Checker, loads, late int, err error) {
-	c = props.NewChecker(nil)
-	c.SetEngine(cfg)
-	res := sim.Run(sim.Options{Seed: seed, Strategy: sim.Chaos()}, func(rt task.Runtime) error {
-		cfg := cfg
-		obs, also := c.Observer(rt), cfg.Observer
-		cfg.Runtime, cfg.Observer = rt, func(ev engine.Event) {
-			if also != nil {
-				also(ev)
-			}
-			switch {
-			case ev.Kind == core.EventKVLoad:
-				loads++
-			case ev.Kind == core.EventKVLoaded && ev.Finished:
-				late++
-			}
-			obs(ev)
+	also := cfg.Observer
+	cfg.Observer = func(ev engine.Event) {
+		if also != nil {
+			also(ev)
 		}
-		e, err := engine.New(cfg)
-		require.NoError(t, err)
-		body(rt, e)
-		require.NoError(t, e.Close())
-		c.CheckKV(e)
-		return nil
-	})
-	return c, loads, late, res.Err
+		switch {
+		case ev.Kind == core.EventKVLoad:
+			loads++
+		case ev.Kind == core.EventKVLoaded && ev.Finished:
+			late++
+		}
+	}
+	c, err = checkedRun(t, seed, sim.Chaos(), cfg, body)
+	return c, loads, late, err
 }
 
 // TestKVOffloadLoadsWhatTheGPUCachePutOut: a prompt's blocks, put out of
