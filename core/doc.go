@@ -16,6 +16,10 @@
 // The Scheduler, the KV accounting and the stop checks are plain methods on
 // plain structs with no concurrency; EngineCore is the one task ("engine-core")
 // that drives them: block when idle, drain ADD and ABORT, step, push outputs.
+// Several data-parallel cores (Config.DataParallelRank and
+// DataParallelSize) are each such a task, "engine-core-dpN", stamping their
+// rank on their events and numbering their frames apart, and may share one
+// output queue (ShareOutput).
 // With Config.AsyncScheduling it is vLLM's step_with_batch_queue: it
 // schedules a step while the model runs the one before, so ADD and ABORT
 // arrive with a step in flight, and a step's output is applied to the
@@ -56,7 +60,8 @@
 // The caller's duties (package engine does all of this):
 //
 //  1. Build an EngineCore with NewEngineCore and start its Run as a task
-//     named "engine-core".
+//     named "engine-core" ("engine-core-dpN" for the core of rank N of
+//     several).
 //  2. Put an InputAdd for every request and an InputAbort for every abort on
 //     its input queue, and mirror every abort onto its aborts queue, as
 //     vLLM's input thread does, so that an abort during a step wins.
