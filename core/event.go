@@ -174,7 +174,8 @@ type Event struct {
 	Input uint64
 	// Engine is the data-parallel rank of the core whose event it is
 	// (Config.DataParallelRank), 0 with one core; for EventIdle, the
-	// core whose inputs Input counts (one event a core).
+	// core whose inputs Input counts (one event a core); for EventAdd,
+	// the core the frontend routed the sequence to.
 	Engine int
 }
 

@@ -284,7 +284,7 @@ func (e *AsyncLLM) registerLocked(id, internal string, inc uint64, index int, pa
 		st.core = int32(e.routeLocked(p))
 	}
 	e.states[internal] = st
-	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p})
+	e.emit(Event{Kind: core.EventAdd, RequestID: id, InternalID: internal, Incarnation: inc, Index: index, Prompt: prompt, Params: p, Engine: int(st.core)})
 	return st
 }
 
@@ -328,10 +328,17 @@ func (e *AsyncLLM) sendAborts(sts []*reqState) {
 		e.sendAbort(0, ids)
 		return
 	}
+	coreOf := func(st *reqState) int { return int(st.core) }
+	if e.cfg.Faults.Fires(failpoints.EngineDPAbortMisrouted) {
+		e.mu.Lock()
+		now := e.leastLoadedLocked()
+		e.mu.Unlock()
+		coreOf = func(*reqState) int { return now } // the bug: where a new request would go
+	}
 	for n := range e.cores {
 		var ids []string
 		for _, st := range sts {
-			if int(st.core) == n {
+			if coreOf(st) == n {
 				ids = append(ids, st.internalID)
 			}
 		}

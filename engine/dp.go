@@ -109,23 +109,29 @@ func (e *AsyncLLM) routeLocked(p Params) int {
 	if p.DataParallelRank != nil {
 		best = *p.DataParallelRank
 	} else {
-		n := len(e.cores)
-		bestScore := -1.0
-		for i := range n {
-			idx := (e.dp.lbStart + i) % n
-			s := e.cores[idx].c.Stats()
-			score := float64(max(e.dp.inflight[idx], s.Running+s.Waiting))
-			if s.Waiting > 0 {
-				usage := Stats{KVUsedBlocks: s.KVUsedBlocks, KVNumBlocks: s.KVNumBlocks}.KVCacheUsage()
-				score += float64(s.Waiting) * 6 * max(0, usage-0.5)
-			}
-			if bestScore < 0 || score < bestScore {
-				best, bestScore = idx, score
-			}
-		}
-		e.dp.lbStart = (e.dp.lbStart + 1) % n
+		best = e.leastLoadedLocked()
+		e.dp.lbStart = (e.dp.lbStart + 1) % len(e.cores)
 	}
 	e.dp.inflight[best]++
+	return best
+}
+
+// leastLoadedLocked returns the core of the lowest score (routeLocked).
+func (e *AsyncLLM) leastLoadedLocked() int {
+	n := len(e.cores)
+	best, bestScore := 0, -1.0
+	for i := range n {
+		idx := (e.dp.lbStart + i) % n
+		s := e.cores[idx].c.Stats()
+		score := float64(max(e.dp.inflight[idx], s.Running+s.Waiting))
+		if s.Waiting > 0 {
+			usage := Stats{KVUsedBlocks: s.KVUsedBlocks, KVNumBlocks: s.KVNumBlocks}.KVCacheUsage()
+			score += float64(s.Waiting) * 6 * max(0, usage-0.5)
+		}
+		if bestScore < 0 || score < bestScore {
+			best, bestScore = idx, score
+		}
+	}
 	return best
 }
 

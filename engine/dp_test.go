@@ -139,6 +139,29 @@ func TestDataParallelAbortGoesToItsCore(t *testing.T) {
 	assert.Positive(t, found, "the core held the request when its abort came, in some seed")
 }
 
+// TestDataParallelMisroutedAbortIsCaught plants engine/dp-abort-misrouted:
+// the abort of the request on core 1 goes to the core the load balancer
+// would choose now, core 0, where "stay" runs; core 1 runs the request on
+// for nobody, and the checker names the core that took the abort.
+func TestDataParallelMisroutedAbortIsCaught(t *testing.T) {
+	cfg := engine.Config{DataParallelSize: 2, Faults: rttest.Armed(t, "engine/dp-abort-misrouted=return")}
+	c, err := checkedRun(t, 1, sim.Random(), cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+		doomed, err := e.AddRequest("doomed", pauseLong, engine.Params{MaxTokens: 40, IgnoreEOS: true, DataParallelRank: new(1)})
+		require.NoError(t, err)
+		_, err = doomed.Next()
+		require.NoError(t, err)
+		e.Abort("doomed")
+		drain(t, doomed)
+		require.NoError(t, e.WaitIdle(context.Background()))
+	})
+	require.NoError(t, err)
+	var v *props.Violation
+	require.ErrorAs(t, c.Finish(), &v)
+	assert.Equal(t, props.AbortReachesItsCore, v.Property)
+	assert.Contains(t, v.Detail, "core 0 took an abort of doomed-")
+	assert.Contains(t, v.Detail, "whose ADD went to core(s) [1]: the sequence runs on there for nobody")
+}
+
 // TestDataParallelCallsReachEveryCore: a pause takes effect on every core
 // before PauseGeneration returns, aborting the requests of both; a reset
 // of the prefix cache resets both caches; the engine resumes on both.

@@ -110,6 +110,9 @@ var (
 	EnginePauseReplyOvertakes = register(&Point{Name: "engine/pause-reply-overtakes", Bug: true,
 		Doc:   "a bug, vLLM's order: the core's reply to a pause reaches PauseGeneration ahead of the outputs the core put before it, as vLLM's client resolves a utility call on the thread that reads the core's socket, and PauseGeneration then sleeps 20 ms, as vLLM's pause_generation does so that those outputs come first; an output handler descheduled for longer leaves a request the pause aborted without its final output when PauseGeneration returns",
 		Terms: "return", checkValue: checkNoValue})
+	EngineDPAbortMisrouted = register(&Point{Name: "engine/dp-abort-misrouted", Bug: true,
+		Doc:   "a bug: an abort is routed as a new request would be, to the core the load balancer chooses now, not to the core that holds the request, as a frontend that forgets where it sent each request does; the request's own core never hears of it and runs it to its end for nobody, its blocks held meanwhile, and the other core drops an abort of an id it never held (Config.DataParallelSize > 1 only)",
+		Terms: "return", checkValue: checkNoValue})
 	EngineDPCallsSplit = register(&Point{Name: "engine/dp-calls-split", Bug: true,
 		Doc:   "a bug, vLLM's data-parallel client (call_utility_async gathers the engines' replies and returns the first): a utility call goes to the cores one after another with nothing ordering two callers' calls, and nothing mends a split outcome; a resume that overtakes a sleep on one core but not another leaves that core asleep while Sleep says the engine runs, and a weight update one core refuses stays open on the others, its caller told it failed: requests on those cores wait for ever (Config.DataParallelSize > 1 only)",
 		Terms: "return", checkValue: checkNoValue})

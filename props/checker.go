@@ -76,13 +76,19 @@ const (
 	// LoRASlotsSuffice: no step's batch uses more LoRA adapters than the
 	// executor has slots (engine.Config.MaxLoRAs; SetLoRASlots).
 	LoRASlotsSuffice = "a-step-uses-at-most-max-loras-adapters"
+	// AbortReachesItsCore: with several data-parallel cores, the core that
+	// takes an abort of a sequence is the one its ADD went to (the frontend
+	// sends its ABORT nowhere else): an abort that reaches another core
+	// leaves the sequence running for nobody.
+	AbortReachesItsCore = "abort-reaches-its-core"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
 // pause's, then the KV cache's, then the sleep's, then the weight
-// update's, then LoRA's.
+// update's, then LoRA's, then data parallelism's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
-	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake, LoRASlotsSuffice}
+	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake, LoRASlotsSuffice,
+	AbortReachesItsCore}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -104,6 +110,7 @@ var docs = map[string]string{
 	UpdateRunsNothing:           "from a weight update's start to its finish the core runs no step, whatever resumes or wake-ups come between: a forward pass would read weights half replaced",
 	WeightsWrittenAwake:         "a weight update writes the executor's weights only while they are awake: while they sleep its calls are refused",
 	LoRASlotsSuffice:            "no step's batch uses more LoRA adapters than the executor has LoRA slots (max_loras): a waiting request of another adapter waits for a slot",
+	AbortReachesItsCore:         "with several data-parallel cores, an abort of a request reaches the core its ADD went to, and no other: there it stops the request, which elsewhere runs on for nobody",
 }
 
 // Violation is a property that did not hold.
@@ -242,6 +249,10 @@ type Checker struct {
 	modelLen int
 	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
 	loraSlots int
+	// routed are, with several cores, the cores the frontend sent the
+	// ADDs of each internal id to, a bit a core (an id names one sequence
+	// but under legacy routing).
+	routed map[string]uint64
 	// Where, if set, says where the running code is; a Violation records
 	// it. Under the simulator set it to a closure over sim.Where.
 	Where func() (task, point string)
@@ -288,6 +299,17 @@ func (c *Checker) frames(n int) (emitted, inFlight int) {
 		return c.framesEmitted, c.framesInFlight
 	}
 	return c.views[n].emitted, c.views[n].inFlight
+}
+
+// bitsOf returns the bits set in m, lowest first.
+func bitsOf(m uint64) []int {
+	var bits []int
+	for i := range 64 {
+		if m&(1<<i) != 0 {
+			bits = append(bits, i)
+		}
+	}
+	return bits
 }
 
 // view returns the state of the core of data-parallel rank n.
@@ -426,6 +448,9 @@ func (c *Checker) observe(ev *core.Event) {
 			in.input = ev.Input
 		}
 	case core.EventCoreAbort:
+		if c.routed != nil && c.routed[ev.InternalID]&(1<<uint(ev.Engine)) == 0 {
+			c.fail(AbortReachesItsCore, "core %d took an abort of %s, whose ADD went to core(s) %v: the sequence runs on there for nobody", ev.Engine, ev.InternalID, bitsOf(c.routed[ev.InternalID]))
+		}
 		c.coreAbortReached(ev)
 		c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		c.checkCoreAbort(ev)
@@ -782,6 +807,12 @@ func (c *Checker) pause(ev *core.Event) {
 
 // add records an incarnation the frontend accepted, or one sequence of it.
 func (c *Checker) add(ev *core.Event) {
+	if len(c.views) > 1 {
+		if c.routed == nil {
+			c.routed = make(map[string]uint64)
+		}
+		c.routed[ev.InternalID] |= 1 << uint(ev.Engine)
+	}
 	p, _ := ev.Params.(engine.Params)
 	prev := c.latest[ev.RequestID]
 	in := &incarnation{id: ev.RequestID, internal: ev.InternalID, n: ev.Incarnation, index: ev.Index, params: p, sampling: p.Sampling(), promptLen: len(ev.Prompt),

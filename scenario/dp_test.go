@@ -51,6 +51,21 @@ func TestDataParallelControlMixCatchesSplitCalls(t *testing.T) {
 	}
 }
 
+// TestDataParallelAbortReuseCatchesAMisroutedAbort plants
+// engine/dp-abort-misrouted: an abort goes where the load balancer would
+// send a new request, not to the core that holds the request. Nothing the
+// callers see changes (the request ends for them at once, the core that
+// holds it runs it on for nobody), so abort-reaches-its-core alone
+// catches it, in every seed of abort-reuse on two cores.
+func TestDataParallelAbortReuseCatchesAMisroutedAbort(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.AbortReuse, scenario.AbortReuse.DefaultStrategy, func(seed uint64) scenario.Options {
+		o := onCores(2)(seed)
+		o.Failpoints = []string{"engine/dp-abort-misrouted=return"}
+		return o
+	}, props.AbortReachesItsCore)
+	assert.Equal(t, int(pauseSeeds()), n)
+}
+
 // TestDataParallelLegacyEngineStillRacesReuse: the founding race needs no
 // single core: on two, the legacy engine's reuse of an aborted id still
 // gets a token of the incarnation before it (91.8% of the first 10,000
