@@ -241,3 +241,42 @@ func TestDataParallelSleepOvertakenOnOneCoreWakesTheOther(t *testing.T) {
 		})
 	}
 }
+
+// doomModel is the toy model but for one prompt, whose sampling panics at
+// output position 5: the core that runs it dies.
+type doomModel struct {
+	core.ToyModel
+	doomed uint64 // the prompt's key
+}
+
+func (m doomModel) TokenAt(key uint64, i int) int {
+	if key == m.doomed && i == 5 {
+		panic("the GPU of this rank fell off the bus")
+	}
+	return m.ToyModel.TokenAt(key, i)
+}
+
+// TestDataParallelOneCoreDyingKillsTheEngine: core 1 dies of its request
+// while core 0 streams one; as vLLM's client fails every request once an
+// engine is dead, both end with ErrEngineDead and its cause, later calls
+// fail fast, and Close stops the live core and returns.
+func TestDataParallelOneCoreDyingKillsTheEngine(t *testing.T) {
+	model := doomModel{doomed: core.ToyModel{}.Prepare(core.Tokenizer{}.Encode("doom"))}
+	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
+		e := newEngine(t, rt, engine.Config{DataParallelSize: 2, Model: model})
+		defer e.Close()
+		healthy := add(t, e, "healthy", pauseLong, engine.Params{MaxTokens: 100000, IgnoreEOS: true, DataParallelRank: new(0)})
+		_, err := healthy.Next()
+		require.NoError(t, err)
+		doomed := add(t, e, "doomed", "doom", engine.Params{MaxTokens: 10, IgnoreEOS: true, DataParallelRank: new(1)})
+		for _, r := range []*engine.Request{doomed, healthy} {
+			_, err := readAll(r)
+			assert.ErrorIs(t, err, engine.ErrEngineDead, r.ID())
+			assert.ErrorContains(t, err, "the GPU of this rank fell off the bus", r.ID())
+		}
+		assert.ErrorIs(t, e.CheckHealth(), engine.ErrEngineDead)
+		_, err = e.AddRequest("later", pauseLong, engine.Params{MaxTokens: 1, DataParallelRank: new(0)})
+		assert.ErrorIs(t, err, engine.ErrEngineDead, "the live core takes nothing more")
+		require.NoError(t, e.Close())
+	})
+}
