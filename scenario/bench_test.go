@@ -12,22 +12,25 @@ import (
 )
 
 // BenchmarkSeed measures one seed of each scenario on one core, as a
-// sweep's fast pass runs it: no schedule recorded, no hash, no trace.
+// sweep's fast pass runs it: no schedule recorded, no hash, no trace; on
+// the fixed engine, the legacy one, and the fixed engine of two
+// data-parallel cores (-config data-parallel-size=2), "dp2".
 func BenchmarkSeed(b *testing.B) {
 	for _, s := range scenario.All() {
-		for _, legacy := range []bool{false, true} {
-			name := s.Name + "/fixed"
-			if legacy {
-				name = s.Name + "/legacy"
+		for _, variant := range []string{"fixed", "legacy", "dp2"} {
+			legacy := variant == "legacy"
+			var cfg func(*engine.Config)
+			if variant == "dp2" {
+				cfg = func(c *engine.Config) { c.DataParallelSize = 2 }
 			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(s.Name+"/"+variant, func(b *testing.B) {
 				st, _ := sim.ParseStrategy(s.DefaultStrategy)
 				b.ReportAllocs()
 				pool := sim.NewPool()
 				defer pool.Close()
 				var steps int64
 				for i := 0; i < b.N; i++ {
-					prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: uint64(i)})
+					prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: uint64(i), Engine: cfg})
 					res := sim.Run(sim.Options{Seed: uint64(i), Strategy: st, NoRecord: true, NoHash: true, Pool: pool}, prog)
 					_ = out.Err(res.Err)
 					steps += res.Steps

@@ -242,15 +242,17 @@ func writeScenarios(p func(string, ...any), b map[string]*result) {
 	p("## Each scenario's seeds")
 	p("")
 	p("Seeds per second on one core, each scenario under its default strategy, to size a hunt")
-	p("(a sweep on both cores runs about twice as many); the decisions, bytes and allocations")
-	p("are the fixed engine's, a seed's mean:")
+	p("(a sweep on both cores runs about twice as many), the fixed engine's on two data-parallel")
+	p("engine cores too (`-config data-parallel-size=2`); the decisions, bytes and allocations")
+	p("are the fixed engine's on one engine core, a seed's mean:")
 	p("")
-	p("| scenario | fixed engine, seeds/s | legacy engine, seeds/s | decisions | µs a decision | bytes | allocations |")
-	p("|---|---|---|---|---|---|---|")
+	p("| scenario | fixed engine, seeds/s | legacy engine, seeds/s | fixed, two cores, seeds/s | decisions | µs a decision | bytes | allocations |")
+	p("|---|---|---|---|---|---|---|---|")
 	for _, sc := range names {
 		fixed, legacy := "BenchmarkSeed/"+sc+"/fixed", "BenchmarkSeed/"+sc+"/legacy"
 		s, okS := get(b, fixed, "seeds/s")
 		l, okL := get(b, legacy, "seeds/s")
+		d, okD := get(b, "BenchmarkSeed/"+sc+"/dp2", "seeds/s")
 		st, okT := get(b, fixed, "steps/seed")
 		bytes, okB := get(b, fixed, "B/op")
 		allocs, okA := get(b, fixed, "allocs/op")
@@ -258,7 +260,7 @@ func writeScenarios(p func(string, ...any), b map[string]*result) {
 		if okP {
 			per = 1e6 / s / st
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s |", sc, num(s, okS, "%.0f"), num(l, okL, "%.0f"),
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |", sc, num(s, okS, "%.0f"), num(l, okL, "%.0f"), num(d, okD, "%.0f"),
 			num(st, okT, "%.0f"), num(per, okP, "%.2f"), num(bytes, okB, "%.0f"), num(allocs, okA, "%.0f"))
 	}
 	p("")

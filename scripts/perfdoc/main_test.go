@@ -127,18 +127,20 @@ func TestEachScenarioIsARow(t *testing.T) {
 	text := "BenchmarkSeed/swarm/fixed   \t 100\t 250000 ns/op\t 4000 seeds/s\t 500.0 steps/seed\t 43000 B/op\t 400 allocs/op\n" +
 		"BenchmarkSeed/swarm/legacy   \t 100\t 200000 ns/op\t 5000 seeds/s\t 450.0 steps/seed\t 41000 B/op\t 380 allocs/op\n" +
 		"BenchmarkSeed/abort-reuse/fixed   \t 100\t 70000 ns/op\t 14000 seeds/s\t 340.0 steps/seed\t 20000 B/op\t 200 allocs/op\n" +
+		"BenchmarkSeed/abort-reuse/dp2   \t 100\t 90000 ns/op\t 11000 seeds/s\t 380.0 steps/seed\t 26000 B/op\t 260 allocs/op\n" +
 		"BenchmarkSeedParallel/abort-reuse/fixed-2   \t 100\t 28000 seeds/s\n"
 	b, env, err := parseBench(strings.NewReader(text))
 	require.NoError(t, err)
 	var out strings.Builder
 	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
 	doc := out.String()
-	abort := strings.Index(doc, "| abort-reuse | 14000 | not measured | 340 | 0.21 | 20000 | 200 |")
-	swarm := strings.Index(doc, "| swarm | 4000 | 5000 | 500 | 0.50 | 43000 | 400 |")
+	abort := strings.Index(doc, "| abort-reuse | 14000 | not measured | 11000 | 340 | 0.21 | 20000 | 200 |")
+	swarm := strings.Index(doc, "| swarm | 4000 | 5000 | not measured | 500 | 0.50 | 43000 | 400 |")
 	require.NotEqual(t, -1, abort, doc)
 	require.NotEqual(t, -1, swarm, doc)
 	assert.Less(t, abort, swarm, "rows in name order")
 	assert.NotContains(t, doc, "| abort-reuse-2 |", "the parallel benchmark is not a scenario's row")
+	assert.NotContains(t, doc, "| abort-reuse/dp2 |", "two cores are a column, not a row")
 
 	out.Reset()
 	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
