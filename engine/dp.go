@@ -60,25 +60,25 @@ func allCores(n int) []int {
 func (e *AsyncLLM) startCores() {
 	n := max(e.cfg.DataParallelSize, 1)
 	e.cores = e.core1[:]
-	if n > 1 {
-		e.cores = make([]engineCore, n)
-	}
 	var refs *atomic.Int32
 	if n > 1 {
+		e.cores = make([]engineCore, n)
 		e.dp = &dataParallel{inflight: make([]int, n), callMu: e.rt.NewMutex("utility-calls"), ranks: allCores(n)}
 		refs = new(atomic.Int32)
 		refs.Store(int32(n))
 	}
-	for i := range e.cores {
-		suffix := ""
-		if n > 1 {
-			suffix = "-dp" + strconv.Itoa(i)
+	suffix := func(i int) string {
+		if n == 1 {
+			return ""
 		}
+		return "-dp" + strconv.Itoa(i)
+	}
+	for i := range e.cores {
 		cfg := e.ccfg
 		cfg.DataParallelRank = int32(i)
 		ec := engineCore{
-			in:     task.NewQueue[core.Input](e.rt, task.QueueName("core-input"+suffix)),
-			aborts: task.NewQueue[[]string](e.rt, task.QueueName("core-aborts"+suffix)),
+			in:     task.NewQueue[core.Input](e.rt, task.QueueName("core-input"+suffix(i))),
+			aborts: task.NewQueue[[]string](e.rt, task.QueueName("core-aborts"+suffix(i))),
 		}
 		ec.c = core.NewEngineCore(e.rt, cfg, ec.in, ec.aborts, e.out, e.notify)
 		if refs != nil {
@@ -86,12 +86,8 @@ func (e *AsyncLLM) startCores() {
 		}
 		e.cores[i] = ec
 	}
-	for i, c := range e.cores {
-		name := "engine-core"
-		if n > 1 {
-			name += "-dp" + strconv.Itoa(i)
-		}
-		e.tasks.Go(name, c.c.Run)
+	for i, c := range e.cores { // each made before any runs
+		e.tasks.Go("engine-core"+suffix(i), c.c.Run)
 	}
 }
 
@@ -159,9 +155,10 @@ func (e *AsyncLLM) coresIdle(targets []uint64) bool {
 	return batches == e.batchesHandled.Load()
 }
 
-// broadcast sends a utility call to the cores of ranks to, all of them
-// but to roll a call back (weights.go), as vLLM's data-parallel
-// client sends one to each engine and gathers their replies. The calls
+// broadcast sends a utility call to the cores of ranks to (all of them,
+// but for a call that mends a split outcome on some), as vLLM's
+// data-parallel client sends one to each engine and gathers their
+// replies; with one core, to it. The calls
 // of several callers reach every core in one order: vLLM's client sends
 // a call to its engines one after the other, so a pause and another
 // caller's resume can reach two engines in opposite orders and leave one
