@@ -280,3 +280,39 @@ func TestDataParallelOneCoreDyingKillsTheEngine(t *testing.T) {
 		require.NoError(t, e.Close())
 	})
 }
+
+// TestDataParallelStatsByCore: a request running on core 1 of two shows
+// in core 1's gauges and in the sums, and the metrics label each core's
+// series engine="N", as vLLM's, in place of their sum.
+func TestDataParallelStatsByCore(t *testing.T) {
+	dpRun(t, 1, sim.Random(), engine.Config{DataParallelSize: 2, NumBlocks: 64, BlockSize: 4}, func(rt task.Runtime, e *engine.AsyncLLM) {
+		r, err := e.AddRequest("r", pauseLong, engine.Params{MaxTokens: 100, IgnoreEOS: true, DataParallelRank: new(1)})
+		require.NoError(t, err)
+		_, err = r.Next()
+		require.NoError(t, err)
+		s := e.Stats()
+		require.Len(t, s.Cores, 2)
+		assert.Equal(t, 0, s.Cores[0].RequestsRunning)
+		assert.Equal(t, 1, s.Cores[1].RequestsRunning)
+		assert.Equal(t, 1, s.RequestsRunning, "the sum")
+		assert.Zero(t, s.Cores[0].KVUsedBlocks)
+		assert.Positive(t, s.Cores[1].KVUsedBlocks)
+		assert.Equal(t, s.Cores[1].KVUsedBlocks, s.KVUsedBlocks)
+		assert.Equal(t, 128, s.KVNumBlocks)
+		assert.InDelta(t, float64(s.Cores[1].KVUsedBlocks)/63, s.Cores[1].KVCacheUsage(), 1e-9)
+		assert.InDelta(t, float64(s.KVUsedBlocks)/126, s.KVCacheUsage(), 1e-9, "a null block a core")
+		ms := s.Metrics()
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:num_requests_running{engine="0"}`, Value: 0})
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:num_requests_running{engine="1"}`, Value: 1})
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_cache_usage_perc{engine="1"}`, Value: s.Cores[1].KVCacheUsage()})
+		for _, m := range ms {
+			assert.NotEqual(t, "vllm:num_requests_running", m.Name, "no sum beside the cores' series")
+		}
+		r.Cancel()
+		drain(t, r)
+	})
+	e, err := engine.New(engine.Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	assert.Nil(t, e.Stats().Cores, "one core has no series of its own")
+}

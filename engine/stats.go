@@ -59,8 +59,26 @@ type Stats struct {
 	// DataParallelSize is the engine's cores (Config.DataParallelSize, 1
 	// for one): the cores' gauges and counts above are their sums, as a
 	// dashboard sums vLLM's per-engine series, and KVNumBlocks counts a
-	// null block a core.
+	// null block a core. Cores holds each core's, by rank, with several
+	// (nil with one).
 	DataParallelSize int
+	Cores            []CoreStats
+}
+
+// CoreStats are one data-parallel core's gauges and counts, as of its
+// last change: what vLLM labels engine="N".
+type CoreStats struct {
+	RequestsRunning, RequestsWaiting    int
+	Preemptions                         int64
+	KVUsedBlocks, KVNumBlocks           int
+	KVLeakedBlocks                      int
+	PrefixCacheQueries, PrefixCacheHits int64
+}
+
+// KVCacheUsage is the share of the core's usable KV blocks in use, as
+// Stats.KVCacheUsage.
+func (c CoreStats) KVCacheUsage() float64 {
+	return Stats{KVUsedBlocks: c.KVUsedBlocks, KVNumBlocks: c.KVNumBlocks}.KVCacheUsage()
 }
 
 // counters are what the frontend counts itself, under its lock; the rest
@@ -97,8 +115,16 @@ func (e *AsyncLLM) Stats() Stats {
 	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
 	e.mu.Unlock()
 	s.MaxLoRAs, s.At, s.DataParallelSize = e.ccfg.MaxLoRAs, e.rt.Now(), len(e.cores)
-	for _, c := range e.cores {
+	if len(e.cores) > 1 {
+		s.Cores = make([]CoreStats, len(e.cores))
+	}
+	for i, c := range e.cores {
 		cs := c.c.Stats()
+		if s.Cores != nil {
+			s.Cores[i] = CoreStats{RequestsRunning: cs.Running, RequestsWaiting: cs.Waiting, Preemptions: cs.Preemptions,
+				KVUsedBlocks: cs.KVUsedBlocks, KVNumBlocks: cs.KVNumBlocks, KVLeakedBlocks: c.c.KVLeaked(),
+				PrefixCacheQueries: cs.PrefixCacheQueries, PrefixCacheHits: cs.PrefixCacheHits}
+		}
 		s.RequestsRunning += cs.Running
 		s.RequestsWaiting += cs.Waiting
 		s.Preemptions += cs.Preemptions
@@ -135,29 +161,42 @@ func (s Stats) KVCacheUsage() float64 {
 	return float64(s.KVUsedBlocks) / float64(usable)
 }
 
-// Metrics returns the counters under vLLM's metric names, in a fixed order.
+// Metrics returns the counters under vLLM's metric names, in a fixed
+// order; with several cores, each core's series labelled engine="N" in
+// place of their sum.
 func (s Stats) Metrics() []Metric {
-	ms := []Metric{
-		{"vllm:num_requests_running", float64(s.RequestsRunning)},
-		{"vllm:num_requests_waiting", float64(s.RequestsWaiting)},
-		{"vllm:prompt_tokens_total", float64(s.PromptTokens)},
-		{"vllm:generation_tokens_total", float64(s.GenerationTokens)},
-		{"vllm:num_preemptions_total", float64(s.Preemptions)},
-		{"vllm:kv_cache_usage_perc", s.KVCacheUsage()},
-		{`vllm:request_success_total{finished_reason="stop"}`, float64(s.FinishedStop)},
-		{`vllm:request_success_total{finished_reason="length"}`, float64(s.FinishedLength)},
-		{`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort)},
-		{`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError)},
-		{"llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped)},
-		{"llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks)},
-		{"vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries)},
-		{"vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits)},
-		{`vllm:engine_sleep_state{sleep_state="awake"}`, flag(!s.Sleeping)},
-		{`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1)},
-		{`vllm:engine_sleep_state{sleep_state="discard_all"}`, flag(s.Sleeping && s.SleepLevel == 2)},
+	var ms []Metric
+	add := func(name string, v float64) { ms = append(ms, Metric{name, v}) }
+	// A core's series: the sum with one core, else each core's, labelled
+	// with its rank, engine="N", as vLLM labels them.
+	ofCores := func(name string, sum float64, v func(CoreStats) float64) {
+		if s.Cores == nil {
+			add(name, sum)
+			return
+		}
+		for i, c := range s.Cores {
+			add(name+`{engine="`+strconv.Itoa(i)+`"}`, v(c))
+		}
 	}
+	ofCores("vllm:num_requests_running", float64(s.RequestsRunning), func(c CoreStats) float64 { return float64(c.RequestsRunning) })
+	ofCores("vllm:num_requests_waiting", float64(s.RequestsWaiting), func(c CoreStats) float64 { return float64(c.RequestsWaiting) })
+	add("vllm:prompt_tokens_total", float64(s.PromptTokens))
+	add("vllm:generation_tokens_total", float64(s.GenerationTokens))
+	ofCores("vllm:num_preemptions_total", float64(s.Preemptions), func(c CoreStats) float64 { return float64(c.Preemptions) })
+	ofCores("vllm:kv_cache_usage_perc", s.KVCacheUsage(), CoreStats.KVCacheUsage)
+	add(`vllm:request_success_total{finished_reason="stop"}`, float64(s.FinishedStop))
+	add(`vllm:request_success_total{finished_reason="length"}`, float64(s.FinishedLength))
+	add(`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort))
+	add(`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError))
+	add("llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped))
+	ofCores("llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks), func(c CoreStats) float64 { return float64(c.KVLeakedBlocks) })
+	ofCores("vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries), func(c CoreStats) float64 { return float64(c.PrefixCacheQueries) })
+	ofCores("vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits), func(c CoreStats) float64 { return float64(c.PrefixCacheHits) })
+	add(`vllm:engine_sleep_state{sleep_state="awake"}`, flag(!s.Sleeping))
+	add(`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1))
+	add(`vllm:engine_sleep_state{sleep_state="discard_all"}`, flag(s.Sleeping && s.SleepLevel == 2))
 	if s.MaxLoRAs > 0 { // as vLLM's, only with LoRA on
-		ms = append(ms, Metric{s.loraInfo(), float64(s.At.UnixNano()) / 1e9})
+		add(s.loraInfo(), float64(s.At.UnixNano())/1e9)
 	}
 	return ms
 }
