@@ -81,8 +81,11 @@
 // to every core, the calls of several callers in one order, and returns
 // once each replied, their answers combined (paused or asleep if any core
 // is, a reset if every core reset); a weight update that one core refuses
-// is finished on those that started it. Stats sums the cores. An MoE
-// model's ranks, which step together in waves, are not modelled.
+// is finished on those that started it, and a sleep overtaken on some
+// cores wakes those it put to sleep. Stats sums the cores and keeps each
+// one's in Stats.Cores, whose metrics are labelled engine="N"; one core's
+// death is the engine's. An MoE model's ranks, which step together in
+// waves, are not modelled.
 //
 // If the core dies (a model that panics, an executor past its slots),
 // every request it held ends with ErrEngineDead, its cause in its words,
