@@ -118,13 +118,19 @@ const (
 	// "abandoned", a reset of the prefix cache came meanwhile and the
 	// request gave its blocks back to compute again.
 	EventKVLoaded
+	// EventCallSplit: with several data-parallel cores, the frontend's
+	// utility call Call, Text, took effect on Held of the cores and not
+	// on the others (a resume overtook it there, or a core refused it);
+	// Finished when the frontend brought them back into step (a sleep's
+	// wake-up, a weight update's finish).
+	EventCallSplit
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
-	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded"}
+	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -224,6 +230,8 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s: call %d, adapter %d removed (it was loaded: %t)", e.Kind, e.Call, e.LoRA, e.Finished)
 	case EventKVLoad:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV load from host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventCallSplit:
+		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
 	case EventKVLoaded:
 		if e.Text == "abandoned" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; it computes again", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)

@@ -186,6 +186,24 @@ func (e *AsyncLLM) mendsSplit(p *pendingReply) bool {
 	return len(p.took) > 0 && !e.cfg.Faults.Fires(failpoints.EngineDPCallsSplit)
 }
 
+// splitCalls name the calls whose outcome can split the cores, for
+// core.EventCallSplit. A pause that a resume overtook on some cores is
+// not among them: the resume, reaching every core in the same order,
+// resumes the others too.
+var splitCalls = map[core.InputKind]string{
+	core.InputSleep: "sleep", core.InputResetPrefixCache: "reset of the prefix cache",
+	core.InputStartWeightUpdate: "start of a weight update", core.InputUpdateWeights: "weight batch", core.InputFinishWeightUpdate: "finish of a weight update",
+	core.InputLoadLoRA: "LoRA load", core.InputPinLoRA: "LoRA pin",
+}
+
+// split tells the observer of a call that took effect on some of the
+// cores it went to and not on the others, mended or not.
+func (e *AsyncLLM) split(call uint64, p *pendingReply, mended bool) {
+	if name, ok := splitCalls[p.kind]; ok && len(p.took) > 0 && len(p.took) < p.want {
+		e.emit(Event{Kind: core.EventCallSplit, Call: call, Text: name, Held: len(p.took), Finished: mended})
+	}
+}
+
 // pendingReply gathers the replies of the cores to one utility call.
 type pendingReply struct {
 	kind core.InputKind
@@ -193,7 +211,7 @@ type pendingReply struct {
 	n    int // the cores that replied
 	// took are the ranks of the cores on which the call took effect, with
 	// several cores: they neither refused it nor took a resume before it
-	// took effect.
+	// took effect (a reset: reset).
 	took []int
 	r    core.Reply // their replies, combined
 }
@@ -207,7 +225,7 @@ type pendingReply struct {
 // vLLM's data-parallel client returns the first engine's reply alone.
 func (p *pendingReply) add(r core.Reply) {
 	p.n++
-	if p.want > 1 && r.Err == nil && !r.Resumed {
+	if p.want > 1 && r.Err == nil && !r.Resumed && (p.kind != core.InputResetPrefixCache || r.Reset) {
 		p.took = append(p.took, r.Engine)
 	}
 	if p.n == 1 {

@@ -25,7 +25,7 @@ func dpRun(t *testing.T, seed uint64, st sim.Strategy, cfg engine.Config, body f
 	var events []engine.Event
 	cfg.Observer = func(ev engine.Event) {
 		switch ev.Kind {
-		case core.EventCoreAdd, core.EventCoreAbort, core.EventFrameEmitted, core.EventStep, core.EventPause, core.EventCacheReset, core.EventIdle:
+		case core.EventCoreAdd, core.EventCoreAbort, core.EventFrameEmitted, core.EventStep, core.EventPause, core.EventCacheReset, core.EventIdle, core.EventCallSplit:
 			ev.Tokens = nil // the core's: it grows
 			events = append(events, ev)
 		}
@@ -220,7 +220,7 @@ func TestDataParallelOnBothRuntimes(t *testing.T) {
 // woken, and a request on it runs to its end.
 func TestDataParallelSleepOvertakenOnOneCoreWakesTheOther(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
-		dpRun(t, seed, sim.Random(), engine.Config{DataParallelSize: 2, StepTime: 200 * time.Microsecond}, func(rt task.Runtime, e *engine.AsyncLLM) {
+		c, events := dpRun(t, seed, sim.Random(), engine.Config{DataParallelSize: 2, StepTime: 200 * time.Microsecond}, func(rt task.Runtime, e *engine.AsyncLLM) {
 			long, err := e.AddRequest("long", pauseLong, engine.Params{MaxTokens: 200, IgnoreEOS: true, DataParallelRank: new(0)})
 			require.NoError(t, err)
 			_, err = long.Next()
@@ -239,6 +239,17 @@ func TestDataParallelSleepOvertakenOnOneCoreWakesTheOther(t *testing.T) {
 			assert.Equal(t, want(pauseLong, 2), tokensOf(engine.Cumulative, drain(t, r)), "seed %d: core 1 runs", seed)
 			assert.Equal(t, want(pauseLong, 200), tokensOf(engine.Cumulative, drain(t, long)), "seed %d", seed)
 		})
+		var splits []engine.Event
+		for _, ev := range events {
+			if ev.Kind == core.EventCallSplit {
+				splits = append(splits, ev)
+			}
+		}
+		require.Len(t, splits, 1, "seed %d", seed)
+		assert.Equal(t, "sleep", splits[0].Text)
+		assert.Equal(t, 1, splits[0].Held, "the sleep took effect on one core")
+		assert.True(t, splits[0].Finished, "and the engine woke it")
+		assert.True(t, c.Reached().Has(props.CallSplitAcrossCores), "seed %d", seed)
 	}
 }
 

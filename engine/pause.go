@@ -116,6 +116,9 @@ func (e *AsyncLLM) IsPaused(ctx context.Context) (bool, error) {
 // aborts before it. It returns the call's number.
 func (e *AsyncLLM) call(ctx context.Context, in core.Input) (uint64, core.Reply, error) {
 	call, p, err := e.callOn(ctx, in, e.ranks())
+	if err == nil {
+		e.split(call, p, false)
+	}
 	return call, p.r, err
 }
 

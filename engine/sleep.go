@@ -58,7 +58,9 @@ func (e *AsyncLLM) Sleep(ctx context.Context, o SleepOptions) error {
 		return err
 	}
 	if p.r.Resumed {
-		if e.mendsSplit(p) {
+		mended := e.mendsSplit(p)
+		e.split(call, p, mended)
+		if mended {
 			// A resume overtook the sleep on some cores, not on these,
 			// which refuse it while asleep: the engine would run on some
 			// cores while the others hold their requests until a wake-up

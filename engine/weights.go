@@ -91,9 +91,13 @@ func (e *AsyncLLM) WeightVersion() string {
 
 // weightCall makes a weight update's call and names the core's refusal.
 func (e *AsyncLLM) weightCall(ctx context.Context, kind core.InputKind) error {
-	_, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks())
+	call, p, err := e.callOn(ctx, core.Input{Kind: kind}, e.ranks())
 	r := p.r
-	if kind == core.InputStartWeightUpdate && r.Err != nil && e.mendsSplit(p) {
+	mended := kind == core.InputStartWeightUpdate && r.Err != nil && e.mendsSplit(p)
+	if err == nil {
+		e.split(call, p, mended)
+	}
+	if mended {
 		// Some cores started the update and another refused it: the
 		// caller, told it failed, would never finish it, and those
 		// cores would hold their requests for ever. Finish it there, with

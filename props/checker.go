@@ -525,6 +525,8 @@ func (c *Checker) observe(ev *core.Event) {
 		case ev.Text != "abandoned":
 			c.reach(KVLoadedFromHost)
 		}
+	case core.EventCallSplit:
+		c.reach(CallSplitAcrossCores)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:

@@ -109,6 +109,12 @@ const (
 	// KVLoadLandedAfterAbort: a request's KV load landed after the
 	// request had ended, into blocks it must have kept until then.
 	KVLoadLandedAfterAbort
+	// CallSplitAcrossCores: with several data-parallel cores, a control
+	// call took effect on some and not on others (a resume overtook it
+	// there, or a core refused it): the cores must be brought back into
+	// step, or some hold their requests for a wake-up or a finish nobody
+	// will send.
+	CallSplitAcrossCores
 
 	situationCount
 )
@@ -119,7 +125,7 @@ var situationNames = [situationCount]string{
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
-	"kv-loaded-from-host", "kv-load-landed-after-abort",
+	"kv-loaded-from-host", "kv-load-landed-after-abort", "call-split-across-cores",
 }
 
 var situationDocs = [situationCount]string{
@@ -148,6 +154,7 @@ var situationDocs = [situationCount]string{
 	"an adapter's new weights were loaded in place in the middle of a weight update, while the core held requests of it",
 	"a waiting request's KV landed from host memory (KV offloading) after it waited for the copy",
 	"a request's KV load from host memory landed after the request had ended, into blocks it must have kept until then",
+	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
 }
 
 // AllSituations lists every situation, in the order of their constants.

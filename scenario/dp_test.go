@@ -1,13 +1,16 @@
 package scenario_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 )
 
 // onCores runs a scenario's seeds on n data-parallel cores.
@@ -77,4 +80,16 @@ func TestDataParallelLegacyEngineStillRacesReuse(t *testing.T) {
 		return o
 	})
 	assert.Positive(t, counts[props.NoStaleDelivery], "the legacy engine on two cores: %v, first seeds %v", counts, first)
+}
+
+// TestTheStoryTellsACallSplit: control-mix's seed 1 on two cores under
+// chaos has a call that took effect on one core alone, and the story says
+// which and what became of it.
+func TestTheStoryTellsACallSplit(t *testing.T) {
+	prog, out := scenario.ControlMix.Program(onCores(2)(1))
+	res := sim.Run(sim.Options{Seed: 1, Strategy: sim.Chaos(), Trace: true}, prog)
+	require.NoError(t, out.Err(res.Err))
+	var b strings.Builder
+	require.NoError(t, scenario.WriteStory(&b, res.Trace))
+	assert.Regexp(t, `(sleep|reset of the prefix cache|start of a weight update|LoRA load) \d+ took effect on 1 core\(s\) and not on the others: (brought back into step|left so)`, b.String())
 }

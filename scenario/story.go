@@ -225,6 +225,12 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
 	case core.EventPrefixHit:
 		st.notable(at, who, fmt.Sprintf("admits %s from the prefix cache: its first %d token(s) are in cached blocks", req, ev.Held))
+	case core.EventCallSplit:
+		mended := "left so"
+		if ev.Finished {
+			mended = "brought back into step"
+		}
+		st.notable(at, who, fmt.Sprintf("%s %d took effect on %d core(s) and not on the others: %s", ev.Text, ev.Call, ev.Held, mended))
 	case core.EventKVLoad:
 		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
 	case core.EventKVLoaded:
