@@ -199,7 +199,10 @@ var splitCalls = map[core.InputKind]string{
 // split tells the observer of a call that took effect on some of the
 // cores it went to and not on the others, mended or not.
 func (e *AsyncLLM) split(call uint64, p *pendingReply, mended bool) {
-	if name, ok := splitCalls[p.kind]; ok && len(p.took) > 0 && len(p.took) < p.want {
+	if len(p.took) == 0 || len(p.took) == p.want { // one core's calls always
+		return
+	}
+	if name, ok := splitCalls[p.kind]; ok {
 		e.emit(Event{Kind: core.EventCallSplit, Call: call, Text: name, Held: len(p.took), Finished: mended})
 	}
 }
