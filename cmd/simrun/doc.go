@@ -10,6 +10,7 @@
 //	simrun sweep   -scenario all -seeds 1-10000 -for 10m [-junit F.xml]        # or -scenario swarm,control-mix
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-for D] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
+//	simrun explore -scenario all -seeds 1-100 -delays 1 -for 30m
 //	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
 //	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
@@ -68,6 +69,12 @@
 // runs one share of a walk, the schedules whose first departure is at a
 // draw numbered I-1 modulo N, for a CI matrix; merge adds the shards'
 // -json up to the whole walk. -for D stops a walk at a budget of wall time.
+// -scenario takes a comma-separated list, or all: each scenario's seeds
+// are walked in turn, as a walk of it alone would be, each with an equal
+// share of the -for budget the ones before it left; the text ends with the
+// scenarios that failed, passed and stopped short, -json writes an object
+// a scenario, the exit code is the worst, and -shard splits one
+// scenario's walk only.
 // explore names a schedule by its departures, "draws 24:2,25:5,62:1" (the
 // 24th draw answered 2, …, every other 0), which run -draws follows in
 // place of the seed's draws. A schedule that runs past -seed-timeout is

@@ -66,6 +66,8 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the schedules, those whose first departure is at a draw numbered I-1 modulo N, for a CI matrix; simrun merge adds the shards' -json up to the whole walk")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
+	fs.Lookup("scenario").Usage = "the scenario to walk (see simrun list); several, one after another, as a comma-separated list, or all of them as `all`"
+	fs.Lookup("for").Usage = "stop the walk once `DURATION` of wall time is spent (a CI budget), not complete; what ran is reported (0: no budget); with several scenarios, each an equal share of what the ones before it left"
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
@@ -88,35 +90,52 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	sp, err := sf.spec()
+	names, err := scenarioList(sf.scenario)
 	if err != nil {
 		return err
 	}
-	if _, ok := sp.strategy.(replayFile); ok {
-		return usagef("-strategy %s: explore walks the draws of a strategy, and a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay", sp.strategy)
+	multi := len(names) > 1
+	if multi && *shardFlag != "" {
+		return usagef("-shard %s splits the walk of one scenario's seed: give -scenario one name, not %s", *shardFlag, sf.scenario)
 	}
-	var shard, shards uint64
-	if *shardFlag != "" {
-		if shard, shards, err = parseShard(*shardFlag); err != nil {
+	// Every scenario's settings are checked before any walks, as sweep
+	// checks them; among several, one whose configuration or requests the
+	// -config settings make the engine refuse is skipped, and said to be.
+	var specs []*spec
+	var skipped []string
+	for _, name := range names {
+		f := sf
+		f.scenario = name
+		sp, err := f.spec()
+		if refused := (*configRefused)(nil); errors.As(err, &refused) && multi {
+			fmt.Fprintf(stderr, "simrun explore: skipping %s: %v\n", name, err)
+			skipped = append(skipped, name)
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		if shards > jobsMax {
+		if _, ok := sp.strategy.(replayFile); ok {
+			return usagef("-strategy %s: explore walks the draws of a strategy, and a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay", sp.strategy)
+		}
+		specs = append(specs, sp)
+	}
+	if len(specs) == 0 {
+		return usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+	}
+	w := walk{delays: *delays, maxRuns: *maxRuns, jobs: *jobs, shardFlag: *shardFlag, quiet: *quiet, timeout: timeout, budget: *budget}
+	if *shardFlag != "" {
+		if w.shard, w.shards, err = parseShard(*shardFlag); err != nil {
+			return err
+		}
+		if w.shards > jobsMax {
 			return usagef("-shard %s: at most %d shards", *shardFlag, jobsMax)
 		}
 	}
-	strategy := sp.strategyOrDefault()
-	opts := sim.ExploreOptions{
-		Options: sim.Options{Strategy: strategy, StepsMax: sp.stepsMax, HangAfter: timeout},
-		Delays:  *delays, MaxRuns: *maxRuns, Workers: *jobs,
-		// A hang is reported as run and sweep report one; its goroutine
-		// is left behind, and simrun exits.
-		ReturnHang: true,
-	}
-	if shards > 1 {
-		opts.Shard, opts.Shards = int(shard-1), int(shards)
-	}
-	if err := opts.Check(); err != nil {
-		return &usageError{err.Error()}
+	for _, sp := range specs {
+		if _, err := w.options(sp); err != nil {
+			return err
+		}
 	}
 	undo, err := outputDirs(of.dirs(true)...)
 	if err != nil {
@@ -125,27 +144,113 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	defer undo()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *budget > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *budget)
-		defer cancel()
+	start := time.Now()
+	var walks []exploreJSON
+	var worst error
+	cut := ""
+	for i, sp := range specs {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if *budget > 0 {
+			share := *budget
+			if multi {
+				// The budget left is shared by the scenarios left: one
+				// whose walk ended early leaves its share to the others.
+				share = max((*budget-time.Since(start))/time.Duration(len(specs)-i), time.Millisecond).Round(time.Millisecond)
+				w.budgetOf = *budget
+			}
+			w.budget = share
+			wctx, cancel = context.WithTimeout(ctx, share)
+		}
+		if multi && i > 0 && !of.json {
+			fmt.Fprintln(stdout)
+		}
+		j, err := w.run(wctx, sp, seeds, of, stdout, stderr)
+		cancel()
+		walks = append(walks, j)
+		switch {
+		case errors.Is(err, errFailed):
+			worst = errFailed
+		case err != nil:
+			return err
+		}
+		if j.Stopped == "interrupted" {
+			cut = "interrupted"
+			break
+		}
+		if errors.Is(err, errHung) && i+1 < len(specs) {
+			// Its goroutine is left behind, spinning or blocked: walks
+			// that went on would run beside it.
+			cut = fmt.Sprintf("a schedule of %s hung", sp.scenario.Name)
+			break
+		}
 	}
+	if multi && !of.json {
+		ran := make([]string, len(specs))
+		for i, sp := range specs {
+			ran[i] = sp.scenario.Name
+		}
+		printExploreTotal(stdout, ran, skipped, walks, cut, time.Since(start))
+	}
+	return worst
+}
+
+// errHung is a walk's schedule that did not end: a failure (exit 1) whose
+// goroutine is left behind.
+var errHung = fmt.Errorf("%w: a schedule hung", errFailed)
+
+// walk is how explore walks each scenario's seeds: its flags.
+type walk struct {
+	delays, maxRuns, jobs int
+	shardFlag             string
+	shard, shards         uint64
+	quiet                 bool
+	timeout               time.Duration
+	// budget is the -for a scenario's walk has, and budgetOf the whole
+	// -for when budget is a scenario's share of it.
+	budget, budgetOf time.Duration
+}
+
+// options are the explore options of a walk of sp, or the usage error of
+// a bound they cannot run.
+func (w *walk) options(sp *spec) (sim.ExploreOptions, error) {
+	opts := sim.ExploreOptions{
+		Options: sim.Options{Strategy: sp.strategyOrDefault(), StepsMax: sp.stepsMax, HangAfter: w.timeout},
+		Delays:  w.delays, MaxRuns: w.maxRuns, Workers: w.jobs,
+		// A hang is reported as run and sweep report one; its goroutine
+		// is left behind, and simrun exits.
+		ReturnHang: true,
+	}
+	if w.shards > 1 {
+		opts.Shard, opts.Shards = int(w.shard-1), int(w.shards)
+	}
+	if err := opts.Check(); err != nil {
+		return opts, &usageError{err.Error()}
+	}
+	return opts, nil
+}
+
+// run walks sp's seeds in turn, until one fails or ends otherwise than
+// complete for a reason other than -max-runs, and reports the walk. It
+// returns errFailed when a schedule failed, hung or drew differently.
+func (w *walk) run(ctx context.Context, sp *spec, seeds seedSet, of *outputFlags, stdout, stderr io.Writer) (exploreJSON, error) {
+	opts, err := w.options(sp)
+	if err != nil {
+		return exploreJSON{}, err
+	}
+	strategy := opts.Strategy
 	bound := opts.Bound()
-	if !*quiet {
-		fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, *jobs)
+	if !w.quiet {
+		fmt.Fprintf(stderr, "simrun explore: running every schedule %s on %d workers\n", bound, w.jobs)
 	}
 	var bar *progressbar.ProgressBar
-	if !*quiet && !of.json && isTerminal(stderr) {
+	if !w.quiet && !of.json && isTerminal(stderr) {
 		bar = newBar(stderr, -1, "schedules")
 		opts.OnRun = func() { bar.Add64(1) }
 	}
-
-	// The seeds' walks, one after another, until one fails or ends
-	// otherwise than complete for a reason other than -max-runs.
 	start := time.Now()
 	var res sim.ExploreResult
 	j := exploreJSON{Scenario: sp.scenario.Name, Seed: seeds.at(0), Strategy: strategy.String(), Engine: sp.engineName(), Config: sp.configStrings(), Failpoints: sp.failpoints,
-		Delays: *delays, Workers: *jobs, Shard: *shardFlag, Complete: true}
+		Delays: w.delays, Workers: w.jobs, Shard: w.shardFlag, Complete: true}
 	if seeds.n > 1 {
 		j.Seeds = seeds.String()
 	}
@@ -190,17 +295,21 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if seeds.n > 1 {
 		what = "seeds " + seeds.String()
 	}
-	if *shardFlag != "" {
-		bound += ", shard " + *shardFlag
+	if w.shardFlag != "" {
+		bound += ", shard " + w.shardFlag
 	}
 	head := fmt.Sprintf("%s %s, strategy %s, %s, %s: ", sp.scenario.Name, what, strategy, sp.engineWords(), bound)
-	tally := fmt.Sprintf("%d schedules, %v on %d workers", j.Schedules, elapsed.Round(time.Millisecond), *jobs)
+	tally := fmt.Sprintf("%d schedules, %v on %d workers", j.Schedules, elapsed.Round(time.Millisecond), w.jobs)
 	if seeds.n > 1 {
 		tally = fmt.Sprintf("%d seeds, %s", j.Walks, tally)
 	}
 	var hang *sim.HangError
 	if errors.As(err, &hang) {
-		return exploreHang(sp, &j, hang, of, head+"HANG after "+tally, stdout)
+		j.Failed = true
+		if err := exploreHang(sp, &j, hang, of, head+"HANG after "+tally, stdout); !errors.Is(err, errFailed) {
+			return j, err
+		}
+		return j, errHung
 	}
 	if err != nil {
 		// A run drew differently from the one it followed: the code
@@ -208,17 +317,17 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		j.Failed, j.Error = true, err.Error()
 		if of.json {
 			if err := writeJSON(stdout, j); err != nil {
-				return err
+				return j, err
 			}
-			return errFailed
+			return j, errFailed
 		}
 		fmt.Fprintf(stdout, "%sNONDETERMINISTIC in seed %d after %s\n  %s\n", head, j.Seed, tally, indent(err.Error(), "  "))
-		return errFailed
+		return j, errFailed
 	}
 	if res.Failed == nil {
 		j.Complete = j.Complete && j.Stopped == ""
 		if of.json {
-			return writeJSON(stdout, j)
+			return j, writeJSON(stdout, j)
 		}
 		switch j.Stopped {
 		case "":
@@ -230,36 +339,40 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "%sstopped at -max-runs%s: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, where, tally)
 		case "for":
-			fmt.Fprintf(stdout, "%sthe %v budget (-for) ran out: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, *budget, tally)
+			budget := fmt.Sprintf("the %v budget (-for)", w.budget)
+			if w.budgetOf > 0 {
+				budget = fmt.Sprintf("its %v share of the %v budget (-for)", w.budget, w.budgetOf)
+			}
+			fmt.Fprintf(stdout, "%s%s ran out: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, budget, tally)
 		default:
 			fmt.Fprintf(stdout, "%sinterrupted: %s, none failed; NOT complete\n", head, tally)
 		}
-		return nil
+		return j, nil
 	}
 	// Replayed, the failing schedule runs as run and replay run a seed:
 	// with the checker's outcome, the situations reached and the artifacts.
 	o := sp.run(j.Seed, sim.Options{Strategy: sim.Replay(res.Failed.Schedule), Trace: of.tracing()})
 	o.strategy = strategy.String()
-	o.fileSuffix = exploredSuffix(*shardFlag)
+	o.fileSuffix = exploredSuffix(w.shardFlag)
 	// The strategy's draws did not make this schedule, Explore's walk
 	// did: simrun run of the seed and strategy runs another.
 	o.meta = []sim.Meta{{Key: "explored", Value: bound}}
 	if !o.failed() {
-		return fmt.Errorf("the schedule that failed passed when replayed (%v): the run depends on more than its seed and schedule", res.Failed.Err)
+		return j, fmt.Errorf("the schedule that failed passed when replayed (%v): the run depends on more than its seed and schedule", res.Failed.Err)
 	}
 	schedFile, err := writeArtifacts(sp, &o, of, nil)
 	if err != nil {
-		return err
+		return j, err
 	}
+	j.Failed, j.Complete = true, false
 	if of.json {
-		j.Failed, j.Complete = true, false
 		f := o.json(sp, schedFile, nil)
 		f.Draws = res.Draws.String()
 		j.Failure = &f
 		if err := writeJSON(stdout, j); err != nil {
-			return err
+			return j, err
 		}
-		return errFailed
+		return j, errFailed
 	}
 	fmt.Fprintf(stdout, "%sFAIL after %s\n", head, tally)
 	which := "the failing schedule"
@@ -272,9 +385,37 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %s departs %s from the calm one (draws %s): ", which, times(d), res.Draws)
 	}
 	if err := printOutcome(sp, &o, of, nil, schedFile, stdout); err != nil {
-		return err
+		return j, err
 	}
-	return errFailed
+	return j, errFailed
+}
+
+// printExploreTotal ends the text of a walk of several scenarios: the
+// schedules of all, and the scenarios that failed, were walked to the end,
+// stopped short, were skipped and were not walked.
+func printExploreTotal(w io.Writer, names, skipped []string, walks []exploreJSON, cut string, elapsed time.Duration) {
+	var schedules int
+	var failed, complete, short []string
+	for _, j := range walks {
+		schedules += j.Schedules
+		switch {
+		case j.Failed:
+			failed = append(failed, j.Scenario)
+		case j.Complete:
+			complete = append(complete, j.Scenario)
+		default:
+			short = append(short, fmt.Sprintf("%s (%s)", j.Scenario, j.Stopped))
+		}
+	}
+	fmt.Fprintf(w, "\nexplore of %d scenarios: %d schedules in %.2fs\n", len(names)+len(skipped), schedules, elapsed.Seconds())
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"failed", failed}, {"every schedule passed", complete}, {"NOT complete", short}, {"skipped (their settings refused)", skipped}, {"not walked (" + cut + ")", names[len(walks):]}} {
+		if len(l.names) > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", l.what, strings.Join(l.names, ", "))
+		}
+	}
 }
 
 // exploreHang reports a schedule of the walk that did not end: there is no
