@@ -98,30 +98,14 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	if multi && *shardFlag != "" {
 		return usagef("-shard %s splits the walk of one scenario's seed: give -scenario one name, not %s", *shardFlag, sf.scenario)
 	}
-	// Every scenario's settings are checked before any walks, as sweep
-	// checks them; among several, one whose configuration or requests the
-	// -config settings make the engine refuse is skipped, and said to be.
-	var specs []*spec
-	var skipped []string
-	for _, name := range names {
-		f := sf
-		f.scenario = name
-		sp, err := f.spec()
-		if refused := (*configRefused)(nil); errors.As(err, &refused) && multi {
-			fmt.Fprintf(stderr, "simrun explore: skipping %s: %v\n", name, err)
-			skipped = append(skipped, name)
-			continue
-		}
-		if err != nil {
-			return err
-		}
+	specs, skipped, err := scenarioSpecs("explore", sf, names, stderr, func(sp *spec) error {
 		if _, ok := sp.strategy.(replayFile); ok {
 			return usagef("-strategy %s: explore walks the draws of a strategy, and a replay draws nothing; explore random, chaos or starve:PREFIX, or run simrun replay", sp.strategy)
 		}
-		specs = append(specs, sp)
-	}
-	if len(specs) == 0 {
-		return usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	w := walk{delays: *delays, maxRuns: *maxRuns, jobs: *jobs, shardFlag: *shardFlag, quiet: *quiet, timeout: timeout, budget: *budget}
 	if *shardFlag != "" {

@@ -119,31 +119,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 			f.Close()
 		}()
 	}
-	// Every scenario's settings are checked before any runs: one that a
-	// scenario refuses is bad input, not a failure found an hour in. Among
-	// several, a scenario whose configuration or requests the -config
-	// settings make the engine refuse is skipped, and said to be.
-	var specs []*spec
-	var skipped []string
-	for _, name := range names {
-		f := sf
-		f.scenario = name
-		sp, err := f.spec()
-		if refused := (*configRefused)(nil); errors.As(err, &refused) && len(names) > 1 {
-			fmt.Fprintf(stderr, "simrun sweep: skipping %s: %v\n", name, err)
-			skipped = append(skipped, name)
-			continue
-		}
-		if err != nil {
-			return err
-		}
+	specs, skipped, err := scenarioSpecs("sweep", &sf, names, stderr, func(sp *spec) error {
 		if _, ok := sp.strategy.(replayFile); ok && len(names) > 1 {
 			return usagef("-strategy replay:FILE replays one scenario's schedule: give -scenario one name, not %s", sf.scenario)
 		}
-		specs = append(specs, sp)
-	}
-	if len(specs) == 0 {
-		return usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	multi := len(names) > 1
 	seeds, err := parseSeeds(wf.seeds)
@@ -298,6 +281,37 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// scenarioSpecs makes the spec of each scenario of names, with sf's
+// settings. Every scenario's settings are checked before any runs: one
+// that a scenario refuses is bad input, not a failure found an hour in.
+// Among several, a scenario whose configuration or requests the -config
+// settings make the engine refuse is skipped, and said to be (cmd names
+// the command), and returned among skipped; if every one is, that is bad
+// input. check judges each spec as it is made.
+func scenarioSpecs(cmd string, sf *specFlags, names []string, stderr io.Writer, check func(*spec) error) (specs []*spec, skipped []string, err error) {
+	for _, name := range names {
+		f := *sf
+		f.scenario = name
+		sp, err := f.spec()
+		if refused := (*configRefused)(nil); errors.As(err, &refused) && len(names) > 1 {
+			fmt.Fprintf(stderr, "simrun %s: skipping %s: %v\n", cmd, name, err)
+			skipped = append(skipped, name)
+			continue
+		}
+		if err == nil {
+			err = check(sp)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if len(specs) == 0 {
+		return nil, nil, usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+	}
+	return specs, skipped, nil
 }
 
 // scenarioList reads sweep's -scenario: one name, several separated by
