@@ -166,11 +166,10 @@ type incarnation struct {
 	// taken yet (on sequence 0).
 	inCore, inFlight int
 	// engine is the data-parallel rank of the core that took the
-	// sequence's ADD.
+	// sequence's ADD, and input that core's number for it
+	// (core.Event.Input), 0 until the core took it.
 	engine int
-	// input is the core's number for the incarnation's ADD
-	// (core.Event.Input), 0 until the core took it (on sequence 0).
-	input uint64
+	input  uint64
 	// coreAborted: the core took an abort of the sequence (the frontend
 	// sends each abort on two queues, so the core takes it twice).
 	coreAborted bool
@@ -249,6 +248,9 @@ type Checker struct {
 	modelLen int
 	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
 	loraSlots int
+	// idleTargets are, by core, the inputs the last WaitIdle waited for
+	// (core.EventIdle, on goroutines).
+	idleTargets []uint64
 	// routed are, with several cores, the cores the frontend sent the
 	// ADDs of each internal id to, a bit a core (an id names one sequence
 	// but under legacy routing).
@@ -433,10 +435,9 @@ func (c *Checker) observe(ev *core.Event) {
 			c.inCore[k] = true
 			if in := c.inc(ev.Incarnation); in != nil {
 				in.inCore++
-				in.input = ev.Input
 			}
 			if seq := c.seq(ev.Incarnation, ev.Index); seq != nil {
-				seq.engine = ev.Engine
+				seq.engine, seq.input = ev.Engine, ev.Input
 			}
 		}
 		if c.view(ev.Engine).paused {
@@ -444,8 +445,8 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventCoreReject:
 		c.reach(CoreRefusedAdd)
-		if in := c.inc(ev.Incarnation); in != nil {
-			in.input = ev.Input
+		if seq := c.seq(ev.Incarnation, ev.Index); seq != nil {
+			seq.engine, seq.input = ev.Engine, ev.Input
 		}
 	case core.EventCoreAbort:
 		if c.routed != nil && c.routed[ev.InternalID]&(1<<uint(ev.Engine)) == 0 {
@@ -584,25 +585,40 @@ func (c *Checker) observe(ev *core.Event) {
 // event, so it is only those of the inputs WaitIdle waited for: the
 // core took every input up to ev.Input before WaitIdle's test, so a
 // sequence of one of them that is still held, or a frame of it still on
-// its way, is a violation there too.
+// its way, is a violation there too. With several cores there is an
+// event a core, in rank order: each answers for its core's sequences,
+// and the last for the frames.
 func (c *Checker) idleAccount(ev *core.Event) (held map[seqKey]bool, frames int) {
 	if !c.concurrent {
 		return c.inCore, c.framesInFlight
 	}
-	answered := func(n uint64) bool {
-		in := c.inc(n)
-		return in == nil || in.engine == ev.Engine && in.input <= ev.Input
+	for len(c.idleTargets) <= ev.Engine {
+		c.idleTargets = append(c.idleTargets, 0)
 	}
+	c.idleTargets[ev.Engine] = ev.Input
 	for k := range c.inCore {
-		if seq := c.seq(k.inc, k.index); answered(k.inc) && (seq == nil || seq.engine == ev.Engine) {
+		if seq := c.seq(k.inc, k.index); seq == nil || seq.engine == ev.Engine && seq.input <= ev.Input {
 			if held == nil {
 				held = make(map[seqKey]bool)
 			}
 			held[k] = true
 		}
 	}
-	for n, in := range c.incs {
-		if in != nil && in.inFlight > 0 && answered(uint64(n)) {
+	if ev.Engine+1 < len(c.views) {
+		return held, 0 // the frames are counted at the last core's event, every core's inputs known
+	}
+	// An incarnation was answered when each of its sequences' ADDs was
+	// among the inputs its core's WaitIdle waited for.
+	answered := func(s *incarnation) bool { return s.engine >= len(c.idleTargets) || s.input <= c.idleTargets[s.engine] }
+	for _, in := range c.incs {
+		if in == nil || in.inFlight == 0 || !answered(in) {
+			continue
+		}
+		all := true
+		for _, s := range in.more {
+			all = all && answered(s)
+		}
+		if all {
 			frames += in.inFlight
 		}
 	}

@@ -1,6 +1,7 @@
 package props_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -339,4 +340,59 @@ func TestTheTextOfEachOutputKindIsChecked(t *testing.T) {
 	// does not give them out yet.
 	requireViolation(t, check(add(1, "a", stop(engine.Delta, 0, " interest now")),
 		textOutput(1, toks[:1], " body", false, "")), props.DeltasConcatenate)
+}
+
+// TestOnGoroutinesWaitIdleAnswersForEachCoresInputs: with two cores,
+// WaitIdle tells each core's inputs in an event of its own, numbered by
+// that core; a sequence is held to its own core's, and a frame on its way
+// is counted once every core's are known. b, on core 1, came after core
+// 1's inputs in one WaitIdle and among them in the next.
+func TestOnGoroutinesWaitIdleAnswersForEachCoresInputs(t *testing.T) {
+	p := engine.Params{MaxTokens: 2, Output: engine.Delta}
+	on := func(engine int, ev core.Event) core.Event { ev.Engine = engine; return ev }
+	idle := func(engine int, input uint64) core.Event {
+		return core.Event{Kind: core.EventIdle, Input: input, Engine: engine}
+	}
+	events := []core.Event{add(1, "a", p), {Kind: core.EventCoreAdd, Incarnation: 1, Input: 1},
+		{Kind: core.EventAbort, RequestID: "a", Incarnation: 1}, finish(1, core.FinishAbort, nil), {Kind: core.EventCoreAbort, RequestID: "a", InternalID: "a", Incarnation: 1},
+		on(1, add(2, "b", p)), on(1, core.Event{Kind: core.EventCoreAdd, Incarnation: 2, Input: 1}),
+		on(1, core.Event{Kind: core.EventFrameEmitted, RequestID: "b", Incarnation: 2, Frame: 2, Tokens: tokens(1), Position: 0})}
+	run := func(tail ...core.Event) error {
+		c := props.NewChecker(core.ToyModel{})
+		c.SetEngine(engine.Config{DataParallelSize: 2})
+		o := c.Observer(task.Real())
+		for _, ev := range append(events[:len(events):len(events)], tail...) {
+			o(ev)
+		}
+		return c.Err()
+	}
+	require.NoError(t, run(idle(0, 1), idle(1, 0)), "b came after core 1's inputs")
+	v := requireViolation(t, run(idle(0, 1), idle(1, 1)), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "held incarnation(s) [2]", "b was among core 1's inputs")
+
+	ended := []core.Event{{Kind: core.EventAbort, RequestID: "b", Incarnation: 2}, finish(2, core.FinishAbort, nil),
+		on(1, core.Event{Kind: core.EventCoreAbort, RequestID: "b", InternalID: "b", Incarnation: 2})}
+	v = requireViolation(t, run(append(ended, idle(0, 1), idle(1, 1))...), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "1 frame(s)", "b's frame, of an input core 1 answered, still on its way")
+	require.NoError(t, run(append(ended, idle(0, 1), idle(1, 0))...), "b's frame, of an input core 1 did not wait for")
+
+	// c's two sequences went to two cores, each its own input 2 there;
+	// the one on core 1 is still held when both cores' WaitIdle waited
+	// for input 2.
+	pn := engine.Params{MaxTokens: 2, N: 2, Output: engine.Delta}
+	seq := func(index, engine int, kind core.EventKind) core.Event {
+		ev := core.Event{Kind: kind, RequestID: "c", InternalID: fmt.Sprintf("%d_c", index), Incarnation: 3, Index: index, Input: 2, Engine: engine}
+		if kind == core.EventAdd {
+			ev.Prompt, ev.Params, ev.Input = prompt, pn, 0
+		}
+		return ev
+	}
+	// b's frame was dropped; c's sequence 0 was aborted and left core 0,
+	// its sequence 1 is still held.
+	spread := append(ended[:len(ended):len(ended)], core.Event{Kind: core.EventFrameDropped, RequestID: "b", InternalID: "b", Incarnation: 2, Frame: 2, Tokens: tokens(1)},
+		seq(0, 0, core.EventAdd), seq(1, 1, core.EventAdd), seq(0, 0, core.EventCoreAdd), seq(1, 1, core.EventCoreAdd),
+		core.Event{Kind: core.EventAbort, RequestID: "c", Incarnation: 3}, seq(0, 0, core.EventCoreAbort))
+	v = requireViolation(t, run(append(spread, idle(0, 2), idle(1, 2))...), props.WaitIdleMeansIdle)
+	assert.Contains(t, v.Detail, "held incarnation(s) [3/1]", "core 1 waited for its input 2")
+	require.NoError(t, run(append(spread, idle(0, 2), idle(1, 1))...), "core 1 did not wait for its input 2")
 }
