@@ -223,11 +223,6 @@ type Checker struct {
 	// own events tell: admitted, and neither aborted nor finished in the
 	// core since.
 	inCore map[seqKey]bool
-	// framesInFlight are the frames the core emitted that the output
-	// handler has not delivered or dropped yet; framesEmitted counts them
-	// all.
-	framesInFlight int
-	framesEmitted  int
 	// concurrent: the events come from goroutines (Observer on the real
 	// runtime), where WaitIdle answers only for the inputs sent before it.
 	concurrent bool
@@ -285,8 +280,8 @@ func NewChecker(model core.Model) *Checker {
 // (core.EventLoRALoad), each with the first step of the core to sample
 // with it.
 type coreView struct {
-	// emitted and inFlight are the core's frames, as framesEmitted and
-	// framesInFlight count every core's, kept with several cores only.
+	// emitted counts the frames the core emitted, and inFlight those of
+	// them the output handler has not delivered or dropped yet.
 	emitted, inFlight int
 	paused, pauseDone bool
 	asleep            core.SleepTags
@@ -294,13 +289,14 @@ type coreView struct {
 	loraLoads         map[int]revisions
 }
 
-// frames returns the frames core n emitted and those of them not taken
-// by the output handler yet.
-func (c *Checker) frames(n int) (emitted, inFlight int) {
-	if len(c.views) == 1 {
-		return c.framesEmitted, c.framesInFlight
+// framesInFlight counts the frames every core emitted that the output
+// handler has not delivered or dropped yet.
+func (c *Checker) framesInFlight() int {
+	n := 0
+	for i := range c.views {
+		n += c.views[i].inFlight
 	}
-	return c.views[n].emitted, c.views[n].inFlight
+	return n
 }
 
 // bitsOf returns the bits set in m, lowest first.
@@ -456,13 +452,9 @@ func (c *Checker) observe(ev *core.Event) {
 		c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
-		c.framesInFlight++
-		c.framesEmitted++
-		if len(c.views) > 1 {
-			v := c.view(ev.Engine)
-			v.emitted++
-			v.inFlight++
-		}
+		v := c.view(ev.Engine)
+		v.emitted++
+		v.inFlight++
 		if in := c.inc(ev.Incarnation); in != nil {
 			in.inFlight++
 		}
@@ -590,7 +582,7 @@ func (c *Checker) observe(ev *core.Event) {
 // and the last for the frames.
 func (c *Checker) idleAccount(ev *core.Event) (held map[seqKey]bool, frames int) {
 	if !c.concurrent {
-		return c.inCore, c.framesInFlight
+		return c.inCore, c.framesInFlight()
 	}
 	for len(c.idleTargets) <= ev.Engine {
 		c.idleTargets = append(c.idleTargets, 0)
@@ -695,10 +687,11 @@ func (c *Checker) latestOf(in *incarnation) *incarnation {
 // one of an incarnation that a newer one of its id replaced, taken while
 // that one is live, is the founding race's window.
 func (c *Checker) frameTaken(ev *core.Event) {
-	c.framesInFlight--
+	v := &c.views[0]
 	if n := uint64(len(c.views)); n > 1 {
-		c.views[(ev.Frame-1)%n].inFlight-- // the core of rank r numbers its frames r+1, r+1+n, …
+		v = &c.views[(ev.Frame-1)%n] // the core of rank r numbers its frames r+1, r+1+n, …
 	}
+	v.inFlight--
 	in := c.inc(ev.Incarnation)
 	if in == nil {
 		return
@@ -782,7 +775,7 @@ func (c *Checker) pause(ev *core.Event) {
 			for len(p.emitted) <= ev.Engine { // a checker SetEngine was not given
 				p.emitted = append(p.emitted, 0)
 			}
-			p.emitted[ev.Engine], _ = c.frames(ev.Engine)
+			p.emitted[ev.Engine] = v.emitted
 		}
 		if v.paused {
 			v.pauseDone = true
@@ -814,8 +807,7 @@ func (c *Checker) pause(ev *core.Event) {
 		}
 		missing := 0
 		for n, before := range p.emitted {
-			emitted, inFlight := c.frames(n)
-			missing += max(0, before-(emitted-inFlight))
+			missing += max(0, before-(c.views[n].emitted-c.views[n].inFlight))
 		}
 		if missing > 0 {
 			c.fail(PauseReturnsAfterItsOutputs, "PauseGeneration (call %d) returned with %d frame(s) the core emitted before the pause took effect not yet at the output handler", ev.Call, missing)
