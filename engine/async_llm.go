@@ -253,9 +253,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 			e.sendAdd(s, tokens, p)
 		}
 	}
-	for _, a := range deferred {
-		e.cores[a.core].c.SendAbort(a.ids)
-	}
+	e.sendHeld(deferred)
 	return r, nil
 }
 
@@ -355,6 +353,11 @@ func (e *AsyncLLM) flushAborts() {
 	held := e.deferredAborts
 	e.deferredAborts = nil
 	e.mu.Unlock()
+	e.sendHeld(held)
+}
+
+// sendHeld sends the aborts the failpoint held back, each to its core.
+func (e *AsyncLLM) sendHeld(held []coreAbort) {
 	for _, a := range held {
 		e.cores[a.core].c.SendAbort(a.ids)
 	}

@@ -68,11 +68,35 @@ type Stats struct {
 // CoreStats are one data-parallel core's gauges and counts, as of its
 // last change: what vLLM labels engine="N".
 type CoreStats struct {
-	RequestsRunning, RequestsWaiting    int
-	Preemptions                         int64
-	KVUsedBlocks, KVNumBlocks           int
-	KVLeakedBlocks                      int
-	PrefixCacheQueries, PrefixCacheHits int64
+	RequestsRunning, RequestsWaiting                      int
+	Preemptions                                           int64
+	KVUsedBlocks, KVNumBlocks                             int
+	KVLeakedBlocks                                        int
+	PrefixCacheQueries, PrefixCacheHits                   int64
+	PrefixCachePreemptedQueries, PrefixCachePreemptedHits int64
+}
+
+// coreStats are a core's gauges and counts as it last published them.
+func coreStats(c *core.EngineCore) CoreStats {
+	cs := c.Stats()
+	return CoreStats{RequestsRunning: cs.Running, RequestsWaiting: cs.Waiting, Preemptions: cs.Preemptions,
+		KVUsedBlocks: cs.KVUsedBlocks, KVNumBlocks: cs.KVNumBlocks, KVLeakedBlocks: c.KVLeaked(),
+		PrefixCacheQueries: cs.PrefixCacheQueries, PrefixCacheHits: cs.PrefixCacheHits,
+		PrefixCachePreemptedQueries: cs.PrefixCachePreemptedQueries, PrefixCachePreemptedHits: cs.PrefixCachePreemptedHits}
+}
+
+// addCore adds a core's gauges and counts to the engine's.
+func (s *Stats) addCore(c CoreStats) {
+	s.RequestsRunning += c.RequestsRunning
+	s.RequestsWaiting += c.RequestsWaiting
+	s.Preemptions += c.Preemptions
+	s.KVUsedBlocks += c.KVUsedBlocks
+	s.KVNumBlocks += c.KVNumBlocks
+	s.KVLeakedBlocks += c.KVLeakedBlocks
+	s.PrefixCacheQueries += c.PrefixCacheQueries
+	s.PrefixCacheHits += c.PrefixCacheHits
+	s.PrefixCachePreemptedQueries += c.PrefixCachePreemptedQueries
+	s.PrefixCachePreemptedHits += c.PrefixCachePreemptedHits
 }
 
 // KVCacheUsage is the share of the core's usable KV blocks in use, as
@@ -106,10 +130,7 @@ type LoRAAdapterStats struct {
 // KV usage and the prefix cache's counts are the core's as of its last change: an abort that leaves
 // the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
-	lc := e.cores[0].c.LoRACounts()
-	if len(e.cores) > 1 {
-		lc = e.loraCountsOfAll()
-	}
+	lc := e.loraCounts()
 	e.mu.Lock()
 	s := e.counts.stats()
 	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
@@ -119,22 +140,11 @@ func (e *AsyncLLM) Stats() Stats {
 		s.Cores = make([]CoreStats, len(e.cores))
 	}
 	for i, c := range e.cores {
-		cs := c.c.Stats()
+		cs := coreStats(c.c)
 		if s.Cores != nil {
-			s.Cores[i] = CoreStats{RequestsRunning: cs.Running, RequestsWaiting: cs.Waiting, Preemptions: cs.Preemptions,
-				KVUsedBlocks: cs.KVUsedBlocks, KVNumBlocks: cs.KVNumBlocks, KVLeakedBlocks: c.c.KVLeaked(),
-				PrefixCacheQueries: cs.PrefixCacheQueries, PrefixCacheHits: cs.PrefixCacheHits}
+			s.Cores[i] = cs
 		}
-		s.RequestsRunning += cs.Running
-		s.RequestsWaiting += cs.Waiting
-		s.Preemptions += cs.Preemptions
-		s.KVUsedBlocks += cs.KVUsedBlocks
-		s.KVNumBlocks += cs.KVNumBlocks
-		s.KVLeakedBlocks += c.c.KVLeaked()
-		s.PrefixCacheQueries += cs.PrefixCacheQueries
-		s.PrefixCacheHits += cs.PrefixCacheHits
-		s.PrefixCachePreemptedQueries += cs.PrefixCachePreemptedQueries
-		s.PrefixCachePreemptedHits += cs.PrefixCachePreemptedHits
+		s.addCore(cs)
 	}
 	if v := e.sleep.Load(); v > 0 {
 		s.Sleeping, s.SleepLevel = true, int(v-1)
@@ -201,8 +211,11 @@ func (s Stats) Metrics() []Metric {
 	return ms
 }
 
-// loraCountsOfAll adds up the cores' LoRA counts.
-func (e *AsyncLLM) loraCountsOfAll() core.LoRACounts {
+// loraCounts are the core's LoRA counts, or the cores' added up.
+func (e *AsyncLLM) loraCounts() core.LoRACounts {
+	if len(e.cores) == 1 {
+		return e.cores[0].c.LoRACounts()
+	}
 	var all core.LoRACounts
 	add := func(dst *map[int]int, src map[int]int) {
 		for id, n := range src {
