@@ -50,13 +50,20 @@ func putOut(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
 	g.Wait()
 }
 
-// offloadPauseLong runs a request of pauseLong and then putOut: the GPU's
-// prefix cache keeps its first block, host memory the others.
-func offloadPauseLong(t *testing.T, rt task.Runtime, e *engine.AsyncLLM) {
+// loadingRequest runs a request of pauseLong and then putOut, so that the
+// GPU's prefix cache keeps the prompt's first block and host memory the
+// others, then adds id, a request of pauseLong with p, and lets 50µs
+// pass: its KV is loading from host memory.
+func loadingRequest(t *testing.T, rt task.Runtime, e *engine.AsyncLLM, id string, p engine.Params) *engine.Request {
+	t.Helper()
 	r, err := e.AddRequest("first", pauseLong, engine.Params{MaxTokens: 4, IgnoreEOS: true})
 	require.NoError(t, err)
 	drain(t, r)
 	putOut(t, rt, e)
+	r, err = e.AddRequest(id, pauseLong, p)
+	require.NoError(t, err)
+	rt.Sleep(50 * time.Microsecond)
+	return r
 }
 
 // offloadRun runs body on an engine of cfg under chaos, with the checker
@@ -122,10 +129,7 @@ func TestAnAbortWhileKVLoadsKeepsTheBlocksUntilItLands(t *testing.T) {
 		cfg := offloadConfig(t, faults)
 		c, _, late, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-			offloadPauseLong(t, rt, e)
-			doomed, err := e.AddRequest("doomed", pauseLong, p)
-			require.NoError(t, err)
-			rt.Sleep(50 * time.Microsecond)
+			doomed := loadingRequest(t, rt, e, "doomed", p)
 			e.Abort("doomed")
 			_, _ = readAll(doomed)
 			// 48 tokens: 12 blocks, the 9 free ones and 3 of those the
@@ -207,10 +211,7 @@ func TestAPauseWaitsForAKVLoadToLand(t *testing.T) {
 				c, loads, _, err := offloadRun(t, seed, offloadConfig(t, ""), func(rt task.Runtime, e *engine.AsyncLLM) {
 					ctx := context.Background()
 					p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-					offloadPauseLong(t, rt, e)
-					r, err := e.AddRequest("loads", pauseLong, p)
-					require.NoError(t, err)
-					rt.Sleep(50 * time.Microsecond)
+					r := loadingRequest(t, rt, e, "loads", p)
 					if sleep {
 						require.NoError(t, e.Sleep(ctx, engine.SleepOptions{Level: 1, Mode: mode}))
 						require.NoError(t, e.WakeUp(ctx))
@@ -255,10 +256,7 @@ func TestAResetThatMayPreemptAbandonsTheLoadsInFlight(t *testing.T) {
 		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
 			ctx := context.Background()
 			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-			offloadPauseLong(t, rt, e)
-			r, err := e.AddRequest("loads", pauseLong, p)
-			require.NoError(t, err)
-			rt.Sleep(50 * time.Microsecond)
+			r := loadingRequest(t, rt, e, "loads", p)
 			reset, err := e.ResetPrefixCache(ctx, true)
 			require.NoError(t, err)
 			assert.True(t, reset, "seed %d: a reset that may preempt succeeds", seed)
