@@ -585,11 +585,14 @@ func (e *AsyncLLM) liveSortedLocked() []*reqState {
 }
 
 // die ends every live request with the engine-dead error; later calls fail
-// fast with it.
+// fast with it. Of several cores, the live ones are shut down, as vLLM's
+// client shuts every engine down once one dies: they drop what they hold
+// and stop, and the last to stop ends the output handler.
 func (e *AsyncLLM) die(cause error) {
 	err := fmt.Errorf("%w: %v", ErrEngineDead, cause)
 	e.mu.Lock()
-	if e.dead == nil {
+	first := e.dead == nil
+	if first {
 		e.dead = err
 		for _, st := range e.liveSortedLocked() {
 			st.c.fail(err)
@@ -598,6 +601,11 @@ func (e *AsyncLLM) die(cause error) {
 	}
 	e.mu.Unlock()
 	e.stopped.Store(true)
+	if first && len(e.cores) > 1 {
+		for _, c := range e.cores {
+			c.c.Send(core.Input{Kind: core.InputShutdown})
+		}
+	}
 }
 
 // outputHandler is vLLM's output handler task: it takes batches from the

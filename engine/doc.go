@@ -84,7 +84,7 @@
 // is finished on those that started it, and a sleep overtaken on some
 // cores wakes those it put to sleep. Stats sums the cores and keeps each
 // one's in Stats.Cores, whose metrics are labelled engine="N"; one core's
-// death is the engine's. An MoE model's ranks, which step together in
+// death is the engine's, and the live cores are shut down. An MoE model's ranks, which step together in
 // waves, are not modelled.
 //
 // If the core dies (a model that panics, an executor past its slots),

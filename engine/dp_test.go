@@ -270,7 +270,7 @@ func (m doomModel) TokenAt(key uint64, i int) int {
 // TestDataParallelOneCoreDyingKillsTheEngine: core 1 dies of its request
 // while core 0 streams one; as vLLM's client fails every request once an
 // engine is dead, both end with ErrEngineDead and its cause, later calls
-// fail fast, and Close stops the live core and returns.
+// fail fast, and Close returns.
 func TestDataParallelOneCoreDyingKillsTheEngine(t *testing.T) {
 	model := doomModel{doomed: core.ToyModel{}.Prepare(core.Tokenizer{}.Encode("doom"))}
 	rttest.Both(t, func(t *testing.T, rt task.Runtime) {
@@ -289,6 +289,31 @@ func TestDataParallelOneCoreDyingKillsTheEngine(t *testing.T) {
 		_, err = e.AddRequest("later", pauseLong, engine.Params{MaxTokens: 1, DataParallelRank: new(0)})
 		assert.ErrorIs(t, err, engine.ErrEngineDead, "the live core takes nothing more")
 		require.NoError(t, e.Close())
+	})
+}
+
+// TestDataParallelOneCoreDyingStopsTheOthers: once core 1 dies, core 0
+// drops the request it ran for nobody and frees its KV blocks before
+// Close, as vLLM's client shuts every engine down when one dies, rather
+// than decoding on for a request the frontend has already failed.
+func TestDataParallelOneCoreDyingStopsTheOthers(t *testing.T) {
+	model := doomModel{doomed: core.ToyModel{}.Prepare(core.Tokenizer{}.Encode("doom"))}
+	dpRun(t, 3, sim.Random(), engine.Config{DataParallelSize: 2, Model: model}, func(rt task.Runtime, e *engine.AsyncLLM) {
+		healthy := add(t, e, "healthy", pauseLong, engine.Params{MaxTokens: 100000, IgnoreEOS: true, DataParallelRank: new(0)})
+		_, err := healthy.Next()
+		require.NoError(t, err)
+		require.Positive(t, e.Stats().Cores[0].KVUsedBlocks)
+		doomed := add(t, e, "doomed", "doom", engine.Params{MaxTokens: 10, IgnoreEOS: true, DataParallelRank: new(1)})
+		for _, r := range []*engine.Request{doomed, healthy} {
+			_, err := readAll(r)
+			require.ErrorIs(t, err, engine.ErrEngineDead, r.ID())
+		}
+		for i := 0; i < 1000 && e.Stats().Cores[0].RequestsRunning > 0; i++ {
+			rt.Sleep(time.Millisecond) // a virtual second at most
+		}
+		s := e.Stats().Cores[0]
+		assert.Zero(t, s.RequestsRunning, "core 0 still runs the failed request")
+		assert.Zero(t, s.KVUsedBlocks, "core 0 still holds its KV blocks")
 	})
 }
 
