@@ -426,15 +426,16 @@ func (e *AsyncLLM) abortLocked(st *reqState) {
 // collector holds, counts how it finished, and tells the observer.
 func (e *AsyncLLM) endLocked(st *reqState, reason FinishReason, err error) {
 	e.dropLocked(st)
+	n := e.countsOf(st.core)
 	switch reason {
 	case FinishStop:
-		e.counts.FinishedStop++
+		n.FinishedStop++
 	case FinishLength:
-		e.counts.FinishedLength++
+		n.FinishedLength++
 	case FinishAbort:
-		e.counts.FinishedAbort++
+		n.FinishedAbort++
 	default:
-		e.counts.FinishedError++
+		n.FinishedError++
 	}
 	e.emit(Event{Kind: core.EventFinish, RequestID: st.id, InternalID: st.internalID, Incarnation: st.incarnation, Index: st.index, Finished: true, Reason: reason, Err: err, Tokens: st.tokens})
 }
@@ -665,7 +666,7 @@ func (e *AsyncLLM) process(outs *core.Outputs) {
 func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 	st, ok := e.states[f.InternalID]
 	if !ok {
-		e.counts.StaleFramesDropped++
+		e.countsOf(e.frameCore(f.ID)).StaleFramesDropped++
 		if e.obs != nil {
 			e.emit(Event{Kind: core.EventFrameDropped, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 				Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
@@ -676,11 +677,12 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 		e.emit(Event{Kind: core.EventFrameDelivered, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index,
 			Collector: st.incarnation, CollectorIndex: st.index, Frame: f.ID, Tokens: f.NewTokens, Position: f.Position, Finished: f.Finished, Reason: f.Reason})
 	}
+	n := e.countsOf(st.core)
 	if len(st.tokens) == 0 && len(f.NewTokens) > 0 {
-		e.counts.PromptTokens += int64(st.promptLen)
+		n.PromptTokens += int64(st.promptLen)
 	}
 	st.tokens = append(st.tokens, f.NewTokens...)
-	e.counts.GenerationTokens += int64(len(f.NewTokens))
+	n.GenerationTokens += int64(len(f.NewTokens))
 
 	finished, reason := f.Finished, f.Reason
 	stopReason := ""

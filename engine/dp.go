@@ -25,6 +25,24 @@ type dataParallel struct {
 	// cores', 0 to DataParallelSize−1.
 	callMu task.Mutex
 	ranks  []int
+	// counts are the frontend's counters of each core's requests, by
+	// rank (with one core, AsyncLLM.counts).
+	counts []counters
+}
+
+// countsOf are the frontend's counters of the requests of the core of
+// rank n.
+func (e *AsyncLLM) countsOf(n int32) *counters {
+	if e.dp == nil {
+		return &e.counts
+	}
+	return &e.dp.counts[n]
+}
+
+// frameCore is the rank of the core that numbered frame id (the core of
+// rank r of n numbers r+1, r+1+n, …).
+func (e *AsyncLLM) frameCore(id uint64) int32 {
+	return int32((id - 1) % uint64(len(e.cores)))
 }
 
 // ranks returns the ranks of the cores, nil with one.
@@ -63,7 +81,7 @@ func (e *AsyncLLM) startCores() {
 	var refs *atomic.Int32
 	if n > 1 {
 		e.cores = make([]engineCore, n)
-		e.dp = &dataParallel{inflight: make([]int, n), callMu: e.rt.NewMutex("utility-calls"), ranks: allCores(n)}
+		e.dp = &dataParallel{inflight: make([]int, n), callMu: e.rt.NewMutex("utility-calls"), ranks: allCores(n), counts: make([]counters, n)}
 		refs = new(atomic.Int32)
 		refs.Store(int32(n))
 	}

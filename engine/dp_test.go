@@ -292,6 +292,31 @@ func TestDataParallelOneCoreDyingKillsTheEngine(t *testing.T) {
 	})
 }
 
+// TestDataParallelStaleFramesCountToTheirCore: a request on core 2 that
+// ends on a stop string while the core, under async scheduling, has its
+// next step in flight: the frames that follow reach a frontend that no
+// longer holds the request, and are counted to the core that sent them,
+// read from the frame's number.
+func TestDataParallelStaleFramesCountToTheirCore(t *testing.T) {
+	stop, _ := stopAt(t, "hello", 3)
+	seen := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		dpRun(t, seed, sim.Starve("output-handler"), engine.Config{DataParallelSize: 3, AsyncScheduling: true}, func(rt task.Runtime, e *engine.AsyncLLM) {
+			r := add(t, e, "x", "hello", engine.Params{MaxTokens: 40, Stop: []string{stop}, DataParallelRank: new(2)})
+			drain(t, r)
+			require.NoError(t, e.WaitIdle(context.Background()))
+			s := e.Stats()
+			assert.Zero(t, s.Cores[0].StaleFramesDropped+s.Cores[1].StaleFramesDropped, "seed %d: a stale frame of core 2 counted to another", seed)
+			assert.Equal(t, s.StaleFramesDropped, s.Cores[2].StaleFramesDropped, "seed %d", seed)
+			if s.Cores[2].StaleFramesDropped > 0 {
+				seen++
+			}
+		})
+	}
+	assert.Positive(t, seen, "no seed of 20 had a stale frame: the test shows nothing")
+	t.Logf("seeds with a stale frame: %d of 20", seen)
+}
+
 // TestDataParallelOneCoreDyingStopsTheOthers: once core 1 dies, core 0
 // drops the request it ran for nobody and frees its KV blocks before
 // Close, as vLLM's client shuts every engine down when one dies, rather
@@ -344,8 +369,31 @@ func TestDataParallelStatsByCore(t *testing.T) {
 		for _, m := range ms {
 			assert.NotEqual(t, "vllm:num_requests_running", m.Name, "no sum beside the cores' series")
 		}
+		short := add(t, e, "short", "a b c", engine.Params{MaxTokens: 3, IgnoreEOS: true, DataParallelRank: new(0)})
+		require.Len(t, tokensOf(engine.Params{}.Output, drain(t, short)), 3)
 		r.Cancel()
-		drain(t, r)
+		got := tokensOf(engine.Params{}.Output, drain(t, r))
+		require.NoError(t, e.WaitIdle(context.Background()))
+
+		// The frontend's counts, each to the core of its request.
+		s = e.Stats()
+		c0, c1 := s.Cores[0], s.Cores[1]
+		assert.Equal(t, [4]int64{0, 1, 0, 0}, [4]int64{c0.FinishedStop, c0.FinishedLength, c0.FinishedAbort, c0.FinishedError}, "core 0: short ran to its length")
+		assert.Equal(t, [4]int64{0, 0, 1, 0}, [4]int64{c1.FinishedStop, c1.FinishedLength, c1.FinishedAbort, c1.FinishedError}, "core 1: r was cancelled")
+		assert.Equal(t, int64(3), c0.GenerationTokens)
+		assert.Equal(t, int64(len(got)), c1.GenerationTokens)
+		assert.Equal(t, int64(len(core.Tokenizer{}.Encode("a b c"))), c0.PromptTokens)
+		assert.Equal(t, int64(len(core.Tokenizer{}.Encode(pauseLong))), c1.PromptTokens)
+		assert.Equal(t, c0.GenerationTokens+c1.GenerationTokens, s.GenerationTokens, "the sum")
+		assert.Equal(t, int64(2), s.FinishedLength+s.FinishedAbort, "the sum")
+		ms = s.Metrics()
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:request_success_total{engine="0",finished_reason="length"}`, Value: 1})
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:request_success_total{engine="1",finished_reason="abort"}`, Value: 1})
+		assert.Contains(t, ms, engine.Metric{Name: `vllm:generation_tokens_total{engine="0"}`, Value: 3})
+		assert.Contains(t, ms, engine.Metric{Name: `llmdst:stale_frames_dropped_total{engine="1"}`, Value: float64(c1.StaleFramesDropped)})
+		for _, m := range ms {
+			assert.NotEqual(t, "vllm:generation_tokens_total", m.Name, "no sum beside the cores' series")
+		}
 	})
 	e, err := engine.New(engine.Config{})
 	require.NoError(t, err)

@@ -66,23 +66,28 @@ type Stats struct {
 }
 
 // CoreStats are one data-parallel core's gauges and counts, as of its
-// last change: what vLLM labels engine="N".
+// last change, and the frontend's counts of the requests routed to it:
+// what vLLM labels engine="N". A stale frame is counted to the core that
+// sent it.
 type CoreStats struct {
-	RequestsRunning, RequestsWaiting                      int
-	Preemptions                                           int64
-	KVUsedBlocks, KVNumBlocks                             int
-	KVLeakedBlocks                                        int
-	PrefixCacheQueries, PrefixCacheHits                   int64
-	PrefixCachePreemptedQueries, PrefixCachePreemptedHits int64
+	RequestsRunning, RequestsWaiting                           int
+	Preemptions                                                int64
+	KVUsedBlocks, KVNumBlocks                                  int
+	KVLeakedBlocks                                             int
+	PrefixCacheQueries, PrefixCacheHits                        int64
+	PrefixCachePreemptedQueries, PrefixCachePreemptedHits      int64
+	PromptTokens, GenerationTokens, StaleFramesDropped         int64
+	FinishedStop, FinishedLength, FinishedAbort, FinishedError int64
 }
 
-// coreStats are a core's gauges and counts as it last published them.
-func coreStats(c *core.EngineCore) CoreStats {
-	cs := c.Stats()
-	return CoreStats{RequestsRunning: cs.Running, RequestsWaiting: cs.Waiting, Preemptions: cs.Preemptions,
-		KVUsedBlocks: cs.KVUsedBlocks, KVNumBlocks: cs.KVNumBlocks, KVLeakedBlocks: c.KVLeaked(),
-		PrefixCacheQueries: cs.PrefixCacheQueries, PrefixCacheHits: cs.PrefixCacheHits,
-		PrefixCachePreemptedQueries: cs.PrefixCachePreemptedQueries, PrefixCachePreemptedHits: cs.PrefixCachePreemptedHits}
+// coreStats sets in cs a core's gauges and counts as it last published
+// them.
+func coreStats(c *core.EngineCore, cs *CoreStats) {
+	st := c.Stats()
+	cs.RequestsRunning, cs.RequestsWaiting, cs.Preemptions = st.Running, st.Waiting, st.Preemptions
+	cs.KVUsedBlocks, cs.KVNumBlocks, cs.KVLeakedBlocks = st.KVUsedBlocks, st.KVNumBlocks, c.KVLeaked()
+	cs.PrefixCacheQueries, cs.PrefixCacheHits = st.PrefixCacheQueries, st.PrefixCacheHits
+	cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits = st.PrefixCachePreemptedQueries, st.PrefixCachePreemptedHits
 }
 
 // addCore adds a core's gauges and counts to the engine's.
@@ -97,6 +102,13 @@ func (s *Stats) addCore(c CoreStats) {
 	s.PrefixCacheHits += c.PrefixCacheHits
 	s.PrefixCachePreemptedQueries += c.PrefixCachePreemptedQueries
 	s.PrefixCachePreemptedHits += c.PrefixCachePreemptedHits
+	s.PromptTokens += c.PromptTokens
+	s.GenerationTokens += c.GenerationTokens
+	s.StaleFramesDropped += c.StaleFramesDropped
+	s.FinishedStop += c.FinishedStop
+	s.FinishedLength += c.FinishedLength
+	s.FinishedAbort += c.FinishedAbort
+	s.FinishedError += c.FinishedError
 }
 
 // KVCacheUsage is the share of the core's usable KV blocks in use, as
@@ -105,17 +117,17 @@ func (c CoreStats) KVCacheUsage() float64 {
 	return Stats{KVUsedBlocks: c.KVUsedBlocks, KVNumBlocks: c.KVNumBlocks}.KVCacheUsage()
 }
 
-// counters are what the frontend counts itself, under its lock; the rest
-// of Stats is the core's.
+// counters are what the frontend counts itself, under its lock, of one
+// core's requests; the rest of CoreStats is the core's.
 type counters struct {
 	PromptTokens, GenerationTokens, StaleFramesDropped         int64
 	FinishedStop, FinishedLength, FinishedAbort, FinishedError int64
 }
 
-// stats returns Stats with the counters set.
-func (c *counters) stats() Stats {
-	return Stats{PromptTokens: c.PromptTokens, GenerationTokens: c.GenerationTokens, StaleFramesDropped: c.StaleFramesDropped,
-		FinishedStop: c.FinishedStop, FinishedLength: c.FinishedLength, FinishedAbort: c.FinishedAbort, FinishedError: c.FinishedError}
+// into sets the counters in a core's stats.
+func (c *counters) into(cs *CoreStats) {
+	cs.PromptTokens, cs.GenerationTokens, cs.StaleFramesDropped = c.PromptTokens, c.GenerationTokens, c.StaleFramesDropped
+	cs.FinishedStop, cs.FinishedLength, cs.FinishedAbort, cs.FinishedError = c.FinishedStop, c.FinishedLength, c.FinishedAbort, c.FinishedError
 }
 
 // LoRAAdapterStats are the requests of one LoRA adapter the core runs
@@ -131,20 +143,23 @@ type LoRAAdapterStats struct {
 // the core idle sends no batch, yet empties the running gauge.
 func (e *AsyncLLM) Stats() Stats {
 	lc := e.loraCounts()
-	e.mu.Lock()
-	s := e.counts.stats()
-	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
-	e.mu.Unlock()
-	s.MaxLoRAs, s.At, s.DataParallelSize = e.ccfg.MaxLoRAs, e.rt.Now(), len(e.cores)
+	var s Stats
+	var one [1]CoreStats
+	cores := one[:]
 	if len(e.cores) > 1 {
 		s.Cores = make([]CoreStats, len(e.cores))
+		cores = s.Cores
 	}
+	e.mu.Lock()
+	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
+	for i := range cores {
+		e.countsOf(int32(i)).into(&cores[i])
+	}
+	e.mu.Unlock()
+	s.MaxLoRAs, s.At, s.DataParallelSize = e.ccfg.MaxLoRAs, e.rt.Now(), len(e.cores)
 	for i, c := range e.cores {
-		cs := coreStats(c.c)
-		if s.Cores != nil {
-			s.Cores[i] = cs
-		}
-		s.addCore(cs)
+		coreStats(c.c, &cores[i])
+		s.addCore(cores[i])
 	}
 	if v := e.sleep.Load(); v > 0 {
 		s.Sleeping, s.SleepLevel = true, int(v-1)
@@ -178,27 +193,34 @@ func (s Stats) Metrics() []Metric {
 	var ms []Metric
 	add := func(name string, v float64) { ms = append(ms, Metric{name, v}) }
 	// A core's series: the sum with one core, else each core's, labelled
-	// with its rank, engine="N", as vLLM labels them.
+	// with its rank, engine="N", first among its labels, as vLLM labels
+	// them.
 	ofCores := func(name string, sum float64, v func(CoreStats) float64) {
 		if s.Cores == nil {
 			add(name, sum)
 			return
 		}
+		base, labels, _ := strings.Cut(name, "{")
+		if labels != "" {
+			labels = "," + labels
+		} else {
+			labels = "}"
+		}
 		for i, c := range s.Cores {
-			add(name+`{engine="`+strconv.Itoa(i)+`"}`, v(c))
+			add(base+`{engine="`+strconv.Itoa(i)+`"`+labels, v(c))
 		}
 	}
 	ofCores("vllm:num_requests_running", float64(s.RequestsRunning), func(c CoreStats) float64 { return float64(c.RequestsRunning) })
 	ofCores("vllm:num_requests_waiting", float64(s.RequestsWaiting), func(c CoreStats) float64 { return float64(c.RequestsWaiting) })
-	add("vllm:prompt_tokens_total", float64(s.PromptTokens))
-	add("vllm:generation_tokens_total", float64(s.GenerationTokens))
+	ofCores("vllm:prompt_tokens_total", float64(s.PromptTokens), func(c CoreStats) float64 { return float64(c.PromptTokens) })
+	ofCores("vllm:generation_tokens_total", float64(s.GenerationTokens), func(c CoreStats) float64 { return float64(c.GenerationTokens) })
 	ofCores("vllm:num_preemptions_total", float64(s.Preemptions), func(c CoreStats) float64 { return float64(c.Preemptions) })
 	ofCores("vllm:kv_cache_usage_perc", s.KVCacheUsage(), CoreStats.KVCacheUsage)
-	add(`vllm:request_success_total{finished_reason="stop"}`, float64(s.FinishedStop))
-	add(`vllm:request_success_total{finished_reason="length"}`, float64(s.FinishedLength))
-	add(`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort))
-	add(`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError))
-	add("llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped))
+	ofCores(`vllm:request_success_total{finished_reason="stop"}`, float64(s.FinishedStop), func(c CoreStats) float64 { return float64(c.FinishedStop) })
+	ofCores(`vllm:request_success_total{finished_reason="length"}`, float64(s.FinishedLength), func(c CoreStats) float64 { return float64(c.FinishedLength) })
+	ofCores(`vllm:request_success_total{finished_reason="abort"}`, float64(s.FinishedAbort), func(c CoreStats) float64 { return float64(c.FinishedAbort) })
+	ofCores(`vllm:request_success_total{finished_reason="error"}`, float64(s.FinishedError), func(c CoreStats) float64 { return float64(c.FinishedError) })
+	ofCores("llmdst:stale_frames_dropped_total", float64(s.StaleFramesDropped), func(c CoreStats) float64 { return float64(c.StaleFramesDropped) })
 	ofCores("llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks), func(c CoreStats) float64 { return float64(c.KVLeakedBlocks) })
 	ofCores("vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries), func(c CoreStats) float64 { return float64(c.PrefixCacheQueries) })
 	ofCores("vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits), func(c CoreStats) float64 { return float64(c.PrefixCacheHits) })
