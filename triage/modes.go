@@ -148,10 +148,7 @@ func compareRates(a, b Rate, w rateWords) (p float64, verdict string) {
 	b.check()
 	p = FisherExact(a.K, a.N-a.K, b.K, b.N-b.K)
 	sig := p < Alpha
-	ps := "(p=" + FormatP(p) + ")"
-	if p < 1e-4 {
-		ps = "(p" + FormatP(p) + ")"
-	}
+	ps := "(" + PWords(p) + ")"
 	switch {
 	case a.K == 0 && b.K == 0:
 		return p, w.none

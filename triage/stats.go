@@ -133,6 +133,14 @@ func FormatP(p float64) string {
 	return strconv.FormatFloat(p, 'g', 2, 64)
 }
 
+// PWords is a p-value as a verdict reads it: "p=0.012", or "p<0.0001".
+func PWords(p float64) string {
+	if p < 1e-4 {
+		return "p" + FormatP(p)
+	}
+	return "p=" + FormatP(p)
+}
+
 // FisherExact is the two-sided p-value of Fisher's exact test for the 2×2
 // table [[a, b], [c, d]] — rows are variants A and B, columns are failed
 // and passed runs. It sums the probabilities of every table with the same
