@@ -25,6 +25,7 @@ func init() {
 // compareResult is what compare found: both variants' sweeps over the
 // same seeds, paired by seed.
 type compareResult struct {
+	Scenario    string        `json:"scenario,omitempty"` // with several scenarios: the one both variants ran
 	SeedRange   string        `json:"seed_range"`
 	Requested   string        `json:"requested_seed_range,omitempty"` // set when the budget ended A early
 	Stopped     string        `json:"stopped,omitempty"`
@@ -84,24 +85,152 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "beside the common failpoints, in place of a common one of the same NAME; its -config KEY=VALUE")
 		fmt.Fprintln(stderr, "replaces a common setting of the same KEY.")
 		fmt.Fprintln(stderr, "With -for, A runs for half the budget and B over the seeds A ran.")
+		fmt.Fprintln(stderr, "With several scenarios (-scenario a,b or all), each is compared in turn, as alone, and the")
+		fmt.Fprintln(stderr, "text ends with the scenarios B is worse in, better in, and the same in; -for is shared.")
 		fs.PrintDefaults()
 	}
 	var sf specFlags
 	sf.register(fs)
+	fs.Lookup("scenario").Usage = "the scenario both variants run (see simrun list); several, each compared in turn, as a comma-separated list, or all of them as `all`"
 	aFlags := fs.String("a", "", "variant A's flags, as run takes them, e.g. '-legacy'; empty: the common flags alone")
 	bFlags := fs.String("b", "", "variant B's flags, e.g. '-strategy chaos'; empty: the common flags alone")
 	var wf sweepFlags
-	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text")
-	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode, and one per target a variant reached in too few seeds (-min-reached)")
+	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text, one a scenario")
+	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode, and one per target a variant reached in too few seeds (-min-reached); a suite a scenario")
 	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed: A's in its subdirectory a, B's in b")
 	var rf reachFlags
 	rf.register(fs)
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}
-	spA, err := variantSpec("a", *aFlags, sf)
+	names := []string{sf.scenario} // one, or none when each variant names its own
+	multi := sf.scenario == "all" || strings.Contains(sf.scenario, ",")
+	if multi {
+		var err error
+		if names, err = scenarioList(sf.scenario); err != nil {
+			return err
+		}
+	}
+	seeds, err := parseSeeds(wf.seeds)
 	if err != nil {
 		return err
+	}
+	// Every scenario's variants are made and checked before any runs: a
+	// setting one refuses is bad input, not a failure found an hour in.
+	var pairs []*comparePair
+	var skipped []string
+	var some props.SituationSet
+	for _, name := range names {
+		f := sf
+		f.scenario = name
+		p, err := newComparePair(f, *aFlags, *bFlags, &rf, seeds, multi)
+		if refused := (*configRefused)(nil); multi && errors.As(err, &refused) {
+			fmt.Fprintf(stderr, "simrun compare: skipping %s: %v\n", name, err)
+			skipped = append(skipped, name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		some |= p.a.scenario.Targets | p.b.scenario.Targets
+		p.a.seedTimeout, p.b.seedTimeout = wf.seedTimeout, wf.seedTimeout
+		pairs = append(pairs, p)
+	}
+	if len(pairs) == 0 {
+		return usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
+	}
+	if multi && rf.min > 0 && rf.targets == "" && some == 0 {
+		return usagef("-min-reached %d: scenarios %s name no target situations; name them with -targets", rf.min, sf.scenario)
+	}
+	det, err := wf.check()
+	if err != nil {
+		return err
+	}
+	undo, err := outputDirs(append([][2]string{{"-out", filepath.Join(*out, "a")}, {"-out", filepath.Join(*out, "b")}}, fileDir("-junit", *junit)...)...)
+	if err != nil {
+		return err
+	}
+	defer undo()
+	j := &compareJob{stdout: stdout, stderr: stderr, aFlags: *aFlags, bFlags: *bFlags, wf: &wf, min: uint64(rf.min), det: det, out: *out, multi: multi}
+	var done []compareDone
+	var cut string // why the scenarios after done did not run
+	start := time.Now()
+	for i, p := range pairs {
+		budget := wf.budget
+		if wf.budget > 0 && multi {
+			// The budget left is shared by the scenarios left: one that
+			// ran out of seeds early leaves its share to the others.
+			budget = max((wf.budget-time.Since(start))/time.Duration(len(pairs)-i), time.Millisecond).Round(time.Millisecond)
+		}
+		if j.interrupted != nil && j.interrupted.happened() {
+			cut = "interrupted"
+			break // the scenarios not yet run are not reported as run
+		}
+		if multi && !wf.json && i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		d := j.one(p, seeds, budget)
+		if d.fatal != nil {
+			j.interrupted.release()
+			return d.fatal
+		}
+		done = append(done, d)
+		if d.cut != "" {
+			if cut = d.cut; cut != "interrupted" {
+				// Its worker is left behind, spinning or blocked: a
+				// comparison that went on would measure the next
+				// scenarios beside it.
+				cut = "a seed of " + d.scenario + " hung"
+			}
+			break
+		}
+	}
+	j.interrupted.release()
+	if *junit != "" {
+		suites := make([]triage.JUnitSuite, len(done))
+		for i, d := range done {
+			suites[i] = d.suite
+		}
+		if err := writeFile(*junit, func(w io.Writer) error { return triage.WriteJUnitSuites(w, suites) }); err != nil {
+			return err
+		}
+	}
+	if multi && !wf.json {
+		all := make([]string, len(pairs))
+		for i, p := range pairs {
+			all[i] = p.a.scenario.Name
+		}
+		printCompareTotal(stdout, all, skipped, done, cut, time.Since(start))
+	}
+	// The worst: a failure, else why a comparison stopped short.
+	var worst error
+	for _, d := range done {
+		if errors.Is(d.err, errFailed) {
+			return errFailed
+		}
+		if worst == nil {
+			worst = d.err
+		}
+	}
+	if worst == nil && cut == "interrupted" {
+		worst = fmt.Errorf("interrupted after %d of %d scenarios, before any failure", len(done), len(pairs))
+	}
+	return worst
+}
+
+// comparePair is one scenario's two variants and the targets each holds.
+type comparePair struct {
+	a, b               *spec
+	targetsA, targetsB props.SituationSet
+}
+
+// newComparePair makes the variants of the common flags sf, checked
+// against seeds. Among several scenarios (multi), the variants may not
+// name their own, and a scenario that names no target has none to reach.
+func newComparePair(sf specFlags, aFlags, bFlags string, rf *reachFlags, seeds seedSet, multi bool) (*comparePair, error) {
+	spA, err := variantSpec("a", aFlags, sf)
+	if err != nil {
+		return nil, err
 	}
 	// pct:D without K takes K from the runs of the spec (estimateSteps),
 	// which differ between variants of another engine or failpoint: each
@@ -110,70 +239,97 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if spA.pctDepth > 0 {
 		sf.pct = &pctEstimate{scenario: spA.scenario.Name, depth: spA.pctDepth, steps: spA.pctSteps}
 	}
-	spB, err := variantSpec("b", *bFlags, sf)
+	spB, err := variantSpec("b", bFlags, sf)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	seeds, err := parseSeeds(wf.seeds)
-	if err != nil {
-		return err
+	if multi && (spA.scenario.Name != sf.scenario || spB.scenario.Name != sf.scenario) {
+		return nil, usagef("-a and -b may not name -scenario when -scenario names several: both variants run each of them")
 	}
+	p := &comparePair{a: spA, b: spB}
 	for _, v := range []struct {
-		name string
-		sp   *spec
-	}{{"A", spA}, {"B", spB}} {
+		name    string
+		sp      *spec
+		targets *props.SituationSet
+	}{{"A", spA, &p.targetsA}, {"B", spB, &p.targetsB}} {
 		if err := v.sp.checkReplaySeeds(seeds, "-seeds"); err != nil {
-			return fmt.Errorf("variant %s: %w", v.name, err)
+			return nil, fmt.Errorf("variant %s: %w", v.name, err)
+		}
+		rfv := rf
+		if multi {
+			rfv = &reachFlags{targets: rf.targets}
+		}
+		if *v.targets, err = variantTargets(rfv, v.name, v.sp); err != nil {
+			return nil, err
 		}
 	}
-	targetsA, err := variantTargets(&rf, "A", spA)
-	if err != nil {
-		return err
+	return p, nil
+}
+
+// compareJob is what the comparisons of one compare command share.
+type compareJob struct {
+	stdout, stderr io.Writer
+	aFlags, bFlags string
+	wf             *sweepFlags
+	min            uint64 // -min-reached
+	det            checkShare
+	out            string
+	multi          bool
+	interrupted    *signalStop
+}
+
+// compareDone is how one scenario's comparison ended.
+type compareDone struct {
+	scenario string
+	res      *compareResult // nil when it stopped short
+	suite    triage.JUnitSuite
+	err      error  // errFailed when something failed; else why it stopped short
+	cut      string // set when it stopped short, and no later scenario may run: why
+	fatal    error  // an output that could not be written: the command ends with it
+}
+
+// one compares the variants of p over seeds, within budget (0: none), and
+// reports it, as compare of one scenario does.
+func (j *compareJob) one(p *comparePair, seeds seedSet, budget time.Duration) compareDone {
+	name := p.a.scenario.Name
+	cmd, unit := "compare", "runs"
+	if j.multi {
+		cmd, unit = "compare -scenario "+name, "runs of "+name
 	}
-	targetsB, err := variantTargets(&rf, "B", spB)
-	if err != nil {
-		return err
-	}
-	det, err := wf.check()
-	if err != nil {
-		return err
-	}
-	spA.seedTimeout, spB.seedTimeout = wf.seedTimeout, wf.seedTimeout
-	undo, err := outputDirs(append([][2]string{{"-out", filepath.Join(*out, "a")}, {"-out", filepath.Join(*out, "b")}}, fileDir("-junit", *junit)...)...)
-	if err != nil {
-		return err
-	}
-	defer undo()
-	bar := wf.progress(stderr, 2*seeds.n, "runs")
+	bar := j.wf.progress(j.stderr, 2*seeds.n, unit)
 	tally := func() *sweepState {
-		return &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, sigs: map[uint64]string{}}
+		return &sweepState{modes: map[string]*modeTally{}, workers: j.wf.jobs, sigs: map[uint64]string{}}
 	}
 	// Under a budget, A runs for half of it and B over the seeds A ran,
 	// so that the two stay paired seed by seed.
 	a := tally()
-	a.budget, a.targets = wf.budget/2, targetsA
+	a.budget, a.targets = budget/2, p.targetsA
 	// Ctrl-C (or SIGTERM) stops the variant running, and the comparison
 	// there, as a hang does: the sweeps as far as they went are reported.
-	interrupted := stopOnSignal(a)
-	defer interrupted.release()
-	stA := sweepInto(a, spA, seeds, det, bar)
-	partial := compareHangOut{stdout: stdout, stderr: stderr, bar: bar, json: wf.json, junit: *junit, requested: seeds}
-	sideA := hangSide{"A", *aFlags, spA, stA, filepath.Join(*out, "a")}
-	if stA.hung {
-		return partial.report(sideA, nil)
+	if j.interrupted == nil {
+		j.interrupted = stopOnSignal(a)
+	} else {
+		j.interrupted.watch(a)
 	}
-	if interrupted.happened() && stA.stopped != "" {
+	stA := sweepInto(a, p.a, seeds, j.det, bar)
+	partial := compareHangOut{stdout: j.stdout, stderr: j.stderr, bar: bar, json: j.wf.json, requested: seeds, multi: j.multi}
+	sideA := hangSide{"A", j.aFlags, p.a, stA, filepath.Join(j.out, "a")}
+	const hung = "a seed hung"
+	if stA.hung {
+		return partial.report(sideA, nil, hung)
+	}
+	if j.interrupted.happened() && stA.stopped != "" {
 		return partial.interrupted(sideA, nil)
 	}
 	b := tally()
-	b.targets = targetsB
-	interrupted.watch(b)
-	stB := sweepInto(b, spB, stA.ran, det, bar)
-	sideB := hangSide{"B", *bFlags, spB, stB, filepath.Join(*out, "b")}
+	b.targets = p.targetsB
+	j.interrupted.watch(b)
+	stB := sweepInto(b, p.b, stA.ran, j.det, bar)
+	sideB := hangSide{"B", j.bFlags, p.b, stB, filepath.Join(j.out, "b")}
 	if stB.hung {
-		return partial.report(sideB, &sideA)
+		return partial.report(sideB, &sideA, hung)
 	}
-	if interrupted.happened() && stB.stopped != "" {
+	if j.interrupted.happened() && stB.stopped != "" {
 		return partial.interrupted(sideB, &sideA)
 	}
 	if bar != nil {
@@ -182,17 +338,23 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	ran := stA.ran // B ran these too
 
 	res := compareResult{SeedRange: ran.String(), Seeds: ran.n, Seconds: (stA.elapsed + stB.elapsed).Seconds()}
+	if j.multi {
+		res.Scenario = name
+	}
 	if stA.stopped != "" {
 		res.Requested = seeds.String()
-		res.Stopped = fmt.Sprintf("the %v budget (-for) ran out, half of it for A", wf.budget)
+		res.Stopped = fmt.Sprintf("the %v budget (-for) ran out, half of it for A", budget)
+		if j.multi {
+			res.Stopped = fmt.Sprintf("its %v share of the %v budget (-for) ran out, half of it for A", budget, j.wf.budget)
+		}
 	}
 	if res.Seconds > 0 {
 		res.SeedsPerSec = float64(ran.n) / res.Seconds
 	}
-	res.A = compareSide{Flags: *aFlags, sweepResult: stA.summary(spA, "")}
-	res.B = compareSide{Flags: *bFlags, sweepResult: stB.summary(spB, "")}
-	stA.printWarnings(stderr, "compare, A")
-	stB.printWarnings(stderr, "compare, B")
+	res.A = compareSide{Flags: j.aFlags, sweepResult: stA.summary(p.a, "")}
+	res.B = compareSide{Flags: j.bFlags, sweepResult: stB.summary(p.b, "")}
+	stA.printWarnings(j.stderr, cmd+", A")
+	stB.printWarnings(j.stderr, cmd+", B")
 	// Each variant writes its schedules into a directory of its own: the
 	// file names say scenario, engine and seed, which both may share, and
 	// one variant's file must not replace the other's.
@@ -200,9 +362,9 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		sp  *spec
 		r   *sweepResult
 		dir string
-	}{{spA, &res.A.sweepResult, "a"}, {spB, &res.B.sweepResult, "b"}} {
-		if err := writeModeSchedules(side.sp, side.r, filepath.Join(*out, side.dir)); err != nil {
-			return err
+	}{{p.a, &res.A.sweepResult, "a"}, {p.b, &res.B.sweepResult, "b"}} {
+		if err := writeModeSchedules(side.sp, side.r, filepath.Join(j.out, side.dir)); err != nil {
+			return compareDone{fatal: err}
 		}
 	}
 	res.Paired = pairSeeds(stA, stB, "")
@@ -210,17 +372,13 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	res.P, res.Verdict = triage.CompareRates(rateA, rateB)
 	res.Modes = compareModes(stA, stB, &res)
 
-	if *junit != "" {
-		if err := writeCompareJUnit(*junit, &res, uint64(rf.min)); err != nil {
-			return err
-		}
-	}
-	if wf.json {
-		if err := writeJSON(stdout, res); err != nil {
-			return err
+	d := compareDone{scenario: name, res: &res, suite: triage.JUnitSuite{Name: partial.suiteName(name, res.SeedRange), Cases: compareJUnitCases(&res, j.min)}}
+	if j.wf.json {
+		if err := writeJSON(j.stdout, res); err != nil {
+			return compareDone{fatal: err}
 		}
 	} else {
-		printCompare(stdout, &res)
+		printCompare(j.stdout, &res)
 	}
 	// -min-reached holds each variant to it, whether or not a seed
 	// failed: a B that passes because it no longer reaches the race's
@@ -230,14 +388,86 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		name string
 		side *compareSide
 	}{{"A", &res.A}, {"B", &res.B}} {
-		if err := checkReached(stderr, "compare, "+s.name, &s.side.sweepResult, uint64(rf.min)); err != nil {
+		if err := checkReached(j.stderr, cmd+", "+s.name, &s.side.sweepResult, j.min); err != nil {
 			failed = true
 		}
 	}
 	if failed {
-		return errFailed
+		d.err = errFailed
 	}
-	return nil
+	return d
+}
+
+// printCompareTotal ends the text of a compare of several scenarios: the
+// scenarios B is worse in, better in, and not significantly different
+// in, by the test of all failures, and those stopped short or not run.
+func printCompareTotal(w io.Writer, names, skipped []string, done []compareDone, cut string, elapsed time.Duration) {
+	var seeds uint64
+	var worse, better, same, neither, short []string
+	for _, d := range done {
+		if d.res == nil {
+			short = append(short, fmt.Sprintf("%s (%s)", d.scenario, d.cut))
+			continue
+		}
+		r := d.res
+		seeds += r.Seeds
+		item := fmt.Sprintf("%s (A %d, B %d of %d seeds, %s%s)", d.scenario, r.A.Failures, r.B.Failures, r.Seeds, triage.PWords(r.P), modesWords(r.Modes))
+		switch a, b := float64(r.A.Failures), float64(r.B.Failures); {
+		case a == 0 && b == 0:
+			neither = append(neither, d.scenario)
+		case r.P >= triage.Alpha:
+			same = append(same, item)
+		case b > a:
+			worse = append(worse, item)
+		default:
+			better = append(better, item)
+		}
+	}
+	fmt.Fprintf(w, "\ncompare of %d scenarios: %d seeds per variant in %.2fs\n", len(names)+len(skipped), seeds, elapsed.Seconds())
+	for _, l := range []struct {
+		what  string
+		items []string
+	}{{"worse in B", worse}, {"better in B", better}, {"no significant change", same}, {"no failures in either", neither}, {"stopped short", short}} {
+		if len(l.items) > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", l.what, strings.Join(l.items, ", "))
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "  skipped (the -config settings do not suit them): %s\n", strings.Join(skipped, ", "))
+	}
+	if n := len(names) - len(done); n > 0 {
+		fmt.Fprintf(w, "  not run (%s): %s\n", cut, strings.Join(names[len(done):], ", "))
+	}
+	if n := len(done); n > 1 {
+		fmt.Fprintf(w, "  each scenario is tested on its own at p < %g: of %d tests, a difference with p above %.2g (%g/%d) may be chance\n",
+			triage.Alpha, n, triage.Alpha/float64(n), triage.Alpha, n)
+	}
+}
+
+// modesWords counts the failure modes of a comparison that differ
+// significantly, for the total: "; modes: 1 worse in B, 2 better".
+func modesWords(ms []compareMode) string {
+	var worse, better int
+	for _, m := range ms {
+		switch {
+		case m.P >= triage.Alpha:
+		case m.B.Count > m.A.Count:
+			worse++
+		default:
+			better++
+		}
+	}
+	var parts []string
+	if worse > 0 {
+		parts = append(parts, fmt.Sprintf("%d worse in B", worse))
+	}
+	if better > 0 {
+		parts = append(parts, fmt.Sprintf("%d better", better))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; modes: " + strings.Join(parts, ", ")
 }
 
 // variantTargets returns the target situations of a variant's sweep:
@@ -293,7 +523,11 @@ func variantSpec(name, flags string, common specFlags) (*spec, error) {
 	})
 	sp, err := merged.spec()
 	if err != nil {
-		return nil, usagef("variant %s (-%s %q): %v", upper(name), name, flags, err)
+		msg := fmt.Sprintf("variant %s (-%s %q): %v", upper(name), name, flags, err)
+		if refused := (*configRefused)(nil); errors.As(err, &refused) {
+			return nil, &configRefused{usageError{msg}} // a scenario of several may be skipped for it
+		}
+		return nil, &usageError{msg}
 	}
 	return sp, nil
 }
@@ -394,8 +628,17 @@ type compareHangOut struct {
 	stdout, stderr io.Writer
 	bar            *progressbar.ProgressBar
 	json           bool
-	junit          string
 	requested      seedSet
+	multi          bool // one scenario of several
+}
+
+// suiteName names the JUnit suite of a comparison of scenario over seeds:
+// the scenario is named when it is one of several.
+func (h compareHangOut) suiteName(scenario, seeds string) string {
+	if h.multi {
+		return "simrun compare " + scenario + " " + seeds
+	}
+	return "simrun compare " + seeds
 }
 
 // hangSide is a variant's sweep as far as it went.
@@ -410,6 +653,7 @@ type hangSide struct {
 // comparison was interrupted: the sweeps as far as they went, and no
 // comparison (no p-value, no pairs).
 type compareHangJSON struct {
+	Scenario  string       `json:"scenario,omitempty"` // with several scenarios
 	SeedRange string       `json:"seed_range"`
 	Requested string       `json:"requested_seed_range"`
 	Stopped   string       `json:"stopped"`
@@ -457,10 +701,12 @@ func (h compareHangOut) writeJSON(j compareHangJSON, sides []hangSide, results [
 // variants no longer run the same seeds, and no pairing of them says
 // anything, so the comparison ends there (B does not run after A hung).
 // other is A's complete sweep when B hung, nil otherwise.
-func (h compareHangOut) report(hung hangSide, other *hangSide) error {
+func (h compareHangOut) report(hung hangSide, other *hangSide, cut string) compareDone {
+	d := compareDone{scenario: hung.sp.scenario.Name, err: errFailed, cut: cut}
 	sides, results, err := h.sides(hung, other)
 	if err != nil {
-		return err
+		d.fatal = err
+		return d
 	}
 	r := &results[len(results)-1].sweepResult // the variant that hung
 	// Each mode whose first seed hung: one, unless workers hung at once.
@@ -479,47 +725,57 @@ func (h compareHangOut) report(hung hangSide, other *hangSide) error {
 			hm = m
 		}
 	}
-	if h.junit != "" {
-		if err := writeCompareStopJUnit(h.junit, results, sides, hm.Error, "\nrun: "+hm.Replay); err != nil {
-			return err
-		}
-	}
+	d.suite = h.stopSuite(results, sides, hm.Error, "\nrun: "+hm.Replay)
 	if h.json {
 		j := compareHangJSON{SeedRange: hung.st.ran.String(), Requested: h.requested.String(), Stopped: stoppedBy(hm), Hung: hung.name,
 			Verdict: "no comparison: variant " + hung.name + " hung"}
+		if h.multi {
+			j.Scenario = d.scenario
+		}
 		if err := h.writeJSON(j, sides, results); err != nil {
-			return err
+			d.fatal = err
+			return d
 		}
 	} else {
 		for _, m := range hung1 {
 			fmt.Fprintf(h.stdout, "compare: %s\n    %s\n    run: %s\n", stoppedBy(m), m.Error, m.Replay)
 		}
 	}
-	printHangs(h.stderr, "compare, "+hung.name, r.Modes)
-	return errFailed
+	printHangs(h.stderr, h.cmd(d.scenario)+", "+hung.name, r.Modes)
+	return d
+}
+
+// cmd names the command in what it writes on stderr.
+func (h compareHangOut) cmd(scenario string) string {
+	if h.multi {
+		return "compare -scenario " + scenario
+	}
+	return "compare"
 }
 
 // interrupted reports a comparison stopped by a signal while variant last
 // ran: each variant's sweep as far as it went, and no comparison, since
 // the two no longer ran the same seeds. other is A's complete sweep when
 // B was interrupted, nil otherwise.
-func (h compareHangOut) interrupted(last hangSide, other *hangSide) error {
+func (h compareHangOut) interrupted(last hangSide, other *hangSide) compareDone {
+	d := compareDone{scenario: last.sp.scenario.Name, cut: "interrupted"}
 	sides, results, err := h.sides(last, other)
 	if err != nil {
-		return err
+		d.fatal = err
+		return d
 	}
 	r := &results[len(results)-1].sweepResult
 	stopped := fmt.Sprintf("variant %s (%s) interrupted after %d of %d seeds; no comparison is made", last.name, flagsOrNone(last.flags), r.Seeds, last.st.requested.n)
-	if h.junit != "" {
-		if err := writeCompareStopJUnit(h.junit, results, sides, stopped, ""); err != nil {
-			return err
-		}
-	}
+	d.suite = h.stopSuite(results, sides, stopped, "")
 	if h.json {
 		j := compareHangJSON{SeedRange: last.st.ran.String(), Requested: h.requested.String(), Stopped: stopped,
 			Verdict: "no comparison: interrupted"}
+		if h.multi {
+			j.Scenario = d.scenario
+		}
 		if err := h.writeJSON(j, sides, results); err != nil {
-			return err
+			d.fatal = err
+			return d
 		}
 	} else {
 		fmt.Fprintf(h.stdout, "compare: %s\n", stopped)
@@ -528,19 +784,21 @@ func (h compareHangOut) interrupted(last hangSide, other *hangSide) error {
 			printSweep(h.stdout, s.sp, &results[i].sweepResult)
 		}
 	}
+	d.err = fmt.Errorf("%s, before any failure", stopped)
 	for i, s := range sides {
-		s.st.printWarnings(h.stderr, "compare, "+s.name)
+		s.st.printWarnings(h.stderr, h.cmd(d.scenario)+", "+s.name)
 		if results[i].Failures > 0 {
-			return errFailed
+			d.err = errFailed
 		}
 	}
-	return fmt.Errorf("%s, before any failure", stopped)
+	return d
 }
 
-// writeCompareStopJUnit writes a case for each variant that ran, the one
-// that stopped the comparison failing with failure (and output added to
-// its output): an unfinished comparison has not passed.
-func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide, failure, output string) error {
+// stopSuite is the JUnit suite of a comparison that stopped short: a case
+// for each variant that ran, the one that stopped the comparison failing
+// with failure (and output added to its output): an unfinished comparison
+// has not passed.
+func (h compareHangOut) stopSuite(results []compareSide, sides []hangSide, failure, output string) triage.JUnitSuite {
 	var cases []triage.JUnitCase
 	for i, s := range sides {
 		f, o := "", ""
@@ -549,9 +807,8 @@ func writeCompareStopJUnit(file string, results []compareSide, sides []hangSide,
 		}
 		cases = append(cases, variantCase(s.name, &results[i], results[i].Seeds, f, o))
 	}
-	return writeFile(file, func(w io.Writer) error {
-		return triage.WriteJUnit(w, "simrun compare "+results[len(results)-1].SeedRange, cases)
-	})
+	last := results[len(results)-1]
+	return triage.JUnitSuite{Name: h.suiteName(last.Scenario, last.SeedRange), Cases: cases}
 }
 
 // variantCase is a variant's JUnit case over seeds. It fails with failure,
@@ -620,7 +877,11 @@ func flagsOrNone(f string) string {
 }
 
 func printCompare(w io.Writer, r *compareResult) {
-	fmt.Fprintf(w, "compare over seeds %s", r.SeedRange)
+	if r.Scenario != "" {
+		fmt.Fprintf(w, "compare %s over seeds %s", r.Scenario, r.SeedRange)
+	} else {
+		fmt.Fprintf(w, "compare over seeds %s", r.SeedRange)
+	}
 	if r.Requested != "" {
 		fmt.Fprintf(w, " of %s", r.Requested)
 	}
@@ -689,11 +950,11 @@ func printTargetsReached(w io.Writer, r *compareResult) {
 	}
 }
 
-// writeCompareJUnit writes compare's JUnit report: a case per variant,
+// compareJUnitCases are a comparison's JUnit cases: a case per variant,
 // each followed by a failing case per target of the variant reached in
 // fewer than minReached seeds (-min-reached), and a failing case per
 // failure mode.
-func writeCompareJUnit(file string, r *compareResult, minReached uint64) error {
+func compareJUnitCases(r *compareResult, minReached uint64) []triage.JUnitCase {
 	var cases []triage.JUnitCase
 	for _, s := range []struct {
 		name string
@@ -713,7 +974,5 @@ func writeCompareJUnit(file string, r *compareResult, minReached uint64) error {
 		}
 		cases = append(cases, c)
 	}
-	return writeFile(file, func(w io.Writer) error {
-		return triage.WriteJUnit(w, "simrun compare "+r.SeedRange, cases)
-	})
+	return cases
 }

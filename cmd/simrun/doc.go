@@ -16,6 +16,7 @@
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
+//	simrun compare -scenario all -seeds 1-2000 -a '' -b '-failpoint NAME=return'
 //	simrun merge   [-min-reached N] shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] [-targets LIST] [-min-reached N] -- CMD ARGS
 //
@@ -50,6 +51,16 @@
 // passed, -json prints an object a scenario (a stream that merge reads,
 // shard by shard and scenario by scenario), and -junit writes a suite a
 // scenario into one report.
+//
+// compare's -scenario takes the same: each scenario is compared in turn,
+// as alone, both variants running it (a variant may not name its own),
+// -for shared the same way and halved between A and B within a share.
+// The text ends with the scenarios B is worse in, better in and not
+// significantly different in, by the test of all failures, with the
+// modes that differ; -json prints an object a scenario, with its name,
+// and -junit a suite a scenario. Each scenario is tested on its own at
+// p < 0.05: among many, a difference near that may be chance, and the
+// total says so.
 //
 // explore runs one seed's workload under every schedule that departs from
 // the strategy's calm one at most -delays times (sim.Explore): a task

@@ -326,8 +326,9 @@ func TestFailpointFlag(t *testing.T) {
 // junitDoc is what the tests read of a JUnit report.
 type junitDoc struct {
 	Suites []struct {
-		Tests    int `xml:"tests,attr"`
-		Failures int `xml:"failures,attr"`
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
 		Cases    []struct {
 			Name    string `xml:"name,attr"`
 			Failure *struct {

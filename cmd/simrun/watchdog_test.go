@@ -185,6 +185,18 @@ func TestASweepOfScenariosStopsAtAHang(t *testing.T) {
 	assert.Contains(t, out, "  failed: test-hang (1 of 5 seeds)\n  passed: abort-reuse\n  not run (a seed of test-hang hung): swarm\n")
 }
 
+// TestACompareOfScenariosStopsAtAHang: as a sweep of several, the
+// scenarios after the one whose seed hung are not compared.
+func TestACompareOfScenariosStopsAtAHang(t *testing.T) {
+	armHang(t)
+	code, out, _ := simrun(t, "compare", "-scenario", "abort-reuse,test-hang,swarm", "-seeds", "1-20", "-j", "1", "-a", "", "-b", "-strategy chaos",
+		"-seed-timeout", "500ms", "-out", t.TempDir(), "-quiet", "-check-determinism", "0")
+	require.Equal(t, 1, code, out)
+	assert.Contains(t, out, "compare: variant A ((no flags)): seed 5 hung; no comparison is made until it ends")
+	assert.NotContains(t, out, "compare swarm over")
+	assert.Contains(t, out, "  no failures in either: abort-reuse\n  stopped short: test-hang (a seed hung)\n  not run (a seed of test-hang hung): swarm\n")
+}
+
 func TestShrinkOfAHangSaysThereIsNothingToShrink(t *testing.T) {
 	armHang(t)
 	code, out, _ := simrun(t, "shrink", "-scenario", "test-hang", "-seed", "5", "-seed-timeout", "100ms", "-out", t.TempDir(), "-quiet")
