@@ -149,10 +149,10 @@ func TestPrefixChatFindsTheUpstreamBug(t *testing.T) {
 // evicted block's hash in the prefix cache, swarm's runs with prefix
 // caching under KV pressure hit blocks whose content was overwritten, the
 // model samples from the wrong KV, and the checker sees tokens that are not
-// the model's (2.0% of 20,000 seeds; none without the failpoint, which
+// the model's (4.8% of 20,000 seeds; none without the failpoint, which
 // TestFixedEngineSurvivesEveryStrategy and make sim check). The KV check
 // at the end of each run finds the stale hash in the cache's map even when
-// no request read it: of seeds 1-3000, 66 fail by their tokens and 81 more
+// no request read it: of seeds 1-3000, 53 fail by their tokens and 77 more
 // by the check alone, the first of them (47) before the first by tokens (77).
 func TestSwarmCatchesAPlantedPrefixCacheBug(t *testing.T) {
 	seed, story, kvOnly := firstPlantedFailure(t, scenario.Swarm, "core/kv-keep-evicted-hash=return", 1000)
@@ -180,7 +180,7 @@ func TestSwarmTellsTheAsyncOutputBugFromTheLegacyEnginesOwn(t *testing.T) {
 			var v *props.Violation
 			switch {
 			case err == nil:
-			case errors.As(err, &v) && v.Property == props.ModelTokens && v.Task == "engine-core":
+			case errors.As(err, &v) && v.Property == props.ModelTokens && strings.HasPrefix(v.Task, "engine-core"): // of one core or several
 				stale++
 			case strings.Contains(err.Error(), "no output placeholder left"):
 				died++

@@ -46,9 +46,14 @@ import (
 // its request, a pause of the engine (PauseGeneration, of a drawn mode —
 // abort, wait, keep — and KeepCache), a few steps paused, and the resume,
 // so that pauses abort, outlive and freeze the other clients' requests,
-// and overlap each other. The interval, sequences, priorities, prefix
-// caching, chat turns, async scheduling and pausing are each drawn from a
-// stream of their own, so that every other draw of a seed is what it was
+// and overlap each other; and, a quarter of the time, data parallelism:
+// two or three engine cores behind the frontend, and in half of those
+// runs a third of the requests name the core they go to
+// (DataParallelRank), so that the load balancer routes the others around
+// them, aborts and pauses reach cores apart, and a model that dies kills
+// one core of several. The interval, sequences, priorities, prefix
+// caching, chat turns, async scheduling, pausing and data parallelism are
+// each drawn from a stream of their own, so that every other draw of a seed is what it was
 // before they existed. Options that change the engine's configuration
 // (Options.Engine, simrun's -config) are honoured: priorities are drawn
 // only for the priority policy, and a request refused as invalid under
@@ -92,6 +97,10 @@ const streamAsync uint64 = 0x4153594e43534348
 // streamPause is the stream of the seed that swarm draws pausing, the
 // pauses' modes, KeepCache and lengths from ("PAUSEGEN").
 const streamPause uint64 = 0x504155534547454e
+
+// streamDataParallel is the stream of the seed that swarm draws data
+// parallelism, its cores and the requests' ranks from ("DATAPARL").
+const streamDataParallel uint64 = 0x444154415041524c
 
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
@@ -221,6 +230,15 @@ func swarm(x *Run) error {
 	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
 		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
 	}
+	var ranks rankDraw // no request names its core
+	if d := sim.NewPCGChooser(x.Opts.Seed, streamDataParallel); d.Intn(4) == 0 {
+		cfg.DataParallelSize = 2 + d.Intn(2)
+		// The options may set the cores over swarm's: a request names a
+		// core of the engine it is sent to.
+		if n := x.engineConfig(cfg).DataParallelSize; n > 1 && d.Intn(2) == 0 {
+			ranks = rankDraw{d, n}
+		}
+	}
 	if f.faults && len(x.Opts.Failpoints) == 0 {
 		o := x.Opts
 		o.Failpoints = drawFaults(x)
@@ -257,7 +275,7 @@ func swarm(x *Run) error {
 	for c := 0; c < clients; c++ {
 		// Each client draws its script before any runs, so that the
 		// workload does not depend on the interleaving.
-		script := drawScript(x, f, ids, model, seqs, prios, chat, pauses, system)
+		script := drawScript(x, f, ids, model, seqs, prios, chat, pauses, ranks, system)
 		g.Go("client-"+strconv.Itoa(c), func() { errs[c] = runScript(x, e, script) })
 	}
 	g.Wait()
@@ -296,7 +314,14 @@ const (
 	opPause                  // PauseGeneration, sleep, ResumeGeneration
 )
 
-func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios, chat, pauses sim.Chooser, system string) []op {
+// rankDraw draws the data-parallel ranks requests name, of cores cores;
+// a nil chooser draws none.
+type rankDraw struct {
+	sim.Chooser
+	cores int
+}
+
+func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios, chat, pauses sim.Chooser, ranks rankDraw, system string) []op {
 	r := x.Rand
 	n := 2 + r.Intn(5)
 	kinds := []opKind{opDrain}
@@ -360,6 +385,9 @@ func drawScript(x *Run, f features, ids []string, model core.Model, seqs, prios,
 		if chat != nil && i > 0 && chat.Intn(2) == 0 {
 			// Last, so that the turn fits the MaxTokens drawn above.
 			o.prompt = nextTurn(model, script[i-1], o, chat)
+		}
+		if ranks.Chooser != nil && ranks.Intn(3) == 0 {
+			o.params.DataParallelRank = new(ranks.Intn(ranks.cores))
 		}
 		if o.kind == opBatch {
 			for _, id := range ids {
