@@ -93,3 +93,24 @@ func TestTheStoryTellsACallSplit(t *testing.T) {
 	require.NoError(t, scenario.WriteStory(&b, res.Trace))
 	assert.Regexp(t, `(sleep|reset of the prefix cache|start of a weight update|LoRA load) \d+ took effect on 1 core\(s\) and not on the others: (brought back into step|left so)`, b.String())
 }
+
+// TestTheStoryTellsWhichCoreARequestWentTo: on several cores each add
+// names the core the load balancer chose (abort-reuse's three requests
+// spread over two, the reused id on the other core); on one, none does.
+func TestTheStoryTellsWhichCoreARequestWentTo(t *testing.T) {
+	story := func(o scenario.Options) string {
+		prog, out := scenario.AbortReuse.Program(o)
+		res := sim.Run(sim.Options{Seed: o.Seed, Strategy: sim.Random(), Trace: true}, prog)
+		require.NoError(t, out.Err(res.Err))
+		var b strings.Builder
+		require.NoError(t, scenario.WriteStory(&b, res.Trace))
+		return b.String()
+	}
+	two := story(onCores(2)(7))
+	assert.Contains(t, two, "adds abort-a#1 (internal id abort-a-00000001) on core 0")
+	assert.Contains(t, two, "adds survivor#2 (internal id survivor-00000002) on core 1")
+	assert.Regexp(t, `adds abort-a#4 \(internal id abort-a-00000004\) on core \d`, two)
+	one := story(scenario.Options{Seed: 7})
+	assert.Contains(t, one, "adds abort-a#1 (internal id abort-a-00000001)\n")
+	assert.NotContains(t, one, " on core ")
+}

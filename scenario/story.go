@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 func WriteStory(w io.Writer, tr *sim.Trace) error {
 	bw := bufio.NewWriter(w)
 	st := &story{w: bw, tasks: tr.Tasks, sleeps: sleepCalls(tr)}
+	st.cores = slices.ContainsFunc(tr.Tasks, func(name string) bool { return strings.HasPrefix(name, "engine-core-dp") })
 	for _, e := range tr.Events {
 		st.event(e)
 	}
@@ -49,6 +52,9 @@ type story struct {
 	// sleeps are the utility calls that were sleeps, by call, and their
 	// levels (sleepCalls): the core takes a sleep as a pause first.
 	sleeps map[uint64]int
+	// cores: the engine has several data-parallel cores, and the story
+	// says which a request was routed to.
+	cores bool
 }
 
 // sleepCalls finds the sleeps among the run's utility calls, which the
@@ -179,11 +185,15 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		}
 		st.add(at, &routine{who: who, verb: "takes outputs of", req: req, n: 1, first: -1})
 	case core.EventAdd:
+		where := ""
+		if st.cores {
+			where = " on core " + strconv.Itoa(ev.Engine)
+		}
 		if p, ok := ev.Params.(engine.Params); ok && p.LoRA != nil {
-			st.notable(at, who, fmt.Sprintf("adds %s (internal id %s) with LoRA adapter %s (id %d)", req, ev.InternalID, p.LoRA.Name, p.LoRA.ID))
+			st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)%s with LoRA adapter %s (id %d)", req, ev.InternalID, where, p.LoRA.Name, p.LoRA.ID))
 			return
 		}
-		st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)", req, ev.InternalID))
+		st.notable(at, who, fmt.Sprintf("adds %s (internal id %s)%s", req, ev.InternalID, where))
 	case core.EventLoRALoad:
 		switch {
 		case ev.Err != nil:
