@@ -121,20 +121,12 @@ func TestCompareScenariosSkipWhatTheSettingsDoNotSuit(t *testing.T) {
 }
 
 func TestCompareScenariosBadInputIsExitTwo(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	assertRefused(t, []string{"compare", "-seeds", "1-2", "-out", t.TempDir()}, []badInput{
 		{[]string{"-scenario", "abort-reuse,,swarm"}, `-scenario "abort-reuse,,swarm" names an empty scenario`},
 		{[]string{"-scenario", "abort-reuse,nope"}, `unknown scenario "nope"`},
 		{[]string{"-scenario", "abort-reuse,swarm", "-a", "-scenario swarm"}, "-a and -b may not name -scenario when -scenario names several: both variants run each of them"},
 		{[]string{"-scenario", "all", "-b", "-scenario prefix-chat"}, "-a and -b may not name -scenario when -scenario names several"},
 		{[]string{"-scenario", "abort-reuse,abort-reuse-wait-idle", "-config", "num-blocks=40"}, "-config num-blocks=40: every scenario of -scenario abort-reuse,abort-reuse-wait-idle refuses these settings"},
 		{[]string{"-scenario", "abort-reuse,swarm", "-b", "-strategy nope"}, `variant B (-b "-strategy nope"): sim: unknown strategy "nope"`},
-	} {
-		code, out, errOut := simrun(t, append([]string{"compare", "-seeds", "1-2", "-out", t.TempDir()}, tc.args...)...)
-		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
-		assert.Contains(t, errOut, tc.want, "%v", tc.args)
-		assert.Empty(t, out, "%v: nothing ran", tc.args)
-	}
+	})
 }

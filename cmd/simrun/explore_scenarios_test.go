@@ -59,16 +59,9 @@ func TestExploreScenariosShareTheBudget(t *testing.T) {
 // TestExploreScenariosBadInputIsExitTwo: a shard splits one scenario's
 // walk, and an unknown scenario or an empty name in the list is refused.
 func TestExploreScenariosBadInputIsExitTwo(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	assertRefused(t, []string{"explore", "-quiet"}, []badInput{
 		{[]string{"-scenario", "abort-reuse,swarm", "-shard", "1/2"}, "-shard 1/2 splits the walk of one scenario's seed: give -scenario one name, not abort-reuse,swarm"},
 		{[]string{"-scenario", "abort-reuse,,swarm"}, `-scenario "abort-reuse,,swarm" names an empty scenario`},
 		{[]string{"-scenario", "abort-reuse,nope"}, `unknown scenario "nope"`},
-	} {
-		code, out, errOut := simrun(t, append([]string{"explore", "-quiet"}, c.args...)...)
-		assert.Equal(t, 2, code, "%v: %s%s", c.args, out, errOut)
-		assert.Contains(t, errOut, c.want, c.args)
-	}
+	})
 }

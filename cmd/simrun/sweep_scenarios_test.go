@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,17 +132,27 @@ func TestSweepScenariosBadInputIsExitTwo(t *testing.T) {
 	require.Equal(t, 1, code, errOut)
 	schedule := filepath.Join(dir, "abort-reuse-legacy-seed1.schedule")
 	require.FileExists(t, schedule)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	assertRefused(t, []string{"sweep", "-seeds", "1-2", "-out", t.TempDir()}, []badInput{
 		{[]string{"-scenario", "abort-reuse,,swarm"}, `-scenario "abort-reuse,,swarm" names an empty scenario`},
 		{[]string{"-scenario", "abort-reuse,nope"}, `unknown scenario "nope"`},
 		{[]string{"-scenario", "swarm,abort-reuse,swarm"}, `-scenario "swarm,abort-reuse,swarm" names swarm twice`},
 		{[]string{"-scenario", "abort-reuse,abort-reuse-wait-idle", "-config", "num-blocks=40"}, "-config num-blocks=40: every scenario of -scenario abort-reuse,abort-reuse-wait-idle refuses these settings"},
 		{[]string{"-scenario", "abort-reuse,swarm", "-legacy", "-seeds", "1", "-strategy", "replay:" + schedule}, "-strategy replay:FILE replays one scenario's schedule: give -scenario one name, not abort-reuse,swarm"},
-	} {
-		code, out, errOut := simrun(t, append([]string{"sweep", "-seeds", "1-2", "-out", t.TempDir()}, tc.args...)...)
+	})
+}
+
+// badInput is a command line simrun refuses, and what its error says.
+type badInput struct {
+	args []string
+	want string
+}
+
+// assertRefused runs cmd with each case's arguments after it: exit 2,
+// the error on stderr, nothing run and so nothing on stdout.
+func assertRefused(t *testing.T, cmd []string, cases []badInput) {
+	t.Helper()
+	for _, tc := range cases {
+		code, out, errOut := simrun(t, append(slices.Clone(cmd), tc.args...)...)
 		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
 		assert.Contains(t, errOut, tc.want, "%v", tc.args)
 		assert.Empty(t, out, "%v: nothing ran", tc.args)
