@@ -158,9 +158,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	for i, p := range pairs {
 		budget := wf.budget
 		if wf.budget > 0 && multi {
-			// The budget left is shared by the scenarios left: one that
-			// ran out of seeds early leaves its share to the others.
-			budget = max((wf.budget-time.Since(start))/time.Duration(len(pairs)-i), time.Millisecond).Round(time.Millisecond)
+			budget = budgetShare(wf.budget, start, len(pairs)-i)
 		}
 		if j.interrupted != nil && j.interrupted.happened() {
 			cut = "interrupted"

@@ -137,10 +137,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 		if *budget > 0 {
 			share := *budget
 			if multi {
-				// The budget left is shared by the scenarios left: one
-				// whose walk ended early leaves its share to the others.
-				share = max((*budget-time.Since(start))/time.Duration(len(specs)-i), time.Millisecond).Round(time.Millisecond)
-				w.budgetOf = *budget
+				share, w.budgetOf = budgetShare(*budget, start, len(specs)-i), *budget
 			}
 			w.budget = share
 			wctx, cancel = context.WithTimeout(ctx, share)

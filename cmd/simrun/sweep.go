@@ -192,10 +192,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i]}
 		st.budget = wf.budget
 		if wf.budget > 0 && multi {
-			// The budget left is shared by the scenarios left: one that
-			// ran out of seeds early leaves its share to the others.
-			st.budget = max((wf.budget-time.Since(start))/time.Duration(len(specs)-i), time.Millisecond).Round(time.Millisecond)
-			st.budgetOf = wf.budget
+			st.budget, st.budgetOf = budgetShare(wf.budget, start, len(specs)-i), wf.budget
 		}
 		if interrupted == nil {
 			interrupted = stopOnSignal(st)
@@ -312,6 +309,14 @@ func scenarioSpecs(cmd string, sf *specFlags, names []string, stderr io.Writer, 
 		return nil, nil, usagef("-config %s: every scenario of -scenario %s refuses these settings", strings.Join(sf.config, " -config "), sf.scenario)
 	}
 	return specs, skipped, nil
+}
+
+// budgetShare is a scenario's share of a budget (-for) of several
+// scenarios begun at start, left of them counting it: the budget left,
+// shared by the scenarios left, so that one that ran out of seeds early
+// leaves its share to the others.
+func budgetShare(budget time.Duration, start time.Time, left int) time.Duration {
+	return max((budget-time.Since(start))/time.Duration(left), time.Millisecond).Round(time.Millisecond)
 }
 
 // scenarioList reads sweep's -scenario: one name, several separated by
