@@ -155,14 +155,13 @@ func (e *AsyncLLM) callOn(ctx context.Context, in core.Input, to []int) (uint64,
 	delete(e.replies, in.Call)
 	e.idleWaiters.Add(-1)
 	e.progMu.Unlock()
-	switch {
-	case p.n == p.want: // the reply wins over a ctx done at the same moment
+	if p.n == p.want { // the reply wins over a ctx done at the same moment
 		return in.Call, p, nil
-	case err != nil:
-		p.r = core.Reply{}
+	}
+	p.r = core.Reply{} // some cores' replies, not the call's
+	if err != nil {
 		return in.Call, p, err
 	}
-	p.r = core.Reply{}
 	return in.Call, p, e.usableOr(ErrClosed)
 }
 
