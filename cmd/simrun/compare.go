@@ -290,9 +290,9 @@ type compareDone struct {
 // reports it, as compare of one scenario does.
 func (j *compareJob) one(p *comparePair, seeds seedSet, budget time.Duration) compareDone {
 	name := p.a.scenario.Name
-	cmd, unit := "compare", "runs"
+	unit := "runs"
 	if j.multi {
-		cmd, unit = "compare -scenario "+name, "runs of "+name
+		unit = "runs of " + name
 	}
 	bar := j.wf.progress(j.stderr, 2*seeds.n, unit)
 	tally := func() *sweepState {
@@ -351,6 +351,7 @@ func (j *compareJob) one(p *comparePair, seeds seedSet, budget time.Duration) co
 	}
 	res.A = compareSide{Flags: j.aFlags, sweepResult: stA.summary(p.a, "")}
 	res.B = compareSide{Flags: j.bFlags, sweepResult: stB.summary(p.b, "")}
+	cmd := partial.cmd(name)
 	stA.printWarnings(j.stderr, cmd+", A")
 	stB.printWarnings(j.stderr, cmd+", B")
 	// Each variant writes its schedules into a directory of its own: the
