@@ -341,10 +341,11 @@ func (j *compareJob) one(p *comparePair, seeds seedSet, budget time.Duration) co
 	}
 	if stA.stopped != "" {
 		res.Requested = seeds.String()
-		res.Stopped = fmt.Sprintf("the %v budget (-for) ran out, half of it for A", budget)
+		var of time.Duration // the whole -for, when budget is a share of it
 		if j.multi {
-			res.Stopped = fmt.Sprintf("its %v share of the %v budget (-for) ran out, half of it for A", budget, j.wf.budget)
+			of = j.wf.budget
 		}
+		res.Stopped = budgetRanOut(budget, of) + ", half of it for A"
 	}
 	if res.Seconds > 0 {
 		res.SeedsPerSec = float64(ran.n) / res.Seconds

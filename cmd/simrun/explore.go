@@ -320,11 +320,7 @@ func (w *walk) run(ctx context.Context, sp *spec, seeds seedSet, of *outputFlags
 			}
 			fmt.Fprintf(stdout, "%sstopped at -max-runs%s: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, where, tally)
 		case "for":
-			budget := fmt.Sprintf("the %v budget (-for)", w.budget)
-			if w.budgetOf > 0 {
-				budget = fmt.Sprintf("its %v share of the %v budget (-for)", w.budget, w.budgetOf)
-			}
-			fmt.Fprintf(stdout, "%s%s ran out: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, budget, tally)
+			fmt.Fprintf(stdout, "%s%s: %s, none failed; NOT complete, so this says nothing of the schedules not run\n", head, budgetRanOut(w.budget, w.budgetOf), tally)
 		default:
 			fmt.Fprintf(stdout, "%sinterrupted: %s, none failed; NOT complete\n", head, tally)
 		}

@@ -674,11 +674,15 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 }
 
 // budgetWords says that the budget ran out, and whose share it was.
-func (st *sweepState) budgetWords() string {
-	if st.budgetOf > 0 {
-		return fmt.Sprintf("its %v share of the %v budget (-for) ran out", st.budget, st.budgetOf)
+func (st *sweepState) budgetWords() string { return budgetRanOut(st.budget, st.budgetOf) }
+
+// budgetRanOut says that budget ran out: -for, or, when of is set, a
+// scenario's share of of (budgetShare).
+func budgetRanOut(budget, of time.Duration) string {
+	if of > 0 {
+		return fmt.Sprintf("its %v share of the %v budget (-for) ran out", budget, of)
 	}
-	return fmt.Sprintf("the %v budget (-for) ran out", st.budget)
+	return fmt.Sprintf("the %v budget (-for) ran out", budget)
 }
 
 // stop makes the workers take no more seeds, for the reason given first.
