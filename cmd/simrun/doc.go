@@ -31,7 +31,11 @@
 // -config settings after ENGINE when there are any (so that runs of other
 // settings into one directory keep each other's files); sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson
-// interval, first occurrence and a command that reproduces it. A sweep
+// interval, first occurrence and a command that reproduces it. A failure
+// mode of the simulator is the property that broke and where it was
+// detected, without the numbers, the request and the data-parallel rank
+// of the core (engine-core-dp1 after core-aborts-dp1.lock is engine-core
+// after core-aborts.lock): the first failing seed's error names them. A sweep
 // given -for (a wall-time budget) or -stop-after (a number of failures),
 // or interrupted (Ctrl-C, SIGTERM), stops taking seeds early and reports
 // the seeds that ran, the first ones of -seeds; stress given -for starts no

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 )
 
 // sweepJSON runs sweep -json with args and returns its exit code and result.
@@ -415,4 +418,48 @@ func TestSignatureMasksRequestNamesAndNumbers(t *testing.T) {
 	assert.Equal(t, want, signature(died("b", 6)))
 	assert.Equal(t, want, signature(died("1_a", 12)))
 	assert.NotEqual(t, want, signature(errors.New(`core: model core.ToyModel returned token -1 at output position 3 of request "b"; a token id must be ≥ 0`)))
+}
+
+// TestSignatureDropsTheCoreRank: a check failing in one data-parallel core
+// fails as it does in another, and as on one core; the rank of a name that
+// is not the engine's own stays.
+func TestSignatureDropsTheCoreRank(t *testing.T) {
+	violation := func(task, point string) error {
+		return &props.Violation{Property: props.ReuseFinishesNormally, Detail: "the core aborted \"b\"", Task: task, Point: point}
+	}
+	one := signature(violation("engine-core", "core-aborts.lock"))
+	assert.Equal(t, "reused-id-finishes-normally (in engine-core after core-aborts.lock)", one)
+	assert.Equal(t, one, signature(violation("engine-core-dp1", "core-aborts-dp1.lock")))
+	assert.Equal(t, one, signature(violation("engine-core-dp12", "core-aborts-dp12.lock")))
+	assert.NotEqual(t, one, signature(violation("engine-core-dp1", "core-input-dp1.lock")))
+	assert.Equal(t, "deadlock: engine-core@core-input.recv client-dp1@x",
+		signature(&sim.DeadlockError{Blocked: []sim.BlockedTask{{Name: "engine-core-dp0", Point: "core-input-dp0.recv"}, {Name: "client-dp1", Point: "x"}}}))
+}
+
+// TestASweepOnSeveralCoresCountsAModeOnce: a sweep whose seeds fail the
+// same check on core 0 and on core 1 counts them as one failure mode, and
+// the seeds' errors still say which core.
+func TestASweepOnSeveralCoresCountsAModeOnce(t *testing.T) {
+	args := []string{"-scenario", "kv-offload", "-legacy", "-strategy", "chaos", "-config", "data-parallel-size=2"}
+	code, r := sweepJSON(t, append(args, "-seeds", "1-300")...)
+	require.Equal(t, 1, code)
+	const sig = "reused-id-finishes-normally (in engine-core after core-aborts.lock)"
+	count := map[string]uint64{}
+	for _, m := range r.Modes {
+		assert.NotContains(t, m.Signature, "-dp")
+		count[m.Signature] = m.Count
+	}
+	cores := map[string]uint64{}
+	for _, seed := range r.FailingSeeds {
+		code, out, errOut := simrun(t, append([]string{"run", "-json", "-out", t.TempDir(), "-seed", fmt.Sprint(seed)}, args...)...)
+		require.Equal(t, 1, code, errOut)
+		var j runJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &j))
+		if j.Signature == sig {
+			cores[regexp.MustCompile(`engine-core-dp[0-9]+`).FindString(j.Error)]++
+		}
+	}
+	assert.Positive(t, cores["engine-core-dp0"], "%v", cores)
+	assert.Positive(t, cores["engine-core-dp1"], "%v", cores)
+	assert.Equal(t, cores["engine-core-dp0"]+cores["engine-core-dp1"], count[sig], "%v", cores)
 }
