@@ -1,8 +1,10 @@
 package triage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -139,6 +141,28 @@ func PWords(p float64) string {
 		return "p" + FormatP(p)
 	}
 	return "p=" + FormatP(p)
+}
+
+// Holm adjusts the p-values of several tests for their number by Holm's
+// step-down method, which holds the chance of any false difference among
+// them to the level each was tested at: the i-th smallest of m is
+// multiplied by m−i+1, no adjusted value is below one of a smaller p, and
+// none is above 1. A difference holds, among them all, when its adjusted
+// p is below Alpha. The result is in the order of ps.
+func Holm(ps []float64) []float64 {
+	m := len(ps)
+	order := make([]int, m)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
+	adj := make([]float64, m)
+	run := 0.0
+	for rank, i := range order {
+		run = max(run, min(1, float64(m-rank)*ps[i]))
+		adj[i] = run
+	}
+	return adj
 }
 
 // FisherExact is the two-sided p-value of Fisher's exact test for the 2×2

@@ -145,6 +145,27 @@ func TestFisherPanicsOnNegativeCounts(t *testing.T) {
 	assert.PanicsWithValue(t, "triage: FisherExact invariant broken: cell counts must be ≥ 0, got [[1 -2] [3 4]]", func() { FisherExact(1, -2, 3, 4) })
 }
 
+// TestHolmKnownValues: adjusted p-values as R's p.adjust(ps, "holm")
+// gives them.
+func TestHolmKnownValues(t *testing.T) {
+	for _, c := range []struct{ ps, want []float64 }{
+		{nil, []float64{}},
+		{[]float64{0.03}, []float64{0.03}},
+		{[]float64{0.01, 0.04, 0.03, 0.005}, []float64{0.03, 0.06, 0.06, 0.02}},
+		// a larger p adjusts to no less than a smaller one's adjusted value
+		{[]float64{0.02, 0.021, 0.5}, []float64{0.06, 0.06, 0.5}},
+		// capped at 1; ties keep their order
+		{[]float64{0.6, 0.2, 0.2}, []float64{0.6, 0.6, 0.6}},
+		{[]float64{0.00012, 0.016, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, []float64{0.00156, 0.192, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+	} {
+		got := Holm(c.ps)
+		require.Len(t, got, len(c.want), "%v", c.ps)
+		for i := range got {
+			assert.InDelta(t, c.want[i], got[i], 1e-12, "Holm(%v)[%d]", c.ps, i)
+		}
+	}
+}
+
 func TestPercentAndFormatP(t *testing.T) {
 	assert.Equal(t, "25.8%", Percent(31.0/120))
 	assert.Equal(t, "0%", Percent(0))
