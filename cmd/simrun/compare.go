@@ -438,10 +438,46 @@ func printCompareTotal(w io.Writer, names, skipped []string, done []compareDone,
 	if n := len(names) - len(done); n > 0 {
 		fmt.Fprintf(w, "  not run (%s): %s\n", cut, strings.Join(names[len(done):], ", "))
 	}
-	if n := len(done); n > 1 {
-		fmt.Fprintf(w, "  each scenario is tested on its own at p < %g: of %d tests, a difference with p above %.2g (%g/%d) may be chance\n",
-			triage.Alpha, n, triage.Alpha/float64(n), triage.Alpha, n)
+	if line := holmWords(done); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
 	}
+}
+
+// holmWords says, of a compare of several scenarios, which differences
+// hold once corrected for the number of scenarios tested (triage.Holm):
+// each scenario's test is at p < Alpha alone, and among thirteen one may
+// differ by chance. "" for fewer than two tests.
+func holmWords(done []compareDone) string {
+	var names []string
+	var ps []float64
+	for _, d := range done {
+		if d.res != nil {
+			names, ps = append(names, d.scenario), append(ps, d.res.P)
+		}
+	}
+	if len(ps) < 2 {
+		return ""
+	}
+	var holds, chance []string
+	for i, adj := range triage.Holm(ps) {
+		switch {
+		case ps[i] >= triage.Alpha:
+		case adj < triage.Alpha:
+			holds = append(holds, fmt.Sprintf("%s (%s corrected)", names[i], triage.PWords(adj)))
+		default:
+			chance = append(chance, fmt.Sprintf("%s (%s corrected)", names[i], triage.PWords(adj)))
+		}
+	}
+	line := fmt.Sprintf("each scenario is tested on its own at p < %g; corrected for the %d tests (Holm's method)", triage.Alpha, len(ps))
+	switch {
+	case holds == nil && chance == nil:
+		return line + ", there is no difference to correct"
+	case chance == nil:
+		return line + ", every difference holds: " + strings.Join(holds, ", ")
+	case holds == nil:
+		return line + ", every difference may be chance: " + strings.Join(chance, ", ")
+	}
+	return line + ", the difference holds in " + strings.Join(holds, ", ") + " and may be chance in " + strings.Join(chance, ", ")
 }
 
 // modesWords counts the failure modes of a comparison that differ

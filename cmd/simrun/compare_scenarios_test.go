@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestCompareOfSeveralScenarios(t *testing.T) {
 	assert.Regexp(t, `\ncompare of 2 scenarios: 400 seeds per variant in [0-9.]+s\n`+
 		`  better in B: abort-reuse \(A [0-9]+, B 0 of 200 seeds, p<0\.0001; modes: [0-9]+ better\)\n`+
 		`  no failures in either: prefix-chat\n`+
-		`  each scenario is tested on its own at p < 0\.05: of 2 tests, a difference with p above 0\.025 \(0\.05/2\) may be chance\n$`, out)
+		`  each scenario is tested on its own at p < 0\.05; corrected for the 2 tests \(Holm's method\), every difference holds: abort-reuse \(p<0\.0001 corrected\)\n$`, out)
 
 	// B worse: the planted bug against the engine, on two scenarios that
 	// catch it and one that does not reach it.
@@ -129,4 +130,29 @@ func TestCompareScenariosBadInputIsExitTwo(t *testing.T) {
 		{[]string{"-scenario", "abort-reuse,abort-reuse-wait-idle", "-config", "num-blocks=40"}, "-config num-blocks=40: every scenario of -scenario abort-reuse,abort-reuse-wait-idle refuses these settings"},
 		{[]string{"-scenario", "abort-reuse,swarm", "-b", "-strategy nope"}, `variant B (-b "-strategy nope"): sim: unknown strategy "nope"`},
 	})
+}
+
+// TestTheTotalCorrectsForTheScenariosTested: a compare of several
+// scenarios says which differences hold once Holm's method corrects for
+// their number, and which may be chance; a scenario stopped short is not
+// among the tests.
+func TestTheTotalCorrectsForTheScenariosTested(t *testing.T) {
+	done := func(ps ...float64) []compareDone {
+		var ds []compareDone
+		for i, p := range ps {
+			ds = append(ds, compareDone{scenario: fmt.Sprintf("s%d", i), res: &compareResult{P: p}})
+		}
+		return ds
+	}
+	const head = "each scenario is tested on its own at p < 0.05; corrected for the "
+	assert.Empty(t, holmWords(done(0.01)), "one test needs no correction")
+	assert.Equal(t, head+"13 tests (Holm's method), the difference holds in s0 (p=0.0016 corrected) and may be chance in s1 (p=0.19 corrected)",
+		holmWords(done(0.00012, 0.016, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)))
+	assert.Equal(t, head+"3 tests (Holm's method), every difference holds: s1 (p=0.0003 corrected), s2 (p=0.04 corrected)",
+		holmWords(done(0.3, 0.0001, 0.02)))
+	assert.Equal(t, head+"2 tests (Holm's method), every difference may be chance: s0 (p=0.08 corrected)",
+		holmWords(done(0.04, 0.9)))
+	assert.Equal(t, head+"2 tests (Holm's method), there is no difference to correct", holmWords(done(0.5, 1)))
+	short := append(done(0.02, 0.03), compareDone{scenario: "s2", cut: "interrupted"})
+	assert.Equal(t, head+"2 tests (Holm's method), every difference holds: s0 (p=0.04 corrected), s1 (p=0.04 corrected)", holmWords(short))
 }

@@ -64,7 +64,9 @@
 // modes that differ; -json prints an object a scenario, with its name,
 // and -junit a suite a scenario. Each scenario is tested on its own at
 // p < 0.05: among many, a difference near that may be chance, and the
-// total says so.
+// total corrects the p-values for their number by Holm's method
+// (triage.Holm), saying in which scenarios a difference holds and in
+// which it may be chance.
 //
 // explore runs one seed's workload under every schedule that departs from
 // the strategy's calm one at most -delays times (sim.Explore): a task
