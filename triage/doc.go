@@ -12,7 +12,9 @@
 // informative error line of a copy's output, with what varies between runs
 // (temporary paths, numbers, durations, addresses) masked by Normalize.
 // With two variants, CompareModes tests every mode and the totals with
-// Fisher's exact test, so "the fix helps" becomes a p-value.
+// Fisher's exact test, so "the fix helps" becomes a p-value, and corrects
+// the modes' p-values for their number (Holm's method): among several
+// modes, one may differ by chance.
 //
 // The caller's duties:
 //

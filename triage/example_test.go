@@ -75,8 +75,8 @@ func ExampleCompareModes() {
 	}
 	// Output:
 	// check A 25/120  B 27/120  no significant change (p=0.88)
-	// panic A 0/120  B 9/120  new in B (p=0.0033)
-	// tok   A 6/120  B 0/120  gone in B (p=0.029)
+	// panic A 0/120  B 9/120  new in B (p=0.0033); holds among 3 modes (p=0.01 corrected)
+	// tok   A 6/120  B 0/120  gone in B (p=0.029); may be chance among 3 modes (p=0.059 corrected)
 }
 
 func ExampleWriteJUnit() {

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -88,8 +89,16 @@ type ModeComparison struct {
 	// Verdict reads "new in B (p=0.003)", "gone in B (p=0.01)", "worse in
 	// B (p=0.003)", "better in B (p=0.01)" or "no significant change
 	// (p=0.84)"; a new or gone mode that is not significant at Alpha says
-	// so ("new in B, not significant (p=0.5)").
+	// so ("new in B, not significant (p=0.5)"). Among several modes, a
+	// difference at P < Alpha goes on to say whether it holds once
+	// corrected for their number: "gone in B (p=0.029); may be chance
+	// among 3 modes (p=0.058 corrected)".
 	Verdict string
+	// PCorrected is P corrected for the number of modes compared, by
+	// Holm's method (Holm): each mode is tested at Alpha on its own, and
+	// among many one may differ by chance. A difference holds among them
+	// all when PCorrected < Alpha. With one mode it is P.
+	PCorrected float64
 }
 
 // CompareModes compares every mode seen in a or b, the most frequent
@@ -119,10 +128,32 @@ func CompareModes(a, b Tally) []ModeComparison {
 		p, verdict := CompareRates(ra, rb)
 		out = append(out, ModeComparison{Signature: sig, A: ra, B: rb, P: p, Verdict: verdict})
 	}
+	correctModes(out)
 	slices.SortStableFunc(out, func(x, y ModeComparison) int {
 		return cmp.Or(cmp.Compare(y.A.K+y.B.K, x.A.K+x.B.K), cmp.Compare(x.Signature, y.Signature))
 	})
 	return out
+}
+
+// correctModes sets each comparison's PCorrected and, among several modes,
+// says of each difference at P < Alpha whether it holds once corrected.
+func correctModes(cs []ModeComparison) {
+	ps := make([]float64, len(cs))
+	for i, c := range cs {
+		ps[i] = c.P
+	}
+	for i, adj := range Holm(ps) {
+		c := &cs[i]
+		c.PCorrected = adj
+		if len(cs) < 2 || c.P >= Alpha {
+			continue
+		}
+		how := "holds"
+		if adj >= Alpha {
+			how = "may be chance"
+		}
+		c.Verdict += fmt.Sprintf("; %s among %d modes (%s corrected)", how, len(cs), PWords(adj))
+	}
 }
 
 // CompareRates tests whether B's failure rate differs from A's with

@@ -69,4 +69,33 @@ func TestCompareModes(t *testing.T) {
 	assert.True(t, strings.HasPrefix(got[1].Verdict, "new in B ("), got[1].Verdict)
 	assert.Equal(t, "tok", got[2].Signature)
 	assert.Equal(t, "gone in B, not significant (p=0.12)", got[2].Verdict)
+	assert.Equal(t, Holm([]float64{got[0].P, got[1].P, got[2].P}), []float64{got[0].PCorrected, got[1].PCorrected, got[2].PCorrected})
+}
+
+// TestCompareModesCorrectsForTheirNumber: each mode is tested on its own
+// at Alpha; among several, a verdict goes on to say whether its difference
+// holds once corrected by Holm's method, and one mode alone is as it was.
+func TestCompareModesCorrectsForTheirNumber(t *testing.T) {
+	a := Tally{Runs: 120, Modes: []Mode{{Signature: "check", Count: 25}, {Signature: "tok", Count: 6}}}
+	b := Tally{Runs: 120, Modes: []Mode{{Signature: "check", Count: 27}, {Signature: "panic", Count: 9}}}
+	got := CompareModes(a, b)
+	require.Len(t, got, 3)
+	bySig := map[string]ModeComparison{}
+	for _, c := range got {
+		bySig[c.Signature] = c
+	}
+	panicked, tok, check := bySig["panic"], bySig["tok"], bySig["check"]
+	assert.InDelta(t, 3*panicked.P, panicked.PCorrected, 1e-12, "the smallest p times the 3 tests")
+	assert.InDelta(t, 2*tok.P, tok.PCorrected, 1e-12, "the next times 2")
+	assert.InDelta(t, check.P, check.PCorrected, 1e-12)
+	assert.Less(t, tok.P, Alpha)
+	assert.GreaterOrEqual(t, tok.PCorrected, Alpha)
+	assert.Equal(t, "gone in B (p=0.029); may be chance among 3 modes (p=0.059 corrected)", tok.Verdict)
+	assert.Equal(t, "new in B (p=0.0033); holds among 3 modes (p=0.01 corrected)", panicked.Verdict)
+	assert.Equal(t, "no significant change (p=0.88)", check.Verdict, "no difference, nothing to correct")
+
+	alone := CompareModes(Tally{Runs: 120, Modes: []Mode{{Signature: "tok", Count: 6}}}, Tally{Runs: 120})
+	require.Len(t, alone, 1)
+	assert.Equal(t, "gone in B (p=0.029)", alone[0].Verdict)
+	assert.Equal(t, alone[0].P, alone[0].PCorrected)
 }

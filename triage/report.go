@@ -258,7 +258,10 @@ type ComparisonSummary struct {
 	A         [2]int  `json:"a"` // failures, runs
 	B         [2]int  `json:"b"`
 	P         float64 `json:"p"`
-	Verdict   string  `json:"verdict"`
+	// PCorrected is P corrected for the number of modes compared
+	// (ModeComparison.PCorrected).
+	PCorrected float64 `json:"p_corrected"`
+	Verdict    string  `json:"verdict"`
 }
 
 // SituationComparisonSummary is one SituationComparison in a Summary.
@@ -327,7 +330,7 @@ func (r *StressReport) Summary() Summary {
 	}
 	for _, cmp := range r.Comparisons {
 		s.Comparisons = append(s.Comparisons, ComparisonSummary{
-			Signature: cmp.Signature, A: [2]int{cmp.A.K, cmp.A.N}, B: [2]int{cmp.B.K, cmp.B.N}, P: cmp.P, Verdict: cmp.Verdict,
+			Signature: cmp.Signature, A: [2]int{cmp.A.K, cmp.A.N}, B: [2]int{cmp.B.K, cmp.B.N}, P: cmp.P, PCorrected: cmp.PCorrected, Verdict: cmp.Verdict,
 		})
 	}
 	for _, c := range r.SituationComparisons {
