@@ -61,7 +61,11 @@ type compareMode struct {
 	B         modeRate    `json:"b"`
 	Paired    pairedTable `json:"paired"`
 	P         float64     `json:"p_value"`
-	Verdict   string      `json:"verdict"`
+	// PCorrected is P corrected for the number of modes compared, by
+	// Holm's method (triage.ModeComparison.PCorrected): the mode's
+	// difference holds among them all when it is below 0.05.
+	PCorrected float64 `json:"p_corrected"`
+	Verdict    string  `json:"verdict"`
 }
 
 type modeRate struct {
@@ -480,13 +484,14 @@ func holmWords(done []compareDone) string {
 	return line + ", the difference holds in " + strings.Join(holds, ", ") + " and may be chance in " + strings.Join(chance, ", ")
 }
 
-// modesWords counts the failure modes of a comparison that differ
-// significantly, for the total: "; modes: 1 worse in B, 2 better".
+// modesWords counts the failure modes of a comparison whose difference
+// holds once corrected for their number, for the total: "; modes: 1
+// worse in B, 2 better".
 func modesWords(ms []compareMode) string {
 	var worse, better int
 	for _, m := range ms {
 		switch {
-		case m.P >= triage.Alpha:
+		case m.PCorrected >= triage.Alpha:
 		case m.B.Count > m.A.Count:
 			worse++
 		default:
@@ -652,7 +657,7 @@ func compareModes(a, b *sweepState, res *compareResult) []compareMode {
 	out := make([]compareMode, 0, len(cmps))
 	for _, c := range cmps {
 		out = append(out, compareMode{Signature: c.Signature, A: side(&res.A.sweepResult, c.Signature), B: side(&res.B.sweepResult, c.Signature),
-			Paired: pairSeeds(a, b, c.Signature), P: c.P, Verdict: c.Verdict})
+			Paired: pairSeeds(a, b, c.Signature), P: c.P, PCorrected: c.PCorrected, Verdict: c.Verdict})
 	}
 	return out
 }
@@ -940,7 +945,11 @@ func printCompare(w io.Writer, r *compareResult) {
 	if len(r.Modes) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  failure modes (%d), each tested on its own:\n", len(r.Modes))
+	if len(r.Modes) == 1 {
+		fmt.Fprintln(w, "  failure modes (1), tested on its own:")
+	} else {
+		fmt.Fprintf(w, "  failure modes (%d), each tested on its own, then corrected for their number (Holm's method):\n", len(r.Modes))
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "    %s: %s\n", m.Signature, m.Verdict)
 		fmt.Fprintf(w, "      A %s;  B %s\n", triage.Rate{K: int(m.A.Count), N: int(r.Seeds)}, triage.Rate{K: int(m.B.Count), N: int(r.Seeds)})

@@ -156,3 +156,14 @@ func TestTheTotalCorrectsForTheScenariosTested(t *testing.T) {
 	short := append(done(0.02, 0.03), compareDone{scenario: "s2", cut: "interrupted"})
 	assert.Equal(t, head+"2 tests (Holm's method), every difference holds: s0 (p=0.04 corrected), s1 (p=0.04 corrected)", holmWords(short))
 }
+
+// TestTheTotalCountsTheModesThatHoldCorrected: the total's count of modes
+// worse and better in B counts those whose difference holds once corrected
+// for the modes compared, not each mode's own test.
+func TestTheTotalCountsTheModesThatHoldCorrected(t *testing.T) {
+	mode := func(a, b uint64, p, corrected float64) compareMode {
+		return compareMode{A: modeRate{Count: a}, B: modeRate{Count: b}, P: p, PCorrected: corrected}
+	}
+	assert.Equal(t, "; modes: 1 worse in B, 1 better", modesWords([]compareMode{mode(0, 9, 0.003, 0.01), mode(6, 0, 0.02, 0.04), mode(6, 0, 0.04, 0.08)}))
+	assert.Empty(t, modesWords([]compareMode{mode(0, 5, 0.03, 0.06), mode(5, 0, 0.03, 0.06)}), "each below 0.05 alone, neither once corrected")
+}

@@ -31,7 +31,10 @@
 // -config settings after ENGINE when there are any (so that runs of other
 // settings into one directory keep each other's files); sweep,
 // stress and compare report each failure mode apart, with its rate, Wilson
-// interval, first occurrence and a command that reproduces it. A failure
+// interval, first occurrence and a command that reproduces it; stress and
+// compare test each mode's difference between A and B on its own and,
+// among several, say whether it holds once their p-values are corrected
+// for their number (Holm's method, triage.CompareModes). A failure
 // mode of the simulator is the property that broke and where it was
 // detected, without the numbers, the request and the data-parallel rank
 // of the core (engine-core-dp1 after core-aborts-dp1.lock is engine-core
