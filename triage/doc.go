@@ -40,7 +40,8 @@
 //     copy reached is a race the run says nothing of. With two variants,
 //     CompareSituations tests, situation by situation, whether B's copies
 //     reached it as often as A's: a fix that passes because it no longer
-//     opens the window shows as "gone in B".
+//     opens the window shows as "gone in B". As the modes' are, the
+//     situations' p-values are corrected for their number.
 //
 // Usage:
 //

@@ -142,18 +142,32 @@ func correctModes(cs []ModeComparison) {
 	for i, c := range cs {
 		ps[i] = c.P
 	}
-	for i, adj := range Holm(ps) {
-		c := &cs[i]
-		c.PCorrected = adj
-		if len(cs) < 2 || c.P >= Alpha {
+	adj, words := correct(ps, "modes")
+	for i := range cs {
+		cs[i].PCorrected = adj[i]
+		cs[i].Verdict += words[i]
+	}
+}
+
+// correct returns the p-values of several tests corrected for their number
+// (Holm) and, for each test below Alpha among two or more, what its
+// verdict goes on to say, of things named noun: "; holds among 3 modes
+// (p=0.01 corrected)" or "; may be chance among 3 modes (p=0.059
+// corrected)"; "" for the others.
+func correct(ps []float64, noun string) ([]float64, []string) {
+	adj := Holm(ps)
+	words := make([]string, len(ps))
+	for i, p := range ps {
+		if len(ps) < 2 || p >= Alpha {
 			continue
 		}
 		how := "holds"
-		if adj >= Alpha {
+		if adj[i] >= Alpha {
 			how = "may be chance"
 		}
-		c.Verdict += fmt.Sprintf("; %s among %d modes (%s corrected)", how, len(cs), PWords(adj))
+		words[i] = fmt.Sprintf("; %s among %d %s (%s corrected)", how, len(ps), noun, PWords(adj[i]))
 	}
+	return adj, words
 }
 
 // CompareRates tests whether B's failure rate differs from A's with

@@ -136,8 +136,13 @@ type SituationComparison struct {
 	// in B", "no significant change (p=0.84)" — in words for situations:
 	// "more often in B" and "less often in B" where a comparison of
 	// failures says worse and better, and "reached by neither" where it
-	// says "no failures in either".
+	// says "no failures in either". Among several situations, a
+	// difference at P < Alpha goes on to say whether it holds once
+	// corrected for their number, as a mode's does (ModeComparison).
 	Verdict string
+	// PCorrected is P corrected for the number of situations compared,
+	// by Holm's method; with one situation it is P.
+	PCorrected float64
 }
 
 // CompareSituations compares every situation a or b reached and every
@@ -185,6 +190,15 @@ func CompareSituations(a, b VariantReport) []SituationComparison {
 		}
 		return cmp.Or(cmp.Compare(max(y.A.K, y.B.K), max(x.A.K, x.B.K)), strings.Compare(x.Situation, y.Situation))
 	})
+	ps := make([]float64, len(out))
+	for i, c := range out {
+		ps[i] = c.P
+	}
+	adj, words := correct(ps, "situations")
+	for i := range out {
+		out[i].PCorrected = adj[i]
+		out[i].Verdict += words[i]
+	}
 	return out
 }
 

@@ -266,12 +266,13 @@ type ComparisonSummary struct {
 
 // SituationComparisonSummary is one SituationComparison in a Summary.
 type SituationComparisonSummary struct {
-	Situation string  `json:"situation"`
-	Target    bool    `json:"target"`
-	A         [2]int  `json:"a"` // copies that reached it, runs
-	B         [2]int  `json:"b"`
-	P         float64 `json:"p"`
-	Verdict   string  `json:"verdict"`
+	Situation  string  `json:"situation"`
+	Target     bool    `json:"target"`
+	A          [2]int  `json:"a"` // copies that reached it, runs
+	B          [2]int  `json:"b"`
+	P          float64 `json:"p"`
+	PCorrected float64 `json:"p_corrected"` // SituationComparison.PCorrected
+	Verdict    string  `json:"verdict"`
 }
 
 // copyRef names the copy of index i (CopyResult.Index) among runs of
@@ -335,7 +336,7 @@ func (r *StressReport) Summary() Summary {
 	}
 	for _, c := range r.SituationComparisons {
 		s.SituationComparisons = append(s.SituationComparisons, SituationComparisonSummary{
-			Situation: c.Situation, Target: c.Target, A: [2]int{c.A.K, c.A.N}, B: [2]int{c.B.K, c.B.N}, P: c.P, Verdict: c.Verdict,
+			Situation: c.Situation, Target: c.Target, A: [2]int{c.A.K, c.A.N}, B: [2]int{c.B.K, c.B.N}, P: c.P, PCorrected: c.PCorrected, Verdict: c.Verdict,
 		})
 	}
 	if len(r.Variants) == 2 {

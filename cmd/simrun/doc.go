@@ -128,7 +128,8 @@
 // (exit 1) when a variant reached a target in fewer than N copies, naming
 // the variant, whether or not a copy failed. With -vs, the two variants
 // are compared situation by situation as they are failure mode by failure
-// mode (Fisher's exact test).
+// mode (Fisher's exact test, corrected for the situations compared by
+// Holm's method).
 //
 // -config KEY=VALUE (repeatable) sets the engine configuration under test
 // in every engine a run makes, over the scenario's own settings, swarm's
