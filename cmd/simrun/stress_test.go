@@ -363,6 +363,6 @@ func TestStressComparesTheSituationsOfAAndB(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &j))
 	assert.Equal(t, []triage.SituationComparisonSummary{{
 		Situation: "window", Target: true, A: [2]int{2, 8}, B: [2]int{0, 8},
-		P: triage.FisherExact(2, 6, 0, 8), Verdict: "gone in B, not significant (p=0.47)",
+		P: triage.FisherExact(2, 6, 0, 8), PCorrected: triage.FisherExact(2, 6, 0, 8), Verdict: "gone in B, not significant (p=0.47)",
 	}}, j.SituationComparisons)
 }
