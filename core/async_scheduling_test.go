@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,9 +22,16 @@ type pipeline struct {
 	s   *core.Scheduler
 	so  *core.SchedulerOutput // the step in flight
 	tok []int
-	// loads are the internal ids of the requests whose KV loads from
-	// host memory, in order of start (Config.KVOffloadBlocks).
-	loads []string
+	// copies are the KV loads from host memory and stores to it in
+	// flight, in order of start (Config.KVOffloadBlocks).
+	copies []copyInFlight
+}
+
+// copyInFlight is a KV load or store in flight, by its request's internal
+// id.
+type copyInFlight struct {
+	id    string
+	store bool
 }
 
 // step schedules and samples a step and applies the one in flight, or,
@@ -55,18 +63,38 @@ func (p *pipeline) step() []core.Frame {
 
 // started notes the loads a step started.
 func (p *pipeline) started(so *core.SchedulerOutput) {
+	p.inFlight()
 	for _, r := range so.Loads {
-		p.loads = append(p.loads, r.InternalID)
+		p.copies = append(p.copies, copyInFlight{id: r.InternalID})
 	}
 }
 
-// land lands the oldest load in flight, if there is one.
+// inFlight returns the copies in flight, with the stores of the requests
+// that ended since the last call.
+func (p *pipeline) inFlight() []copyInFlight {
+	for _, id := range p.s.TakeStores() {
+		p.copies = append(p.copies, copyInFlight{id: id, store: true})
+	}
+	return p.copies
+}
+
+// holds reports whether a copy in flight is the ended request of internal
+// id's: the scheduler refuses the id until it lands.
+func (p *pipeline) holds(id string) bool {
+	return slices.ContainsFunc(p.inFlight(), func(c copyInFlight) bool { return c.id == id })
+}
+
+// land lands the oldest copy in flight, if there is one.
 func (p *pipeline) land() bool {
-	if len(p.loads) == 0 {
+	if len(p.inFlight()) == 0 {
 		return false
 	}
-	p.s.CompleteLoad(p.loads[0])
-	p.loads = p.loads[1:]
+	if c := p.copies[0]; c.store {
+		p.s.CompleteStore(c.id)
+	} else {
+		p.s.CompleteLoad(c.id)
+	}
+	p.copies = p.copies[1:]
 	return true
 }
 

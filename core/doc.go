@@ -53,7 +53,8 @@
 // requests give back go to host memory, and a request whose prompt
 // continues with them waits while they load back, asynchronously, the
 // core landing each load at a step boundary (offload.go, EventKVLoad,
-// EventKVLoaded).
+// EventKVLoaded); an ended request's blocks are stored the same way,
+// held until the copy lands (EventKVStore, EventKVStored).
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

@@ -377,7 +377,7 @@ func (c *EngineCore) handle(in Input) bool {
 			frames = append(frames, c.sched.FinalFrame(r, FinishAbort))
 		}
 		if c.kv != nil {
-			c.sched.DropLoads() // the executor stops: no copy lands
+			c.sched.DropTransfers() // the executor stops: no copy lands
 			c.kv.loads = nil
 		}
 		c.put(frames)
@@ -756,6 +756,9 @@ func (c *EngineCore) emit(e Event) {
 // The report comes before the held count is published, so that a WaitIdle
 // that returns has seen it.
 func (c *EngineCore) syncHeld() {
+	if c.kv != nil {
+		c.startStores()
+	}
 	n := c.sched.NumRequests()
 	st := c.sched.Stats()
 	if n == 0 && int64(st.KVUsedBlocks) > c.leaked.Load() {

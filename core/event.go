@@ -124,13 +124,22 @@ const (
 	// Finished when the frontend brought them back into step (a sleep's
 	// wake-up, a weight update's finish).
 	EventCallSplit
+	// EventKVStore: the request ended, and the core started to store Held
+	// of its blocks to host memory (Config.KVOffloadBlocks); they stay in
+	// use until the copy lands.
+	EventKVStore
+	// EventKVStored: the store of Held blocks of the ended request's KV
+	// landed: host memory holds them for loads to find, and its blocks
+	// went back; or, Text "abandoned", a reset of the prefix cache came
+	// meanwhile, and host memory keeps none of them.
+	EventKVStored
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
-	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split"}
+	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -232,6 +241,13 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV load from host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventCallSplit:
 		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
+	case EventKVStore:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV stored to host memory; its blocks are held until the copy lands", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventKVStored:
+		if e.Text == "abandoned" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; host memory keeps none", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory; its blocks go back", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoaded:
 		if e.Text == "abandoned" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; it computes again", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)

@@ -40,7 +40,7 @@ func (b *BlockPool) Len() int                      { return len(b.p.blocks) }
 
 // DebugState describes the queues, for a failing test's message.
 func (s *Scheduler) DebugState() string {
-	out := fmt.Sprintf("free %d; loads %d; requests and ended loads %d\n", s.pool.numFree, s.LoadsInFlight(), s.NumRequests())
+	out := fmt.Sprintf("free %d; loads %d; requests and ended loads %d\n", s.pool.numFree, s.TransfersInFlight(), s.NumRequests())
 	for _, r := range s.running {
 		out += fmt.Sprintf("  running %s computed %d/%d table %d load %d\n", r.InternalID, r.NumComputed, r.NumTokens(), len(r.table), r.kvLoad)
 	}

@@ -62,6 +62,13 @@ func (s *Scheduler) CheckBlocks() error {
 				}
 			}
 		}
+		for _, st := range s.offload.stores {
+			if !st.freed {
+				for _, id := range st.blocks { // held until the store lands
+					refs[id]++
+				}
+			}
+		}
 	}
 	if b := p.blocks[0]; b.ref != 0 || b.hashed {
 		return fmt.Errorf("the null block is held (%d) or cached (%v)", b.ref, b.hashed)

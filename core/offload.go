@@ -45,14 +45,31 @@ import (
 // abandons the loads in flight, whose requests compute again once they
 // landed, rather than fail for the blocks they hold.
 //
+// The store is asynchronous too. A request that ends with full, written,
+// cached blocks host memory does not hold yet starts a store of them, and
+// its blocks stay in use until the copy lands (vLLM's request_finished
+// asking to delay the free, and finished_sending): the copy reads them
+// then. Host memory makes room for the blocks at once, but a load finds
+// them only once they landed. A third invariant, planted as a bug: given
+// back at the end, the blocks go to another request, and the store copies
+// its KV under the ended request's hashes (core/kv-store-frees-early),
+// which a later load brings back. An ended request whose store is in
+// flight is still the core's, as one whose load is. A preempted request's
+// blocks are stored at once: vLLM's worker waits for its stores before the
+// blocks are reused. A reset of the prefix cache that may preempt abandons
+// the stores in flight, as it does the loads: what they copy is of the
+// weights before it.
+//
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
-// recently used out first; a block goes there as a request gives it back
-// (finished, aborted or preempted), if it is full, written and cached; a
-// load starts when a waiting request would be admitted and reserves the
+// recently used out first (never one a store is still copying in: a block
+// with no room is not stored); a block goes there as a request gives it
+// back (finished, aborted or preempted), if it is full, written and cached;
+// a load starts when a waiting request would be admitted and reserves the
 // blocks of its whole sequence at once, so that it never waits for room
-// once its KV landed; a load of n blocks takes (2+n)/2 steps' time
-// (Config.StepTime), loads one after another, and lands at the first step
-// boundary after, the core waiting for it when nothing else can run.
+// once its KV landed; a load or store of n blocks takes (2+n)/2 steps'
+// time (Config.StepTime), the copies one after another on the link, each
+// landing at the first step boundary after its time, the core waiting for
+// it when nothing else can run.
 
 // kvLoadState is where a request is in a load: none, waiting for its KV
 // to land, or landed and waiting to be admitted.
@@ -64,19 +81,36 @@ const (
 	kvLoaded
 )
 
-// kvOffload is the scheduler's host memory for KV and its loads in
-// flight, made when Config.KVOffloadBlocks is set.
+// kvOffload is the scheduler's host memory for KV and its loads and
+// stores in flight, made when Config.KVOffloadBlocks is set.
 type kvOffload struct {
 	capacity int
 	byHash   map[uint64]*list.Element // hash → its entry in lru
 	lru      list.List                // of *offloaded, least recently used first
 	loads    map[string]*kvLoad       // by the internal id of the request that started it
+	stores   map[string]*kvStore      // by the internal id of the ended request whose blocks it copies
+	started  []string                 // the stores started since the core last took them (TakeStores)
 }
 
 // offloaded is one block's KV in host memory: the word a block holds
-// (kv.go), under the hash of the prefix it ends.
+// (kv.go), under the hash of the prefix it ends. A pending one is room a
+// store in flight copies into: no load finds it until the store lands.
 type offloaded struct {
 	hash, word uint64
+	pending    bool
+}
+
+// kvStore is a copy of an ended request's blocks into host memory: the
+// blocks it holds until it lands, and which of them it copies, under
+// which hashes.
+type kvStore struct {
+	r      *Request
+	blocks []int32       // r's table when it ended: in use until the store lands
+	copies []storedBlock // the blocks it copies
+	freed  bool          // core/kv-store-frees-early gave blocks back at the end
+	// abandoned: a reset of the prefix cache came while the copy was in
+	// flight; what it copies is of the weights before, and it keeps none.
+	abandoned bool
 }
 
 // kvLoad is a copy of KV from host memory into a request's blocks: the
@@ -96,23 +130,63 @@ type kvLoad struct {
 	abandoned bool
 }
 
-func newKVOffload(capacity int) *kvOffload {
-	return &kvOffload{capacity: capacity, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}}
+// storedBlock is a block a store copies: its index in the store's blocks,
+// and the hash host memory keeps it under.
+type storedBlock struct {
+	at   int
+	hash uint64
 }
 
-// put keeps a block's KV in host memory as the most recently used,
-// putting the least recently used out when it is full.
+func newKVOffload(capacity int) *kvOffload {
+	return &kvOffload{capacity: capacity, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
+}
+
+// put keeps a block's KV in host memory as the most recently used, at
+// once, putting the least recently used out when it is full.
 func (o *kvOffload) put(hash, word uint64) {
 	if e, ok := o.byHash[hash]; ok {
-		e.Value.(*offloaded).word = word
+		*e.Value.(*offloaded) = offloaded{hash: hash, word: word}
 		o.lru.MoveToBack(e)
 		return
 	}
-	if o.lru.Len() == o.capacity {
-		old := o.lru.Remove(o.lru.Front()).(*offloaded)
-		delete(o.byHash, old.hash)
+	if o.room() {
+		o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, word: word})
 	}
-	o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, word: word})
+}
+
+// reserve makes room for a block a store copies in, pending until it
+// lands; it reports false when there is none.
+func (o *kvOffload) reserve(hash uint64) bool {
+	if !o.room() {
+		return false
+	}
+	o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, pending: true})
+	return true
+}
+
+// room makes room for one block, putting out the least recently used that
+// no store is copying in; it reports false when every block is such.
+func (o *kvOffload) room() bool {
+	if o.lru.Len() < o.capacity {
+		return true
+	}
+	for e := o.lru.Front(); e != nil; e = e.Next() {
+		if old := e.Value.(*offloaded); !old.pending {
+			o.lru.Remove(e)
+			delete(o.byHash, old.hash)
+			return true
+		}
+	}
+	return false
+}
+
+// ready returns the KV host memory holds under hash, if a load can find it.
+func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
+	e, ok := o.byHash[hash]
+	if !ok || e.Value.(*offloaded).pending {
+		return nil, false
+	}
+	return e.Value.(*offloaded), true
 }
 
 // drop forgets every block host memory holds.
@@ -142,11 +216,11 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	first := len(hits)
 	var words []uint64
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
-		e, ok := s.offload.byHash[h^salt]
+		o, ok := s.offload.ready(h ^ salt)
 		if !ok {
 			break
 		}
-		words = append(words, e.Value.(*offloaded).word)
+		words = append(words, o.word)
 	}
 	if len(words) == 0 {
 		return false, true
@@ -179,23 +253,23 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 }
 
 // waitingHoldBlocks reports whether blocks are held but by running
-// requests: by a load in flight, or by a waiting request whose KV landed.
-// Then a request that cannot be admitted now may be later: the load gives
-// its blocks back, or its request runs and ends.
+// requests: by a load or a store in flight, or by a waiting request whose
+// KV landed. Then a request that cannot be admitted now may be later: the
+// copy gives its blocks back, or its request runs and ends.
 func (s *Scheduler) waitingHoldBlocks() bool {
 	if s.offload == nil {
 		return false
 	}
-	return len(s.offload.loads) > 0 || slices.ContainsFunc(s.waiting, func(r *Request) bool { return r.kvLoad == kvLoaded })
+	return len(s.offload.loads) > 0 || len(s.offload.stores) > 0 || slices.ContainsFunc(s.waiting, func(r *Request) bool { return r.kvLoad == kvLoaded })
 }
 
-// LoadsInFlight returns how many loads have not landed, their requests
-// live or ended.
-func (s *Scheduler) LoadsInFlight() int {
+// TransfersInFlight returns how many loads and stores have not landed,
+// the loads' requests live or ended.
+func (s *Scheduler) TransfersInFlight() int {
 	if s.offload == nil {
 		return 0
 	}
-	return len(s.offload.loads)
+	return len(s.offload.loads) + len(s.offload.stores)
 }
 
 // LoadOutcome is how a KV load from host memory ended.
@@ -278,12 +352,13 @@ func (s *Scheduler) abortLoad(r *Request, status Status) {
 	s.leave(r, status)
 }
 
-// abandonLoads marks every load in flight abandoned, for a reset of the
-// prefix cache that may preempt: what the copies bring is of the weights
-// before it, and their requests compute again once they landed. It
-// returns how many blocks the loads hold until then, each once: the
-// sequences of a request share their prompt's hits.
-func (s *Scheduler) abandonLoads() int {
+// abandonTransfers marks every load and store in flight abandoned, for a
+// reset of the prefix cache that may preempt: what the copies bring is of
+// the weights before it; the loads' requests compute again once they
+// landed, and the stores keep nothing. It returns how many blocks the
+// copies hold until then, each once: the sequences of a request share
+// their prompt's hits, and requests their cached blocks.
+func (s *Scheduler) abandonTransfers() int {
 	var held []int32
 	for _, ld := range s.offload.loads { // the count does not depend on the order
 		ld.abandoned = true
@@ -295,20 +370,127 @@ func (s *Scheduler) abandonLoads() int {
 			held = append(held, ld.blocks...)
 		}
 	}
+	for _, st := range s.offload.stores {
+		st.abandoned = true
+		if !st.freed {
+			held = append(held, st.blocks...)
+		}
+	}
 	slices.Sort(held)
 	return len(slices.Compact(held))
 }
 
-// DropLoads gives back the blocks of every load in flight, whose copies
-// will never land: the executor stops. Their requests have ended.
-func (s *Scheduler) DropLoads() {
+// startStore starts the store of the blocks of r, which ends, that are
+// full, written and cached and that host memory neither holds nor has room
+// for only in a store's copy; those it holds count as used. It reports
+// whether it started one: then the store holds r's blocks until it lands
+// (CompleteStore), and r holds none.
+func (s *Scheduler) startStore(r *Request) bool {
+	bs := int32(s.cfg.BlockSize)
+	var st *kvStore
+	for i, id := range r.table {
+		b := &s.pool.blocks[id]
+		if !b.hashed || b.filled != bs {
+			continue
+		}
+		if e, ok := s.offload.byHash[b.hash]; ok {
+			s.offload.lru.MoveToBack(e) // held already, or on its way: a use
+			continue
+		}
+		if !s.offload.reserve(b.hash) {
+			continue // no room: not stored (vLLM's "cannot store")
+		}
+		if st == nil {
+			st = &kvStore{r: r, copies: make([]storedBlock, 0, len(r.table)-i)}
+		}
+		st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
+	}
+	if st == nil {
+		return false
+	}
+	st.blocks = r.table // r has ended: the table is the store's now
+	s.offload.stores[r.InternalID] = st
+	s.offload.started = append(s.offload.started, r.InternalID)
+	if s.cfg.Faults.Fires(failpoints.CoreKVStoreFreesEarly) {
+		st.freed = true
+		s.pool.freeAll(st.blocks)
+	}
+	r.table, r.Blocks, r.cachedBlocks = nil, 0, 0
+	return true
+}
+
+// TakeStores returns the internal ids of the requests whose stores started
+// since the last call, in order, for the core to put their copies on the
+// link (EngineCore.startStores).
+func (s *Scheduler) TakeStores() []string {
+	if s.offload == nil || len(s.offload.started) == 0 {
+		return nil
+	}
+	ids := s.offload.started
+	s.offload.started = nil
+	return ids
+}
+
+// StoreBlocks returns how many blocks the store of the request of internal
+// id copies, 0 if none is in flight.
+func (s *Scheduler) StoreBlocks(id string) int {
+	if st, ok := s.offload.stores[id]; ok {
+		return len(st.copies)
+	}
+	return 0
+}
+
+// CompleteStore lands the store of the ended request of internal id: the
+// copy reads the blocks it holds, host memory keeps what it read under
+// their hashes for loads to find, and the blocks go back. A store a reset
+// abandoned keeps nothing. It returns the request, how many blocks the
+// store copied and whether it was abandoned; an id with no store in
+// flight returns nil.
+func (s *Scheduler) CompleteStore(id string) (r *Request, n int, abandoned bool) {
+	st, ok := s.offload.stores[id]
+	if !ok {
+		return nil, 0, false
+	}
+	delete(s.offload.stores, id)
+	for _, c := range st.copies {
+		e, ok := s.offload.byHash[c.hash]
+		if !ok || !e.Value.(*offloaded).pending {
+			continue // dropped by a reset, or put there at once since (a preemption)
+		}
+		if st.abandoned {
+			s.offload.lru.Remove(e)
+			delete(s.offload.byHash, c.hash)
+			continue
+		}
+		// Whoever holds the block now: its request's, kept until now,
+		// unless core/kv-store-frees-early gave it back at the end.
+		o := e.Value.(*offloaded)
+		o.word, o.pending = s.pool.blocks[st.blocks[c.at]].word, false
+	}
+	if !st.freed {
+		s.pool.freeAll(st.blocks)
+	}
+	return st.r, len(st.copies), st.abandoned
+}
+
+// DropTransfers gives back the blocks of every load and store in flight,
+// whose copies will never land: the executor stops. Their requests have
+// ended.
+func (s *Scheduler) DropTransfers() {
 	if s.offload == nil {
 		return
 	}
-	for _, id := range sortedLoadIDs(s.offload.loads) {
+	for _, id := range sortedIDs(s.offload.loads) {
 		s.releaseEnded(s.offload.loads[id])
 	}
 	clear(s.offload.loads)
+	for _, id := range sortedIDs(s.offload.stores) {
+		if st := s.offload.stores[id]; !st.freed {
+			s.pool.freeAll(st.blocks)
+		}
+	}
+	clear(s.offload.stores)
+	s.offload.started = nil
 }
 
 // releaseEnded gives back the blocks an ended request's load held, unless
@@ -319,10 +501,10 @@ func (s *Scheduler) releaseEnded(ld *kvLoad) {
 	}
 }
 
-// endedLoads returns how many loads in flight belong to requests that
-// have ended: they hold their blocks until they land.
-func (s *Scheduler) endedLoads() int {
-	n := 0
+// endedTransfers returns how many loads and stores in flight belong to
+// requests that have ended: they hold their blocks until they land.
+func (s *Scheduler) endedTransfers() int {
+	n := len(s.offload.stores)
 	for _, ld := range s.offload.loads {
 		if ld.aborted {
 			n++
@@ -331,11 +513,11 @@ func (s *Scheduler) endedLoads() int {
 	return n
 }
 
-// sortedLoadIDs returns the ids of loads in order, so that what depends on
+// sortedIDs returns the ids of copies in order, so that what depends on
 // the order (the free queue) does not depend on the map's.
-func sortedLoadIDs(loads map[string]*kvLoad) []string {
-	ids := make([]string, 0, len(loads))
-	for id := range loads {
+func sortedIDs[T any](copies map[string]T) []string {
+	ids := make([]string, 0, len(copies))
+	for id := range copies {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -368,9 +550,9 @@ func (s *Scheduler) DropOffloaded() {
 	}
 }
 
-// coreKV is the core's side of KV offloading: the loads in flight, in
-// order of start, each landing at the first step boundary from its due
-// time on, and whether the core waits for one.
+// coreKV is the core's side of KV offloading: the loads and stores in
+// flight, in order of start, each landing at the first step boundary from
+// its due time on, and whether the core waits for one.
 type coreKV struct {
 	loads []pendingLoad
 	// stalled: the last step scheduled nothing while nothing ran and a
@@ -378,36 +560,64 @@ type coreKV struct {
 	stalled bool
 }
 
-// pendingLoad is a KV load in flight: its request's internal id, and when
-// the copy is done.
+// pendingLoad is a KV load or store in flight: its request's internal id,
+// and when the copy is done.
 type pendingLoad struct {
-	id  string
-	due time.Time
+	id    string
+	due   time.Time
+	store bool
 }
 
-// startLoads starts the copies of the loads a step started. A copy of n
-// blocks takes (2+n)/2 steps' time (Config.StepTime), the copies one
-// after another, as they share the link to host memory.
+// startLoads starts the copies of the loads a step started.
 func (c *EngineCore) startLoads(rs []*Request) {
-	at := c.rt.Now()
-	if n := len(c.kv.loads); n > 0 && c.kv.loads[n-1].due.After(at) {
-		at = c.kv.loads[n-1].due
-	}
 	for _, r := range rs {
 		n := len(c.sched.offload.loads[r.InternalID].words)
-		at = at.Add(c.cfg.StepTime * time.Duration(2+n) / 2)
-		c.kv.loads = append(c.kv.loads, pendingLoad{id: r.InternalID, due: at})
+		c.link(r.InternalID, n, false)
 		c.emit(Event{Kind: EventKVLoad, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
 	}
 	c.syncHeld()
 }
 
-// landLoads lands the loads that are due, as vLLM's scheduler learns of
-// them at a step's end (finished_recving).
+// startStores starts the copies of the stores requests started as they
+// ended (Scheduler.TakeStores): syncHeld, which follows every change of
+// the scheduler's requests, calls it.
+func (c *EngineCore) startStores() {
+	for _, id := range c.sched.TakeStores() {
+		r, n := c.sched.offload.stores[id].r, c.sched.StoreBlocks(id)
+		c.link(id, n, true)
+		c.emit(Event{Kind: EventKVStore, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
+	}
+}
+
+// link puts the copy of n blocks for the request of internal id on the
+// link to host memory: it takes (2+n)/2 steps' time (Config.StepTime),
+// after the copies before it, as they share the link.
+func (c *EngineCore) link(id string, n int, store bool) {
+	at := c.rt.Now()
+	if k := len(c.kv.loads); k > 0 && c.kv.loads[k-1].due.After(at) {
+		at = c.kv.loads[k-1].due
+	}
+	at = at.Add(c.cfg.StepTime * time.Duration(2+n) / 2)
+	c.kv.loads = append(c.kv.loads, pendingLoad{id: id, due: at, store: store})
+}
+
+// landLoads lands the loads and stores that are due, as vLLM's scheduler
+// learns of them at a step's end (finished_recving, finished_sending).
 func (c *EngineCore) landLoads() {
 	now := c.rt.Now()
 	landed := 0
 	for landed < len(c.kv.loads) && !c.kv.loads[landed].due.After(now) {
+		if p := c.kv.loads[landed]; p.store {
+			if r, n, abandoned := c.sched.CompleteStore(p.id); r != nil {
+				ev := Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n}
+				if abandoned {
+					ev.Text = "abandoned"
+				}
+				c.emit(ev)
+			}
+			landed++
+			continue
+		}
 		r, how, n := c.sched.CompleteLoad(c.kv.loads[landed].id)
 		if r != nil {
 			ev := Event{Kind: EventKVLoaded, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: how == LoadEnded}

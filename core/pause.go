@@ -119,14 +119,14 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 		r.Placeholders, r.sampled = 0, r.sampled[:0]
 		preempted[i] = r
 	}
-	loading := 0 // blocks the KV loads in flight hold, which a reset that may preempt abandons
+	loading := 0 // blocks the KV loads and stores in flight hold, which a reset that may preempt abandons
 	if resetRunning && s.offload != nil {
 		for _, r := range s.waiting {
 			if r.kvLoad == kvLoaded {
 				s.unload(r) // its KV landed: it computes again too
 			}
 		}
-		loading = s.abandonLoads()
+		loading = s.abandonTransfers()
 	}
 	if s.cfg.UsableBlocks()-s.pool.numFree != loading {
 		// Waiting requests hold no blocks, but with KV offloading those
@@ -183,11 +183,11 @@ func (c *EngineCore) pause(in Input) {
 // asked: the running requests a PauseKeep froze are preempted, to compute
 // again after the resume.
 func (c *EngineCore) completePauses() {
-	if len(c.pauses) == 0 || c.sched.HeldWork() || c.sched.LoadsInFlight() > 0 {
+	if len(c.pauses) == 0 || c.sched.HeldWork() || c.sched.TransfersInFlight() > 0 {
 		// A weight update's hold is no pause's effect: a wait pause
 		// waits for the requests the hold froze to run to their ends.
-		// A KV load in flight still writes the KV cache: a pause takes
-		// effect once it landed.
+		// A KV load in flight still writes the KV cache, and a store
+		// reads it: a pause takes effect once they landed.
 		return
 	}
 	if slices.ContainsFunc(c.pauses, func(in Input) bool { return in.ClearCache }) {

@@ -149,8 +149,8 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 						r.Priority = prio
 					}
 					if err := s.AddRequest(r); err != nil {
-						if slices.Contains(p.loads, r.InternalID) {
-							continue // refused: the ended request of that id still has a load in flight
+						if p.holds(r.InternalID) {
+							continue // refused: the ended request of that id still has a load or store in flight
 						}
 						t.Fatal(err)
 					}
@@ -171,18 +171,19 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 				running := s.Stats().Running
 				preempted, ok := s.ResetPrefixCache(resetRunning)
 				if offload {
-					// A load in flight, or a waiting request whose KV
-					// landed, holds blocks: a reset that may not preempt
-					// fails; one that may abandons the loads.
+					// A load or store in flight, or a waiting request whose
+					// KV landed, holds blocks: a reset that may not preempt
+					// fails; one that may abandons the copies.
+					copies := len(p.inFlight())
 					bad := !ok || len(preempted) != running // a reset that may preempt always succeeds
 					if !resetRunning {
-						bad = len(preempted) != 0 || ok && (running > 0 || len(p.loads) > 0)
+						bad = len(preempted) != 0 || ok && (running > 0 || copies > 0)
 					}
 					if bad {
-						t.Fatalf("action %d: ResetPrefixCache(%v) with %d running and %d loads in flight: %d preempted, %v", i, resetRunning, running, len(p.loads), len(preempted), ok)
+						t.Fatalf("action %d: ResetPrefixCache(%v) with %d running and %d copies in flight: %d preempted, %v", i, resetRunning, running, copies, len(preempted), ok)
 					}
-					if ok && len(p.loads) > 0 {
-						break // the abandoned loads hold their blocks until they land
+					if ok && copies > 0 {
+						break // the abandoned copies hold their blocks until they land
 					}
 				} else if ok != (resetRunning || running == 0) || len(preempted) != map[bool]int{true: running}[ok] {
 					t.Fatalf("action %d: ResetPrefixCache(%v) with %d running: %d preempted, %v", i, resetRunning, running, len(preempted), ok)

@@ -154,8 +154,8 @@ func NewScheduler(cfg Config) *Scheduler {
 }
 
 // AddRequest queues r as waiting. It fails when r's internal id is live,
-// or its request ended with a KV load in flight, vLLM's "duplicate
-// request id" assertion, and when r has a LoRA adapter
+// or its request ended with a KV load or store in flight, vLLM's
+// "duplicate request id" assertion, and when r has a LoRA adapter
 // and LoRA is off (Config.MaxLoRAs 0), which the frontend refuses first.
 func (s *Scheduler) AddRequest(r *Request) error {
 	if _, ok := s.requests[r.InternalID]; ok {
@@ -166,6 +166,9 @@ func (s *Scheduler) AddRequest(r *Request) error {
 		// vLLM's requests, its id too (legacy routing reuses ids).
 		if _, ok := s.offload.loads[r.InternalID]; ok {
 			return fmt.Errorf("core: duplicate request id %q: its KV load from host memory has not landed", r.InternalID)
+		}
+		if _, ok := s.offload.stores[r.InternalID]; ok {
+			return fmt.Errorf("core: duplicate request id %q: its KV store to host memory has not landed", r.InternalID)
 		}
 	}
 	if r.LoRA != 0 && s.cfg.MaxLoRAs == 0 {
@@ -270,13 +273,17 @@ func (s *Scheduler) FinishAll(status Status) []*Request {
 }
 
 // finish ends r with status: it leaves whichever queue holds it (a live
-// request is in exactly one) and gives its blocks back.
+// request is in exactly one) and gives its blocks back, with KV offloading
+// once the load or store of its blocks lands.
 func (s *Scheduler) finish(r *Request, status Status) {
-	if r.kvLoad == kvLoading {
-		s.abortLoad(r, status) // its blocks go back once the load lands
+	switch {
+	case r.kvLoad == kvLoading:
+		s.abortLoad(r, status)
 		return
+	case s.offload != nil && s.startStore(r):
+	default:
+		s.freeBlocks(r)
 	}
-	s.freeBlocks(r)
 	s.leave(r, status)
 }
 
@@ -345,13 +352,13 @@ func (s *Scheduler) hasWork(st PauseState) bool {
 }
 
 // NumRequests returns the number of live requests, and of ended ones whose
-// KV load has not landed, which hold their blocks until it does (vLLM
-// keeps them among its requests until then).
+// KV load or store has not landed, which hold their blocks until it does
+// (vLLM keeps them among its requests until then).
 func (s *Scheduler) NumRequests() int {
 	if s.offload == nil {
 		return len(s.requests)
 	}
-	return len(s.requests) + s.endedLoads()
+	return len(s.requests) + s.endedTransfers()
 }
 
 // Stats returns the counts vLLM reports.

@@ -65,11 +65,16 @@
 // request whose prompt continues past its prefix-cache hit with blocks
 // there waits while they load back, its blocks given to it at once; the
 // copy lands a step or two later. A request aborted meanwhile keeps its
-// blocks until the copy lands, as vLLM's scheduler does; a pause or a
-// sleep takes effect once the loads in flight landed; a reset of the
-// prefix cache drops what host memory holds (vLLM's reset_connector) and,
-// when it may preempt, abandons the loads in flight, whose requests then
-// compute again. core.EventKVLoad and core.EventKVLoaded tell the loads.
+// blocks until the copy lands, as vLLM's scheduler does. The store is
+// asynchronous too: a request that ends keeps its blocks until their copy
+// to host memory lands (vLLM's delayed free until finished_sending), and
+// its id is the core's until then, as it is while its load is in flight;
+// WaitIdle waits for both. A pause or a sleep takes effect once the copies
+// in flight landed; a reset of the prefix cache drops what host memory
+// holds (vLLM's reset_connector), is refused while a copy holds blocks
+// and, when it may preempt, abandons the copies in flight, whose loading
+// requests then compute again. core.EventKVLoad and core.EventKVLoaded
+// tell the loads, core.EventKVStore and core.EventKVStored the stores.
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its

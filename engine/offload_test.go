@@ -174,6 +174,7 @@ func TestAResetDropsTheOffloadedKV(t *testing.T) {
 			r, err := e.AddRequest("first", pauseLong, p)
 			require.NoError(t, err)
 			drain(t, r)
+			require.NoError(t, e.WaitIdle(context.Background())) // its store to host memory landed
 			reset, err := e.ResetPrefixCache(context.Background(), false)
 			require.NoError(t, err)
 			require.True(t, reset, "nothing runs")
@@ -297,4 +298,105 @@ func TestAReloadWhileKVLoadsComputesAgain(t *testing.T) {
 		loads += n
 	}
 	assert.GreaterOrEqual(t, loads, 4, "the second request of the adapter loads its KV in most seeds")
+}
+
+// TestAnEndedRequestHoldsItsBlocksUntilItsStoreLands: a request that ends
+// with full blocks host memory does not hold stores them, and they stay in
+// use until the copy lands, as vLLM's scheduler delays the free until
+// finished_sending: a reset of the prefix cache that may not preempt is
+// refused meanwhile, as blocks are in use; WaitIdle waits for the store.
+// The next request of the prompt loads what the store brought, unless the
+// reset came after the store landed and dropped it.
+func TestAnEndedRequestHoldsItsBlocksUntilItsStoreLands(t *testing.T) {
+	refusedInFlight := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		var stores []int // blocks, store by store
+		stored, reset := 0, false
+		cfg := offloadConfig(t, "")
+		cfg.Observer = func(ev engine.Event) {
+			switch ev.Kind {
+			case core.EventKVStore:
+				stores = append(stores, ev.Held)
+			case core.EventKVStored:
+				stored++
+			case core.EventCacheReset:
+				reset = ev.Finished
+				if len(stores) > stored {
+					assert.False(t, ev.Finished, "seed %d: a reset with a store in flight: its blocks are in use", seed)
+					refusedInFlight++
+				}
+			}
+		}
+		c, loads, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			_, err = e.ResetPrefixCache(context.Background(), false)
+			require.NoError(t, err)
+			require.NoError(t, e.WaitIdle(context.Background()))
+			assert.Equal(t, []int{6}, stores, "seed %d: the 6 full blocks of pauseLong's 23 tokens and the 3 more computed", seed)
+			assert.Equal(t, 1, stored, "seed %d: WaitIdle waits for the store", seed)
+			assert.Zero(t, e.Stats().KVUsedBlocks, "seed %d", seed)
+			putOut(t, rt, e)
+			r, err = e.AddRequest("again", pauseLong, p)
+			require.NoError(t, err)
+			assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, drain(t, r)), "seed %d", seed)
+		})
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+		if reset {
+			assert.Zero(t, loads, "seed %d: the reset dropped what the store brought", seed)
+		} else {
+			assert.Equal(t, 1, loads, "seed %d: the second run of the prompt loads what the store brought", seed)
+		}
+	}
+	assert.Positive(t, refusedInFlight, "some seeds reset while the store is in flight")
+}
+
+// TestAStoreKeepsTheBlocksUntilItLands: the blocks of an ended request
+// stay its store's until the copy lands, so a request added behind it
+// never overwrites what the store reads; with core/kv-store-frees-early
+// they go back at the end, a long prompt takes and writes them, the store
+// keeps that KV under the ended request's hashes, and the next request of
+// its prompt loads it and samples from another's KV.
+func TestAStoreKeepsTheBlocksUntilItLands(t *testing.T) {
+	run := func(seed uint64, faults string) (*props.Checker, error) {
+		cfg := offloadConfig(t, faults)
+		c, _, _, err := offloadRun(t, seed, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			putOut(t, rt, e) // every block used once: the next are taken from the freed
+			require.NoError(t, e.WaitIdle(context.Background()))
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			// 48 tokens: 12 blocks, more than the 8 the store leaves free.
+			next, err := e.AddRequest("next", strings.Repeat("one two three four ", 11), p)
+			require.NoError(t, err)
+			_, _ = readAll(next)
+			require.NoError(t, e.WaitIdle(context.Background()))
+			putOut(t, rt, e)
+			again, err := e.AddRequest("again", pauseLong, p)
+			require.NoError(t, err)
+			_, _ = readAll(again)
+		})
+		return c, err
+	}
+	for seed := uint64(1); seed <= 16; seed++ {
+		c, err := run(seed, "")
+		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, c.Finish(), "seed %d", seed)
+	}
+	caught := 0
+	for seed := uint64(1); seed <= 16; seed++ {
+		c, err := run(seed, "core/kv-store-frees-early=return")
+		require.NoError(t, err, "seed %d", seed)
+		var v *props.Violation
+		if errors.As(c.Finish(), &v) {
+			assert.Equal(t, props.ModelTokens, v.Property, "seed %d", seed)
+			caught++
+		}
+	}
+	t.Logf("caught on %d of 16 seeds", caught)
+	assert.Positive(t, caught, "the store reads the blocks the request behind wrote")
 }

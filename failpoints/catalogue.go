@@ -140,6 +140,9 @@ var (
 	CoreKVLoadFreesOnAbort = register(&Point{Name: "core/kv-load-frees-on-abort", Bug: true,
 		Doc:   "a bug: a request aborted while its KV loads from host memory (Config.KVOffloadBlocks) gives its blocks back at once, and the copy still writes them when it lands, over the KV of whichever request took them; vLLM's scheduler keeps an aborted request's blocks until the load lands (finished_recving), as the engine does",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVStoreFreesEarly = register(&Point{Name: "core/kv-store-frees-early", Bug: true,
+		Doc:   "a bug: a request that ends while its blocks are being stored to host memory (Config.KVOffloadBlocks) gives them back at once, and the store reads them when it lands, whoever took them since, keeping their KV under the ended request's hashes for a later load to bring back; vLLM's connector asks the scheduler to delay the free until the store lands (request_finished, finished_sending), as the engine does",
+		Terms: "return", checkValue: checkNoValue})
 	CoreResetKeepsOffloadedKV = register(&Point{Name: "core/reset-keeps-offloaded-kv", Bug: true,
 		Doc:   "a bug, vLLM's default: reset_prefix_cache leaves the KV offloaded to host memory (reset_connector=False), computed by the weights before the update the reset stands for, and a later request whose prompt continues with it loads it and samples from stale KV; the engine drops it with the prefix cache, as reset_connector=True does",
 		Terms: "return", checkValue: checkNoValue})

@@ -20,27 +20,40 @@ func TestKVOffloadPassesOnTheFixedEngine(t *testing.T) {
 // TestKVOffloadCatchesAnAbortThatGivesTheLoadsBlocksBack plants
 // core/kv-load-frees-on-abort: a reader that gives up while its KV loads
 // gives its blocks back at once, a request takes them, and the copy lands
-// over its KV (1.7% of the first 2,000 seeds; the load lands after an
-// abort in 16% of them, mostly before anyone took the blocks).
+// over its KV (0.5% of the first 2,000 seeds; the load lands after an
+// abort in 7.6% of them, mostly before anyone took the blocks).
 func TestKVOffloadCatchesAnAbortThatGivesTheLoadsBlocksBack(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/kv-load-frees-on-abort=return"), props.ModelTokens)
 }
 
 // TestKVOffloadCatchesAResetThatKeepsTheOffloadedKV plants vLLM's default,
 // core/reset-keeps-offloaded-kv: the trainer's reset leaves the KV of the
-// old weights in host memory, and a later reader loads it (40% of the
+// old weights in host memory, and a later reader loads it (34% of the
 // first 2,000 seeds; the trainer runs in half).
 func TestKVOffloadCatchesAResetThatKeepsTheOffloadedKV(t *testing.T) {
 	n := assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/reset-keeps-offloaded-kv=return"), props.ModelTokens)
 	assert.Greater(t, n, int(pauseSeeds())/5, "the planted bug was caught on too few seeds")
 }
 
-// TestTheStoryTellsAKVLoad: kv-offload's seed 1 loads a reader's KV from
-// host memory, and the story says when it starts and when it lands.
+// TestKVOffloadCatchesAStoreThatFreesEarly plants core/kv-store-frees-early:
+// a request that ends gives its blocks back while their store to host
+// memory is in flight, another request writes them, and the store keeps
+// that KV under the ended request's hashes for a later reader to load
+// (31% of the first 2,000 seeds).
+func TestKVOffloadCatchesAStoreThatFreesEarly(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/kv-store-frees-early=return"), props.ModelTokens)
+	assert.Greater(t, n, int(pauseSeeds())/5, "the planted bug was caught on too few seeds")
+}
+
+// TestTheStoryTellsAKVLoad: kv-offload's seed 2 stores a reader's KV to
+// host memory as it ends and loads it back for its next turn, and the
+// story says when each copy starts and when it lands.
 func TestTheStoryTellsAKVLoad(t *testing.T) {
-	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 1),
-		"starts to load 3 block(s) of reader-0#7's KV from host memory: it waits for them",
-		"lands the 3 block(s) of KV loaded for reader-0#7: it waits to be admitted with them")
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 2),
+		"starts to store 7 block(s) of reader-0#1's KV to host memory: its blocks are held until the copy lands",
+		"lands the store of 7 block(s) of reader-0#1's KV: host memory holds them, and its blocks go back",
+		"starts to load 3 block(s) of reader-0#5's KV from host memory: it waits for them",
+		"lands the 3 block(s) of KV loaded for reader-0#5: it waits to be admitted with them")
 }
 
 // TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose

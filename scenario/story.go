@@ -243,6 +243,14 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("%s %d took effect on %d core(s) and not on the others: %s", ev.Text, ev.Call, ev.Held, mended))
 	case core.EventKVLoad:
 		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
+	case core.EventKVStore:
+		st.notable(at, who, fmt.Sprintf("starts to store %d block(s) of %s's KV to host memory: its blocks are held until the copy lands", ev.Held, req))
+	case core.EventKVStored:
+		if ev.Text == "abandoned" {
+			st.notable(at, who, fmt.Sprintf("lands the store of %d block(s) of %s's KV after a reset of the prefix cache: of the weights before it, host memory keeps none, and its blocks go back", ev.Held, req))
+			return
+		}
+		st.notable(at, who, fmt.Sprintf("lands the store of %d block(s) of %s's KV: host memory holds them, and its blocks go back", ev.Held, req))
 	case core.EventKVLoaded:
 		if ev.Text == "abandoned" {
 			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s after a reset of the prefix cache: of the weights before it, they go back, and it computes again", ev.Held, req))
