@@ -128,46 +128,37 @@ func CompareModes(a, b Tally) []ModeComparison {
 		p, verdict := CompareRates(ra, rb)
 		out = append(out, ModeComparison{Signature: sig, A: ra, B: rb, P: p, Verdict: verdict})
 	}
-	correctModes(out)
+	correct(out, "modes", func(c *ModeComparison) (*float64, *float64, *string) { return &c.P, &c.PCorrected, &c.Verdict })
 	slices.SortStableFunc(out, func(x, y ModeComparison) int {
 		return cmp.Or(cmp.Compare(y.A.K+y.B.K, x.A.K+x.B.K), cmp.Compare(x.Signature, y.Signature))
 	})
 	return out
 }
 
-// correctModes sets each comparison's PCorrected and, among several modes,
-// says of each difference at P < Alpha whether it holds once corrected.
-func correctModes(cs []ModeComparison) {
+// correct corrects the p-values of several comparisons, of things named
+// noun, for their number (Holm): fields gives a comparison's p-value, its
+// corrected p-value to set and its verdict. Among two or more, the verdict
+// of a difference at p < Alpha goes on to say whether it holds once
+// corrected: "; holds among 3 modes (p=0.01 corrected)" or "; may be
+// chance among 3 modes (p=0.059 corrected)".
+func correct[C any](cs []C, noun string, fields func(*C) (p, corrected *float64, verdict *string)) {
 	ps := make([]float64, len(cs))
-	for i, c := range cs {
-		ps[i] = c.P
-	}
-	adj, words := correct(ps, "modes")
 	for i := range cs {
-		cs[i].PCorrected = adj[i]
-		cs[i].Verdict += words[i]
+		p, _, _ := fields(&cs[i])
+		ps[i] = *p
 	}
-}
-
-// correct returns the p-values of several tests corrected for their number
-// (Holm) and, for each test below Alpha among two or more, what its
-// verdict goes on to say, of things named noun: "; holds among 3 modes
-// (p=0.01 corrected)" or "; may be chance among 3 modes (p=0.059
-// corrected)"; "" for the others.
-func correct(ps []float64, noun string) ([]float64, []string) {
-	adj := Holm(ps)
-	words := make([]string, len(ps))
-	for i, p := range ps {
-		if len(ps) < 2 || p >= Alpha {
+	for i, adj := range Holm(ps) {
+		_, corrected, verdict := fields(&cs[i])
+		*corrected = adj
+		if len(ps) < 2 || ps[i] >= Alpha {
 			continue
 		}
 		how := "holds"
-		if adj[i] >= Alpha {
+		if adj >= Alpha {
 			how = "may be chance"
 		}
-		words[i] = fmt.Sprintf("; %s among %d %s (%s corrected)", how, len(ps), noun, PWords(adj[i]))
+		*verdict += fmt.Sprintf("; %s among %d %s (%s corrected)", how, len(ps), noun, PWords(adj))
 	}
-	return adj, words
 }
 
 // CompareRates tests whether B's failure rate differs from A's with

@@ -190,15 +190,7 @@ func CompareSituations(a, b VariantReport) []SituationComparison {
 		}
 		return cmp.Or(cmp.Compare(max(y.A.K, y.B.K), max(x.A.K, x.B.K)), strings.Compare(x.Situation, y.Situation))
 	})
-	ps := make([]float64, len(out))
-	for i, c := range out {
-		ps[i] = c.P
-	}
-	adj, words := correct(ps, "situations")
-	for i := range out {
-		out[i].PCorrected = adj[i]
-		out[i].Verdict += words[i]
-	}
+	correct(out, "situations", func(c *SituationComparison) (*float64, *float64, *string) { return &c.P, &c.PCorrected, &c.Verdict })
 	return out
 }
 
