@@ -639,9 +639,9 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 	}
 	n := c.sched.Stats().Running
 	if n == 0 && c.kv != nil && len(c.kv.loads) > 0 {
-		// What waits needs blocks a KV load holds, or gives back: the
-		// core waits for an input or for the load to land, as vLLM's
-		// steps run empty meanwhile.
+		// What waits needs blocks a KV load or store holds, or gives
+		// back: the core waits for an input or for the copy to land, as
+		// vLLM's steps run empty meanwhile.
 		c.kv.stalled = true
 		return
 	}

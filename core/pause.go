@@ -130,7 +130,8 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	}
 	if s.cfg.UsableBlocks()-s.pool.numFree != loading {
 		// Waiting requests hold no blocks, but with KV offloading those
-		// whose KV loads, or landed (unless they were just let go).
+		// whose KV loads, or landed (unless they were just let go), and
+		// ended requests hold theirs while their stores are in flight.
 		return preempted, false
 	}
 	s.pool.resetCache()
