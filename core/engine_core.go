@@ -304,8 +304,8 @@ func (c *EngineCore) Run() {
 		}
 	}()
 	for {
-		if c.kv != nil && len(c.kv.loads) > 0 {
-			c.landLoads()
+		if c.kv != nil && len(c.kv.copies) > 0 {
+			c.landCopies()
 		}
 		if c.idle() {
 			// Drain the eager aborts before sleeping: an abort whose
@@ -319,7 +319,7 @@ func (c *EngineCore) Run() {
 			}
 			in, ok, due := c.waitInput()
 			if due {
-				continue // a load is due: it lands first
+				continue // a copy is due: it lands first
 			}
 			if !ok || !c.handle(in) {
 				return
@@ -378,7 +378,7 @@ func (c *EngineCore) handle(in Input) bool {
 		}
 		if c.kv != nil {
 			c.sched.DropTransfers() // the executor stops: no copy lands
-			c.kv.loads = nil
+			c.kv.copies = nil
 		}
 		c.put(frames)
 		return false
@@ -638,7 +638,7 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		return
 	}
 	n := c.sched.Stats().Running
-	if n == 0 && c.kv != nil && len(c.kv.loads) > 0 {
+	if n == 0 && c.kv != nil && len(c.kv.copies) > 0 {
 		// What waits needs blocks a KV load or store holds, or gives
 		// back: the core waits for an input or for the copy to land, as
 		// vLLM's steps run empty meanwhile.

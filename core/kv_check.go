@@ -63,10 +63,8 @@ func (s *Scheduler) CheckBlocks() error {
 			}
 		}
 		for _, st := range s.offload.stores {
-			if !st.freed {
-				for _, id := range st.blocks { // held until the store lands
-					refs[id]++
-				}
+			for _, id := range st.held() { // until the store lands
+				refs[id]++
 			}
 		}
 	}

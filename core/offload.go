@@ -130,6 +130,15 @@ type kvLoad struct {
 	abandoned bool
 }
 
+// held returns the blocks the store holds until it lands: none once
+// core/kv-store-frees-early gave them back at the end.
+func (st *kvStore) held() []int32 {
+	if st.freed {
+		return nil
+	}
+	return st.blocks
+}
+
 // storedBlock is a block a store copies: its index in the store's blocks,
 // and the hash host memory keeps it under.
 type storedBlock struct {
@@ -372,9 +381,7 @@ func (s *Scheduler) abandonTransfers() int {
 	}
 	for _, st := range s.offload.stores {
 		st.abandoned = true
-		if !st.freed {
-			held = append(held, st.blocks...)
-		}
+		held = append(held, st.held()...)
 	}
 	slices.Sort(held)
 	return len(slices.Compact(held))
@@ -431,15 +438,6 @@ func (s *Scheduler) TakeStores() []string {
 	return ids
 }
 
-// StoreBlocks returns how many blocks the store of the request of internal
-// id copies, 0 if none is in flight.
-func (s *Scheduler) StoreBlocks(id string) int {
-	if st, ok := s.offload.stores[id]; ok {
-		return len(st.copies)
-	}
-	return 0
-}
-
 // CompleteStore lands the store of the ended request of internal id: the
 // copy reads the blocks it holds, host memory keeps what it read under
 // their hashes for loads to find, and the blocks go back. A store a reset
@@ -467,9 +465,7 @@ func (s *Scheduler) CompleteStore(id string) (r *Request, n int, abandoned bool)
 		o := e.Value.(*offloaded)
 		o.word, o.pending = s.pool.blocks[st.blocks[c.at]].word, false
 	}
-	if !st.freed {
-		s.pool.freeAll(st.blocks)
-	}
+	s.pool.freeAll(st.held())
 	return st.r, len(st.copies), st.abandoned
 }
 
@@ -485,9 +481,7 @@ func (s *Scheduler) DropTransfers() {
 	}
 	clear(s.offload.loads)
 	for _, id := range sortedIDs(s.offload.stores) {
-		if st := s.offload.stores[id]; !st.freed {
-			s.pool.freeAll(st.blocks)
-		}
+		s.pool.freeAll(s.offload.stores[id].held())
 	}
 	clear(s.offload.stores)
 	s.offload.started = nil
@@ -554,15 +548,15 @@ func (s *Scheduler) DropOffloaded() {
 // flight, in order of start, each landing at the first step boundary from
 // its due time on, and whether the core waits for one.
 type coreKV struct {
-	loads []pendingLoad
+	copies []pendingCopy
 	// stalled: the last step scheduled nothing while nothing ran and a
-	// load was in flight; the core waits for an input or the load.
+	// copy was in flight; the core waits for an input or the copy.
 	stalled bool
 }
 
-// pendingLoad is a KV load or store in flight: its request's internal id,
+// pendingCopy is a KV load or store in flight: its request's internal id,
 // and when the copy is done.
-type pendingLoad struct {
+type pendingCopy struct {
 	id    string
 	due   time.Time
 	store bool
@@ -583,7 +577,8 @@ func (c *EngineCore) startLoads(rs []*Request) {
 // the scheduler's requests, calls it.
 func (c *EngineCore) startStores() {
 	for _, id := range c.sched.TakeStores() {
-		r, n := c.sched.offload.stores[id].r, c.sched.StoreBlocks(id)
+		st := c.sched.offload.stores[id]
+		r, n := st.r, len(st.copies)
 		c.link(id, n, true)
 		c.emit(Event{Kind: EventKVStore, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
 	}
@@ -594,56 +589,62 @@ func (c *EngineCore) startStores() {
 // after the copies before it, as they share the link.
 func (c *EngineCore) link(id string, n int, store bool) {
 	at := c.rt.Now()
-	if k := len(c.kv.loads); k > 0 && c.kv.loads[k-1].due.After(at) {
-		at = c.kv.loads[k-1].due
+	if k := len(c.kv.copies); k > 0 && c.kv.copies[k-1].due.After(at) {
+		at = c.kv.copies[k-1].due
 	}
 	at = at.Add(c.cfg.StepTime * time.Duration(2+n) / 2)
-	c.kv.loads = append(c.kv.loads, pendingLoad{id: id, due: at, store: store})
+	c.kv.copies = append(c.kv.copies, pendingCopy{id: id, due: at, store: store})
 }
 
-// landLoads lands the loads and stores that are due, as vLLM's scheduler
+// landCopies lands the loads and stores that are due, as vLLM's scheduler
 // learns of them at a step's end (finished_recving, finished_sending).
-func (c *EngineCore) landLoads() {
+func (c *EngineCore) landCopies() {
 	now := c.rt.Now()
 	landed := 0
-	for landed < len(c.kv.loads) && !c.kv.loads[landed].due.After(now) {
-		if p := c.kv.loads[landed]; p.store {
-			if r, n, abandoned := c.sched.CompleteStore(p.id); r != nil {
-				ev := Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n}
-				if abandoned {
-					ev.Text = "abandoned"
-				}
-				c.emit(ev)
-			}
-			landed++
-			continue
-		}
-		r, how, n := c.sched.CompleteLoad(c.kv.loads[landed].id)
-		if r != nil {
-			ev := Event{Kind: EventKVLoaded, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: how == LoadEnded}
-			if how == LoadAbandoned {
-				ev.Text = "abandoned"
-			}
-			c.emit(ev)
-		}
-		landed++
+	for ; landed < len(c.kv.copies) && !c.kv.copies[landed].due.After(now); landed++ {
+		c.landCopy(c.kv.copies[landed])
 	}
 	if landed == 0 {
 		return
 	}
-	c.kv.loads = slices.Delete(c.kv.loads, 0, landed)
+	c.kv.copies = slices.Delete(c.kv.copies, 0, landed)
 	c.kv.stalled = false
 	c.syncHeld()
 }
 
-// waitInput takes the next input, waiting for one; with KV loads in
+// landCopy lands one copy and tells of it.
+func (c *EngineCore) landCopy(p pendingCopy) {
+	var ev Event
+	if p.store {
+		r, n, abandoned := c.sched.CompleteStore(p.id)
+		if r == nil {
+			return
+		}
+		ev = Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n}
+		if abandoned {
+			ev.Text = "abandoned"
+		}
+	} else {
+		r, how, n := c.sched.CompleteLoad(p.id)
+		if r == nil {
+			return
+		}
+		ev = Event{Kind: EventKVLoaded, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: how == LoadEnded}
+		if how == LoadAbandoned {
+			ev.Text = "abandoned"
+		}
+	}
+	c.emit(ev)
+}
+
+// waitInput takes the next input, waiting for one; with KV copies in
 // flight it waits only until the first is due, and then reports due.
 func (c *EngineCore) waitInput() (in Input, ok, due bool) {
-	if c.kv == nil || len(c.kv.loads) == 0 {
+	if c.kv == nil || len(c.kv.copies) == 0 {
 		in, ok = c.in.Get()
 		return in, ok, false
 	}
-	wait := c.kv.loads[0].due.Sub(c.rt.Now())
+	wait := c.kv.copies[0].due.Sub(c.rt.Now())
 	if wait <= 0 {
 		return in, true, true
 	}
