@@ -92,7 +92,7 @@ type ModeComparison struct {
 	// so ("new in B, not significant (p=0.5)"). Among several modes, a
 	// difference at P < Alpha goes on to say whether it holds once
 	// corrected for their number: "gone in B (p=0.029); may be chance
-	// among 3 modes (p=0.058 corrected)".
+	// among 3 modes (p=0.059 corrected)".
 	Verdict string
 	// PCorrected is P corrected for the number of modes compared, by
 	// Holm's method (Holm): each mode is tested at Alpha on its own, and
