@@ -527,6 +527,7 @@ func (e *AsyncLLM) Close() error {
 	e.mu.Lock()
 	first := !e.closed
 	e.closed = true
+	e.stopped.Store(true) // before any request ends, as die does
 	if first {
 		for _, st := range e.liveSortedLocked() {
 			e.abortLocked(st)
@@ -534,7 +535,6 @@ func (e *AsyncLLM) Close() error {
 	}
 	e.mu.Unlock()
 	if first {
-		e.stopped.Store(true)
 		e.flushAborts()
 		for _, c := range e.cores {
 			c.c.Send(core.Input{Kind: core.InputShutdown})
@@ -595,13 +595,15 @@ func (e *AsyncLLM) die(cause error) {
 	first := e.dead == nil
 	if first {
 		e.dead = err
+		// Before any request fails: a caller that reads the error and
+		// calls again must find the engine stopped (usable's fast path).
+		e.stopped.Store(true)
 		for _, st := range e.liveSortedLocked() {
 			st.c.fail(err)
 			e.endLocked(st, FinishError, err)
 		}
 	}
 	e.mu.Unlock()
-	e.stopped.Store(true)
 	if first && len(e.cores) > 1 {
 		for _, c := range e.cores {
 			c.c.Send(core.Input{Kind: core.InputShutdown})
