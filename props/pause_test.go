@@ -22,7 +22,9 @@ import (
 // after their first output or cancelled at once — and reuse their ids at
 // once, while a fifth goroutine pauses (abort, wait and keep in turn, with
 // and without KeepCache, now and then with a context that expires while
-// the pause drains), checks IsPaused, and resumes, again and again. No
+// the pause drains, or before it is sent, when the core never sees it),
+// checks IsPaused — true exactly when the core took the pause — and
+// resumes, again and again. No
 // property breaks — a paused engine runs no step, a pause returns after
 // its outputs, a reused id finishes normally — every request ends, each
 // caller saw an abort exactly where the checker counts one (its own or a
@@ -42,7 +44,14 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 	const clients, rounds = 4, 60
 	c := props.NewChecker(core.ToyModel{})
 	c.SetModelLen(core.DefaultMaxModelLen)
-	cfg.Observer = c.Locked()
+	observe := c.Locked()
+	var taken atomic.Int32 // pauses the core took
+	cfg.Observer = func(ev core.Event) {
+		if ev.Kind == core.EventPause {
+			taken.Add(1)
+		}
+		observe(ev)
+	}
 	e, err := engine.New(cfg)
 	require.NoError(t, err)
 	defer e.Close()
@@ -105,6 +114,7 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 	modes := []engine.PauseMode{engine.PauseAbort, engine.PauseWait, engine.PauseKeep}
 	var took [3]int // pauses that returned, by mode
 	expired := 0    // pauses whose context expired first
+	unsent := 0     // of those, the pauses whose context expired before they were sent
 	stop := make(chan struct{})
 	pauser := make(chan struct{})
 	go func() {
@@ -121,6 +131,7 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 			if i%5 == 4 {
 				ctx, cancel = context.WithTimeout(bg, 100*time.Microsecond)
 			}
+			before := taken.Load()
 			err := e.PauseGeneration(ctx, engine.PauseOptions{Mode: mode, KeepCache: i/3%2 == 1})
 			cancel()
 			switch {
@@ -132,8 +143,17 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 				errs <- fmt.Errorf("pause %d (%s): %v", i, mode, err)
 				return
 			}
-			if paused, err := e.IsPaused(bg); err != nil || !paused {
-				errs <- fmt.Errorf("pause %d (%s): IsPaused says %v, %v", i, mode, paused, err)
+			// The core answers IsPaused after the pause, when it was sent:
+			// by then it told of it. A context that expired before the
+			// call sent nothing, and only that pause may leave the engine
+			// running.
+			paused, perr := e.IsPaused(bg)
+			sent := taken.Load() > before
+			if !sent {
+				unsent++
+			}
+			if perr != nil || paused != sent || !sent && err == nil {
+				errs <- fmt.Errorf("pause %d (%s): returned %v, the core took it: %v, IsPaused says %v, %v", i, mode, err, sent, paused, perr)
 				return
 			}
 			time.Sleep(300 * time.Microsecond)
@@ -171,6 +191,6 @@ func pauseWorkload(t *testing.T, cfg engine.Config) {
 		assert.Positive(t, n, "no pause of mode %s returned", modes[m])
 	}
 	assert.Positive(t, pauseAborted.Load(), "no pause aborted a request its caller did not")
-	t.Logf("pauses returned: abort %d, wait %d, keep %d; expired first %d; requests aborted by a pause %d of %d aborted",
-		took[0], took[1], took[2], expired, pauseAborted.Load(), s.Aborted)
+	t.Logf("pauses returned: abort %d, wait %d, keep %d; expired first %d (%d before they were sent); requests aborted by a pause %d of %d aborted",
+		took[0], took[1], took[2], expired, unsent, pauseAborted.Load(), s.Aborted)
 }
