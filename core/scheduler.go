@@ -280,9 +280,14 @@ func (s *Scheduler) finish(r *Request, status Status) {
 	case r.kvLoad == kvLoading:
 		s.abortLoad(r, status)
 		return
-	case s.offload != nil && s.startStore(r):
-	default:
+	case s.offload == nil:
 		s.freeBlocks(r)
+	case !s.startStore(r):
+		// startStore passed over every block host memory could keep: it
+		// holds it, another store's copy brings it, or there is no room.
+		// None goes there at once: another store's block would be
+		// loadable before its copy lands.
+		s.giveBack(r)
 	}
 	s.leave(r, status)
 }
@@ -376,6 +381,12 @@ func (s *Scheduler) freeBlocks(r *Request) {
 	if s.offload != nil {
 		s.offloadBlocks(r)
 	}
+	s.giveBack(r)
+}
+
+// giveBack gives r's blocks back, the last first, keeping none in host
+// memory.
+func (s *Scheduler) giveBack(r *Request) {
 	s.pool.freeAll(r.table)
 	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 }
