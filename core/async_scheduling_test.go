@@ -27,11 +27,12 @@ type pipeline struct {
 	copies []copyInFlight
 }
 
-// copyInFlight is a KV load or store in flight, by its request's internal
-// id.
+// copyInFlight is a KV load or a store's copy in flight, by its
+// request's internal id and the copy's number.
 type copyInFlight struct {
 	id    string
 	store bool
+	job   uint64
 }
 
 // step schedules and samples a step and applies the one in flight, or,
@@ -69,12 +70,14 @@ func (p *pipeline) started(so *core.SchedulerOutput) {
 	}
 }
 
-// inFlight returns the copies in flight, with the stores of the requests
-// that ended since the last call.
+// inFlight returns the copies in flight, with the stores' copies started
+// since the last call, less those a preemption landed.
 func (p *pipeline) inFlight() []copyInFlight {
-	for _, id := range p.s.TakeStores() {
-		p.copies = append(p.copies, copyInFlight{id: id, store: true})
+	jobs, _ := p.s.TakeStores()
+	for _, j := range jobs {
+		p.copies = append(p.copies, copyInFlight{id: j.ID, store: true, job: j.Job})
 	}
+	p.copies = slices.DeleteFunc(p.copies, func(c copyInFlight) bool { return c.store && !p.s.StoreCopyInFlight(c.id, c.job) })
 	return p.copies
 }
 
@@ -90,7 +93,7 @@ func (p *pipeline) land() bool {
 		return false
 	}
 	if c := p.copies[0]; c.store {
-		p.s.CompleteStore(c.id)
+		p.s.CompleteStore(c.id, c.job)
 	} else {
 		p.s.CompleteLoad(c.id)
 	}

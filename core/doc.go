@@ -53,8 +53,9 @@
 // requests give back go to host memory, and a request whose prompt
 // continues with them waits while they load back, asynchronously, the
 // core landing each load at a step boundary (offload.go, EventKVLoad,
-// EventKVLoaded); an ended request's blocks are stored the same way,
-// held until the copy lands (EventKVStore, EventKVStored).
+// EventKVLoaded); a request's blocks are stored the same way as its steps
+// fill them, an ended request's held until its last copy lands
+// (EventKVStore, EventKVStored).
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

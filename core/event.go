@@ -124,14 +124,18 @@ const (
 	// Finished when the frontend brought them back into step (a sleep's
 	// wake-up, a weight update's finish).
 	EventCallSplit
-	// EventKVStore: the request ended, and the core started to store Held
-	// of its blocks to host memory (Config.KVOffloadBlocks); they stay in
-	// use until the copy lands.
+	// EventKVStore: the core started to copy Held of the request's blocks
+	// to host memory (Config.KVOffloadBlocks), those a step filled, or
+	// its last at its end; an ended request's blocks stay in use until
+	// its copies land.
 	EventKVStore
-	// EventKVStored: the store of Held blocks of the ended request's KV
-	// landed: host memory holds them for loads to find, and its blocks
-	// went back; or, Text "abandoned", a reset of the prefix cache came
-	// meanwhile, and host memory keeps none of them.
+	// EventKVStored: a copy of Held blocks of the request's KV to host
+	// memory landed; Finished when it was an ended request's last, which
+	// completed its store: host memory holds its blocks for loads to
+	// find, and the blocks went back; or, Text "abandoned", a reset of
+	// the prefix cache came meanwhile, and host memory keeps none of them.
+	// With Text "ended" the request ended with no copy in flight and its
+	// store completed then, Held the blocks its copies brought.
 	EventKVStored
 )
 
@@ -242,12 +246,17 @@ func (e Event) text() string {
 	case EventCallSplit:
 		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
 	case EventKVStore:
-		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV stored to host memory; its blocks are held until the copy lands", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVStored:
-		if e.Text == "abandoned" {
+		switch {
+		case e.Text == "abandoned":
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; host memory keeps none", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		case e.Text == "ended":
+			return fmt.Sprintf("%s %s (%s, incarnation %d): ended with no copy in flight, the store of %d block(s) complete", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		case e.Finished:
+			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory, the store complete; its blocks go back", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		}
-		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory; its blocks go back", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoaded:
 		if e.Text == "abandoned" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; it computes again", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)

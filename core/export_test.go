@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // FreeQueue returns the pool's free queue, head first.
 func (s *Scheduler) FreeQueue() []int32 { return s.pool.order() }
@@ -48,4 +51,11 @@ func (s *Scheduler) DebugState() string {
 		out += fmt.Sprintf("  waiting %s computed %d/%d table %d load %d status %s\n", r.InternalID, r.NumComputed, r.NumTokens(), len(r.table), r.kvLoad, r.Status)
 	}
 	return out
+}
+
+// StoreCopyInFlight reports whether copy job of the store of internal id
+// has not landed: a preemption lands its request's copies at once.
+func (s *Scheduler) StoreCopyInFlight(id string, job uint64) bool {
+	st, ok := s.offload.stores[id]
+	return ok && slices.ContainsFunc(st.jobs, func(j StoreJob) bool { return j.Job == job })
 }

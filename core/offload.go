@@ -45,31 +45,35 @@ import (
 // abandons the loads in flight, whose requests compute again once they
 // landed, rather than fail for the blocks they hold.
 //
-// The store is asynchronous too. A request that ends with full, written,
-// cached blocks host memory does not hold yet starts a store of them, and
-// its blocks stay in use until the copy lands (vLLM's request_finished
-// asking to delay the free, and finished_sending): the copy reads them
-// then. Host memory makes room for the blocks at once, but a load finds
-// them only once they landed. A third invariant, planted as a bug: given
-// back at the end, the blocks go to another request, and the store copies
-// its KV under the ended request's hashes (core/kv-store-frees-early),
-// which a later load brings back. An ended request whose store is in
-// flight is still the core's, as one whose load is. A preempted request's
-// blocks are stored at once: vLLM's worker waits for its stores before the
-// blocks are reused. A reset of the prefix cache that may preempt abandons
-// the stores in flight, as it does the loads: what they copy is of the
-// weights before it.
+// The store is asynchronous too, and step by step, as vLLM's connector
+// stores (_get_reqs_to_store): after each step the blocks it filled that
+// are full, written and cached, and that host memory neither holds nor
+// has on its way, start a copy there; host memory makes room for them at
+// once, but a load finds them only once their request ended and its last
+// copy landed (vLLM's complete_store at finished_sending). A request that
+// ends with copies in flight keeps its blocks in use until they land
+// (vLLM's request_finished asking to delay the free): the copies read
+// them then. A third invariant, planted as a bug: given back at the end,
+// the blocks go to another request, and the last copies read its KV
+// under the ended request's hashes (core/kv-store-frees-early), which a
+// later load brings back. An ended request whose store is in flight is
+// still the core's, as one whose load is. A preempted request's copies
+// land at once, its store complete: vLLM's worker waits for them before
+// the blocks are reused. A reset of the prefix cache that may preempt
+// abandons the stores in flight, as it does the loads: what they copy is
+// of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
 // recently used out first (never one a store is still copying in: a block
-// with no room is not stored); a block goes there as a request gives it
-// back (finished, aborted or preempted), if it is full, written and cached;
-// a load starts when a waiting request would be admitted and reserves the
-// blocks of its whole sequence at once, so that it never waits for room
-// once its KV landed; a load or store of n blocks takes (2+n)/2 steps'
-// time (Config.StepTime), the copies one after another on the link, each
-// landing at the first step boundary after its time, the core waiting for
-// it when nothing else can run.
+// with no room is not stored); a load starts when a waiting request would
+// be admitted and reserves the blocks of its whole sequence at once, so
+// that it never waits for room once its KV landed. The link to host
+// memory carries loads and stores apart, as vLLM's two transfer streams:
+// a load of n blocks takes (2+n)/2 steps' time (Config.StepTime) after the
+// loads before it; a store's copy of n blocks n/2 steps of the link after
+// the copies before it, landing a step after that. Each lands at the
+// first step boundary from its due time on, the core waiting for one when
+// nothing else can run.
 
 // kvLoadState is where a request is in a load: none, waiting for its KV
 // to land, or landed and waiting to be admitted.
@@ -88,8 +92,21 @@ type kvOffload struct {
 	byHash   map[uint64]*list.Element // hash → its entry in lru
 	lru      list.List                // of *offloaded, least recently used first
 	loads    map[string]*kvLoad       // by the internal id of the request that started it
-	stores   map[string]*kvStore      // by the internal id of the ended request whose blocks it copies
-	started  []string                 // the stores started since the core last took them (TakeStores)
+	// stores are the requests' stores, by internal id: a live request's
+	// from its first copy on, an ended one's until its last copy landed.
+	stores  map[string]*kvStore
+	started []StoreJob // the copies started since the core last took them (TakeStores)
+	// done are the stores completed as their requests ended, with no copy
+	// in flight, since the core last took them (TakeStores).
+	done []StoreDone
+	jobs uint64 // copies ever started, for their numbers
+}
+
+// StoreDone is a store completed as its request ended: how many blocks
+// host memory keeps for it.
+type StoreDone struct {
+	R      *Request
+	Blocks int
 }
 
 // offloaded is one block's KV in host memory: the word a block holds
@@ -100,18 +117,35 @@ type offloaded struct {
 	pending    bool
 }
 
-// kvStore is a copy of an ended request's blocks into host memory: the
-// blocks it holds until it lands, and which of them it copies, under
-// which hashes.
+// kvStore is a request's store of its blocks into host memory, vLLM's
+// _reqs_being_stored: the blocks its copies take, step by step as they
+// fill, and, once it ended, the blocks it holds until the last copy
+// lands. Host memory has room for them from the copy's start, but a load
+// finds them only once the request ended and every copy landed (vLLM's
+// complete_store at finished_sending), or at once when it is preempted.
 type kvStore struct {
 	r      *Request
-	blocks []int32       // r's table when it ended: in use until the store lands
-	copies []storedBlock // the blocks it copies
+	next   int           // r's blocks passed over so far, vLLM's next_stored_block_idx
+	copies []storedBlock // the blocks its copies take
+	jobs   []StoreJob    // its copies in flight
+	ended  bool          // r ended: the store completes as its last copy lands
+	blocks []int32       // r's table when it ended: in use until the last copy lands
 	freed  bool          // core/kv-store-frees-early gave blocks back at the end
-	// abandoned: a reset of the prefix cache came while the copy was in
+	// abandoned: a reset of the prefix cache came while a copy was in
 	// flight; what it copies is of the weights before, and it keeps none.
 	abandoned bool
 }
+
+// StoreJob is one copy of a store: the blocks of one step, the copies
+// [from, to) of its request's store.
+type StoreJob struct {
+	ID       string // the request's internal id
+	Job      uint64 // the copy's number, from 1
+	from, to int
+}
+
+// Blocks returns how many blocks the copy takes.
+func (j StoreJob) Blocks() int { return j.to - j.from }
 
 // kvLoad is a copy of KV from host memory into a request's blocks: the
 // words it copies into the blocks of the request's table from start on,
@@ -130,7 +164,8 @@ type kvLoad struct {
 	abandoned bool
 }
 
-// held returns the blocks the store holds until it lands: none once
+// held returns the blocks the store holds until it lands: none while its
+// request lives (the request holds them), none once
 // core/kv-store-frees-early gave them back at the end.
 func (st *kvStore) held() []int32 {
 	if st.freed {
@@ -139,28 +174,16 @@ func (st *kvStore) held() []int32 {
 	return st.blocks
 }
 
-// storedBlock is a block a store copies: its index in the store's blocks,
-// and the hash host memory keeps it under.
+// storedBlock is a block a store copies: its index in the request's
+// table, the hash host memory keeps it under, and what its copy read.
 type storedBlock struct {
 	at   int
 	hash uint64
+	word uint64
 }
 
 func newKVOffload(capacity int) *kvOffload {
 	return &kvOffload{capacity: capacity, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
-}
-
-// put keeps a block's KV in host memory as the most recently used, at
-// once, putting the least recently used out when it is full.
-func (o *kvOffload) put(hash, word uint64) {
-	if e, ok := o.byHash[hash]; ok {
-		*e.Value.(*offloaded) = offloaded{hash: hash, word: word}
-		o.lru.MoveToBack(e)
-		return
-	}
-	if o.room() {
-		o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, word: word})
-	}
 }
 
 // reserve makes room for a block a store copies in, pending until it
@@ -202,17 +225,6 @@ func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
 func (o *kvOffload) drop() {
 	clear(o.byHash)
 	o.lru.Init()
-}
-
-// offloadBlocks keeps in host memory the blocks of r's table that are
-// full, written and cached, as r gives them back.
-func (s *Scheduler) offloadBlocks(r *Request) {
-	bs := int32(s.cfg.BlockSize)
-	for _, id := range r.table {
-		if b := &s.pool.blocks[id]; b.hashed && b.filled == bs {
-			s.offload.put(b.hash, b.word)
-		}
-	}
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
@@ -269,16 +281,34 @@ func (s *Scheduler) waitingHoldBlocks() bool {
 	if s.offload == nil {
 		return false
 	}
-	return len(s.offload.loads) > 0 || len(s.offload.stores) > 0 || slices.ContainsFunc(s.waiting, func(r *Request) bool { return r.kvLoad == kvLoaded })
+	return len(s.offload.loads) > 0 || s.endedStores() > 0 || slices.ContainsFunc(s.waiting, func(r *Request) bool { return r.kvLoad == kvLoaded })
 }
 
-// TransfersInFlight returns how many loads and stores have not landed,
-// the loads' requests live or ended.
+// TransfersInFlight returns how many loads and stores have copies that
+// have not landed, their requests live or ended.
 func (s *Scheduler) TransfersInFlight() int {
 	if s.offload == nil {
 		return 0
 	}
-	return len(s.offload.loads) + len(s.offload.stores)
+	n := len(s.offload.loads)
+	for _, st := range s.offload.stores {
+		if len(st.jobs) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// endedStores returns how many stores hold an ended request's blocks
+// until their copies land.
+func (s *Scheduler) endedStores() int {
+	n := 0
+	for _, st := range s.offload.stores {
+		if st.ended {
+			n++
+		}
+	}
+	return n
 }
 
 // LoadOutcome is how a KV load from host memory ended.
@@ -379,7 +409,7 @@ func (s *Scheduler) abandonTransfers() int {
 			held = append(held, ld.blocks...)
 		}
 	}
-	for _, st := range s.offload.stores {
+	for _, st := range s.offload.stores { // the ended requests': the reset preempted the others
 		st.abandoned = true
 		held = append(held, st.held()...)
 	}
@@ -387,17 +417,38 @@ func (s *Scheduler) abandonTransfers() int {
 	return len(slices.Compact(held))
 }
 
-// startStore starts the store of the blocks of r, which ends, that are
-// full, written and cached and that host memory neither holds nor has room
-// for only in a store's copy; those it holds count as used. It reports
-// whether it started one: then the store holds r's blocks until it lands
-// (CompleteStore), and r holds none.
-func (s *Scheduler) startStore(r *Request) bool {
+// storeFilled starts a copy into host memory of the blocks of r filled
+// since its last, vLLM's _get_reqs_to_store: those full, written and
+// cached that host memory neither holds nor has on its way (those it has
+// count as used). Host memory reserves their room, pending; with room for
+// none, none is stored (vLLM's "cannot store"). It is called after every
+// step, for the requests it computed.
+func (s *Scheduler) storeFilled(r *Request) {
 	bs := int32(s.cfg.BlockSize)
-	var st *kvStore
-	for i, id := range r.table {
-		b := &s.pool.blocks[id]
-		if !b.hashed || b.filled != bs {
+	st := s.offload.stores[r.InternalID]
+	next := 0
+	if st != nil {
+		next = st.next
+	}
+	full := next
+	for full < len(r.table) {
+		if b := &s.pool.blocks[r.table[full]]; b.filled != bs {
+			break
+		}
+		full++
+	}
+	if full == next {
+		return
+	}
+	if st == nil {
+		st = &kvStore{r: r}
+		s.offload.stores[r.InternalID] = st
+	}
+	st.next = full
+	from := len(st.copies)
+	for i := next; i < full; i++ {
+		b := &s.pool.blocks[r.table[i]]
+		if !b.hashed {
 			continue
 		}
 		if e, ok := s.offload.byHash[b.hash]; ok {
@@ -405,19 +456,39 @@ func (s *Scheduler) startStore(r *Request) bool {
 			continue
 		}
 		if !s.offload.reserve(b.hash) {
-			continue // no room: not stored (vLLM's "cannot store")
-		}
-		if st == nil {
-			st = &kvStore{r: r, copies: make([]storedBlock, 0, len(r.table)-i)}
+			continue // no room: not stored
 		}
 		st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
 	}
+	if len(st.copies) == from {
+		return
+	}
+	s.offload.jobs++
+	j := StoreJob{ID: r.InternalID, Job: s.offload.jobs, from: from, to: len(st.copies)}
+	st.jobs = append(st.jobs, j)
+	s.offload.started = append(s.offload.started, j)
+}
+
+// endStore is a request's end for its store: the blocks its last step
+// filled start their copy, and a store with copies in flight holds the
+// blocks until they land (vLLM's request_finished asking to delay the
+// free); one without completes at once. It reports whether the store
+// holds the blocks: then r holds none.
+func (s *Scheduler) endStore(r *Request) bool {
+	s.storeFilled(r)
+	st := s.offload.stores[r.InternalID]
 	if st == nil {
 		return false
 	}
+	st.ended = true
+	if len(st.jobs) == 0 {
+		s.completeStore(st)
+		if len(st.copies) > 0 {
+			s.offload.done = append(s.offload.done, StoreDone{R: r, Blocks: len(st.copies)})
+		}
+		return false
+	}
 	st.blocks = r.table // r has ended: the table is the store's now
-	s.offload.stores[r.InternalID] = st
-	s.offload.started = append(s.offload.started, r.InternalID)
 	if s.cfg.Faults.Fires(failpoints.CoreKVStoreFreesEarly) {
 		st.freed = true
 		s.pool.freeAll(st.blocks)
@@ -426,47 +497,89 @@ func (s *Scheduler) startStore(r *Request) bool {
 	return true
 }
 
-// TakeStores returns the internal ids of the requests whose stores started
-// since the last call, in order, for the core to put their copies on the
-// link (EngineCore.startStores).
-func (s *Scheduler) TakeStores() []string {
-	if s.offload == nil || len(s.offload.started) == 0 {
-		return nil
+// flushStore lands the copies of a request's store at once, for its
+// preemption: vLLM's worker waits for a preempted request's stores before
+// its blocks are reused, and the scheduler completes them.
+func (s *Scheduler) flushStore(r *Request) {
+	st := s.offload.stores[r.InternalID]
+	if st == nil {
+		return
 	}
-	ids := s.offload.started
-	s.offload.started = nil
-	return ids
+	for _, j := range st.jobs {
+		s.readCopies(st, j, r.table)
+	}
+	st.jobs = st.jobs[:0]
+	s.completeStore(st)
 }
 
-// CompleteStore lands the store of the ended request of internal id: the
-// copy reads the blocks it holds, host memory keeps what it read under
-// their hashes for loads to find, and the blocks go back. A store a reset
-// abandoned keeps nothing. It returns the request, how many blocks the
-// store copied and whether it was abandoned; an id with no store in
-// flight returns nil.
-func (s *Scheduler) CompleteStore(id string) (r *Request, n int, abandoned bool) {
+// TakeStores returns the copies stores started since the last call, in
+// order, for the core to put on the link to host memory, and the stores
+// completed as their requests ended (EngineCore.startStores).
+func (s *Scheduler) TakeStores() ([]StoreJob, []StoreDone) {
+	if s.offload == nil || len(s.offload.started)+len(s.offload.done) == 0 {
+		return nil, nil
+	}
+	jobs, done := s.offload.started, s.offload.done
+	s.offload.started, s.offload.done = nil, nil
+	return jobs, done
+}
+
+// CompleteStore lands copy job of the store of the request of internal
+// id: the copy reads the blocks it takes, whoever holds them now. The last
+// copy of an ended request's store completes it: host memory keeps what
+// the copies read under their hashes for loads to find, and the blocks go
+// back; a store a reset abandoned keeps nothing. It returns the request
+// and how many blocks the copy took, with done set when it completed the
+// store; a copy a preemption landed already returns nil.
+func (s *Scheduler) CompleteStore(id string, job uint64) (r *Request, n int, done, abandoned bool) {
 	st, ok := s.offload.stores[id]
 	if !ok {
-		return nil, 0, false
+		return nil, 0, false, false
 	}
-	delete(s.offload.stores, id)
+	k := slices.IndexFunc(st.jobs, func(j StoreJob) bool { return j.Job == job })
+	if k < 0 {
+		return nil, 0, false, false
+	}
+	j := st.jobs[k]
+	st.jobs = slices.Delete(st.jobs, k, k+1)
+	table := st.r.table
+	if st.ended {
+		table = st.blocks
+	}
+	s.readCopies(st, j, table)
+	if st.ended && len(st.jobs) == 0 {
+		s.completeStore(st)
+		return st.r, j.Blocks(), true, st.abandoned
+	}
+	return st.r, j.Blocks(), false, st.abandoned
+}
+
+// readCopies is copy j of st reading the blocks of table it takes.
+func (s *Scheduler) readCopies(st *kvStore, j StoreJob, table []int32) {
+	for i := j.from; i < j.to; i++ {
+		c := &st.copies[i]
+		c.word = s.pool.blocks[table[c.at]].word
+	}
+}
+
+// completeStore makes what st's copies read loadable, or, abandoned,
+// drops it, gives back the blocks it held and forgets it.
+func (s *Scheduler) completeStore(st *kvStore) {
+	delete(s.offload.stores, st.r.InternalID)
 	for _, c := range st.copies {
 		e, ok := s.offload.byHash[c.hash]
 		if !ok || !e.Value.(*offloaded).pending {
-			continue // dropped by a reset, or put there at once since (a preemption)
+			continue // dropped by a reset since
 		}
 		if st.abandoned {
 			s.offload.lru.Remove(e)
 			delete(s.offload.byHash, c.hash)
 			continue
 		}
-		// Whoever holds the block now: its request's, kept until now,
-		// unless core/kv-store-frees-early gave it back at the end.
 		o := e.Value.(*offloaded)
-		o.word, o.pending = s.pool.blocks[st.blocks[c.at]].word, false
+		o.word, o.pending = c.word, false
 	}
 	s.pool.freeAll(st.held())
-	return st.r, len(st.copies), st.abandoned
 }
 
 // DropTransfers gives back the blocks of every load and store in flight,
@@ -484,7 +597,7 @@ func (s *Scheduler) DropTransfers() {
 		s.pool.freeAll(s.offload.stores[id].held())
 	}
 	clear(s.offload.stores)
-	s.offload.started = nil
+	s.offload.started, s.offload.done = nil, nil
 }
 
 // releaseEnded gives back the blocks an ended request's load held, unless
@@ -498,7 +611,7 @@ func (s *Scheduler) releaseEnded(ld *kvLoad) {
 // endedTransfers returns how many loads and stores in flight belong to
 // requests that have ended: they hold their blocks until they land.
 func (s *Scheduler) endedTransfers() int {
-	n := len(s.offload.stores)
+	n := s.endedStores()
 	for _, ld := range s.offload.loads {
 		if ld.aborted {
 			n++
@@ -545,55 +658,76 @@ func (s *Scheduler) DropOffloaded() {
 }
 
 // coreKV is the core's side of KV offloading: the loads and stores in
-// flight, in order of start, each landing at the first step boundary from
-// its due time on, and whether the core waits for one.
+// flight, in order of their due times, each landing at the first step
+// boundary from it on, and whether the core waits for one.
 type coreKV struct {
 	copies []pendingCopy
+	// loadsEnd and storesEnd are when the link's two directions are free
+	// of the copies put on them.
+	loadsEnd, storesEnd time.Time
 	// stalled: the last step scheduled nothing while nothing ran and a
 	// copy was in flight; the core waits for an input or the copy.
 	stalled bool
 }
 
 // pendingCopy is a KV load or store in flight: its request's internal id,
-// and when the copy is done.
+// when the copy is done, and a store's copy number.
 type pendingCopy struct {
 	id    string
 	due   time.Time
 	store bool
+	job   uint64
 }
 
 // startLoads starts the copies of the loads a step started.
 func (c *EngineCore) startLoads(rs []*Request) {
 	for _, r := range rs {
 		n := len(c.sched.offload.loads[r.InternalID].words)
-		c.link(r.InternalID, n, false)
+		// A load of n blocks takes (2+n)/2 steps, after the loads before it.
+		at := laterOf(c.rt.Now(), c.kv.loadsEnd).Add(c.cfg.StepTime * time.Duration(2+n) / 2)
+		c.kv.loadsEnd = at
+		c.kv.put(pendingCopy{id: r.InternalID, due: at})
 		c.emit(Event{Kind: EventKVLoad, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
 	}
 	c.syncHeld()
 }
 
-// startStores starts the copies of the stores requests started as they
-// ended (Scheduler.TakeStores): syncHeld, which follows every change of
-// the scheduler's requests, calls it.
+// startStores starts the copies the stores started (Scheduler.TakeStores):
+// syncHeld, which follows every change of the scheduler's requests, calls
+// it. The link to host memory carries them the other way from the loads,
+// as vLLM's two transfer streams do: a copy of n blocks takes n/2 steps of
+// the link after the copies before it, and lands a step after that.
 func (c *EngineCore) startStores() {
-	for _, id := range c.sched.TakeStores() {
-		st := c.sched.offload.stores[id]
-		r, n := st.r, len(st.copies)
-		c.link(id, n, true)
+	jobs, done := c.sched.TakeStores()
+	for _, d := range done {
+		r := d.R
+		c.emit(Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: d.Blocks, Finished: true, Text: "ended"})
+	}
+	for _, j := range jobs {
+		r, n := c.sched.offload.stores[j.ID].r, j.Blocks()
+		end := laterOf(c.rt.Now(), c.kv.storesEnd).Add(c.cfg.StepTime * time.Duration(n) / 2)
+		c.kv.storesEnd = end
+		c.kv.put(pendingCopy{id: j.ID, due: end.Add(c.cfg.StepTime), store: true, job: j.Job})
 		c.emit(Event{Kind: EventKVStore, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n})
 	}
 }
 
-// link puts the copy of n blocks for the request of internal id on the
-// link to host memory: it takes (2+n)/2 steps' time (Config.StepTime),
-// after the copies before it, as they share the link.
-func (c *EngineCore) link(id string, n int, store bool) {
-	at := c.rt.Now()
-	if k := len(c.kv.copies); k > 0 && c.kv.copies[k-1].due.After(at) {
-		at = c.kv.copies[k-1].due
+// put puts a copy among those in flight, in order of due time, after
+// those due at the same time.
+func (k *coreKV) put(p pendingCopy) {
+	i := len(k.copies)
+	for i > 0 && k.copies[i-1].due.After(p.due) {
+		i--
 	}
-	at = at.Add(c.cfg.StepTime * time.Duration(2+n) / 2)
-	c.kv.copies = append(c.kv.copies, pendingCopy{id: id, due: at, store: store})
+	k.copies = slices.Insert(k.copies, i, p)
+}
+
+// laterOf returns the later of two times.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // landCopies lands the loads and stores that are due, as vLLM's scheduler
@@ -616,11 +750,11 @@ func (c *EngineCore) landCopies() {
 func (c *EngineCore) landCopy(p pendingCopy) {
 	var ev Event
 	if p.store {
-		r, n, abandoned := c.sched.CompleteStore(p.id)
+		r, n, done, abandoned := c.sched.CompleteStore(p.id, p.job)
 		if r == nil {
 			return
 		}
-		ev = Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n}
+		ev = Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: done}
 		if abandoned {
 			ev.Text = "abandoned"
 		}

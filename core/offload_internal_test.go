@@ -8,8 +8,8 @@ import (
 )
 
 // TestHostMemoryKeepsTheMostRecentlyUsedBlocks: host memory holds its
-// capacity in blocks, putting out the least recently used first; a block
-// put again, or a load of it, is a use.
+// capacity in blocks, putting out the least recently used first, never
+// one a store is still copying in; a use moves a block to the back.
 func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
 	o := newKVOffload(3)
 	held := func() []uint64 {
@@ -19,15 +19,26 @@ func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
 		}
 		return hs
 	}
-	o.put(1, 10)
-	o.put(2, 20)
-	o.put(3, 30)
-	o.put(1, 11) // a use, and the newer word
+	land := func(hash, word uint64) {
+		e := o.byHash[hash].Value.(*offloaded)
+		e.word, e.pending = word, false
+	}
+	for h := uint64(1); h <= 3; h++ {
+		require.True(t, o.reserve(h))
+	}
+	assert.False(t, o.reserve(4), "every block is on its way: no room")
+	_, ok := o.ready(1)
+	assert.False(t, ok, "a block on its way is not loadable")
+	land(1, 10)
+	land(2, 20)
+	o.lru.MoveToBack(o.byHash[1]) // a use
 	assert.Equal(t, []uint64{2, 3, 1}, held())
-	o.put(4, 40) // 2 goes
+	require.True(t, o.reserve(4), "2 goes: 3 is still on its way")
 	assert.Equal(t, []uint64{3, 1, 4}, held())
 	assert.NotContains(t, o.byHash, uint64(2))
-	assert.Equal(t, uint64(11), o.byHash[1].Value.(*offloaded).word)
+	got, ok := o.ready(1)
+	require.True(t, ok)
+	assert.Equal(t, uint64(10), got.word)
 	o.drop()
 	assert.Empty(t, held())
 	assert.Empty(t, o.byHash)
@@ -41,20 +52,24 @@ func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 	assert.NoError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true}.WithDefaults().Validate())
 }
 
-// TestABlockOnItsWayToHostMemoryIsNotLoadableEarly: a request that ends
-// while another's store still copies its blocks in (the same prompt, the
-// same hashes) starts no store of its own, and puts nothing in host
-// memory at once: the blocks stay unloadable until the first store lands.
+// TestABlockOnItsWayToHostMemoryIsNotLoadableEarly: a request's full
+// blocks start their copies to host memory as its steps fill them, and no
+// load finds them until the request ended and the last copy landed. A
+// request of the same prompt that ends meanwhile copies nothing of them
+// (they are on their way) and puts nothing in host memory at once.
 func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 16, EnablePrefixCaching: true, KVOffloadBlocks: 8}.WithDefaults())
-	run := func(id string) {
+	var jobs []StoreJob
+	step := func() {
+		so := s.Schedule()
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		started, _ := s.TakeStores()
+		jobs = append(jobs, started...)
+	}
+	add := func(id string) *Request {
 		r := &Request{InternalID: id, ExternalID: id, Prompt: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
 		require.NoError(t, s.AddRequest(r))
-		for i := 0; !r.Status.Finished(); i++ {
-			require.Less(t, i, 20, "%s never ended", id)
-			so := s.Schedule()
-			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		}
+		return r
 	}
 	loadable := func(st *kvStore) (n int) {
 		for _, c := range st.copies {
@@ -64,18 +79,36 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 		}
 		return n
 	}
-	run("a")
-	require.Equal(t, []string{"a"}, s.TakeStores())
+	a := add("a")
+	step() // the prompt: blocks 0 and 1 full
+	require.Len(t, jobs, 1)
+	assert.Equal(t, StoreJob{ID: "a", Job: 1, from: 0, to: 2}, jobs[0])
 	st := s.offload.stores["a"]
-	require.Len(t, st.copies, 3, "the 12 tokens of a's full blocks")
-	assert.Zero(t, loadable(st), "a's store has not landed")
-	run("b")
-	assert.Empty(t, s.TakeStores(), "b's blocks are on their way already")
+	r, n, done, _ := s.CompleteStore("a", 1)
+	assert.Equal(t, a, r)
+	assert.Equal(t, 2, n)
+	assert.False(t, done, "a still runs")
+	assert.Zero(t, loadable(st), "a still runs: its store is not complete")
+	for !a.Status.Finished() {
+		step()
+	}
+	require.Len(t, jobs, 2, "a's last step filled block 2")
+	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, jobs[1])
+	assert.Zero(t, a.Blocks, "a's store holds its blocks until the copy lands")
+	assert.Equal(t, 3, s.Stats().KVUsedBlocks)
+
+	b := add("b")
+	for !b.Status.Finished() {
+		step()
+	}
+	assert.Len(t, jobs, 2, "b's blocks are in host memory or on their way")
 	assert.Zero(t, loadable(st), "b's end made a's blocks loadable before a's store landed")
-	r, n, abandoned := s.CompleteStore("a")
-	assert.Equal(t, "a", r.InternalID)
-	assert.Equal(t, 3, n)
+	r, n, done, abandoned := s.CompleteStore("a", 2)
+	assert.Equal(t, a, r)
+	assert.Equal(t, 1, n)
+	assert.True(t, done)
 	assert.False(t, abandoned)
 	assert.Equal(t, 3, loadable(st), "a's store landed")
+	assert.Zero(t, s.Stats().KVUsedBlocks)
 	assert.NoError(t, s.CheckBlocks())
 }

@@ -167,7 +167,7 @@ func (s *Scheduler) AddRequest(r *Request) error {
 		if _, ok := s.offload.loads[r.InternalID]; ok {
 			return fmt.Errorf("core: duplicate request id %q: its KV load from host memory has not landed", r.InternalID)
 		}
-		if _, ok := s.offload.stores[r.InternalID]; ok {
+		if st, ok := s.offload.stores[r.InternalID]; ok && st.ended {
 			return fmt.Errorf("core: duplicate request id %q: its KV store to host memory has not landed", r.InternalID)
 		}
 	}
@@ -280,14 +280,8 @@ func (s *Scheduler) finish(r *Request, status Status) {
 	case r.kvLoad == kvLoading:
 		s.abortLoad(r, status)
 		return
-	case s.offload == nil:
+	case s.offload == nil || !s.endStore(r):
 		s.freeBlocks(r)
-	case !s.startStore(r):
-		// startStore passed over every block host memory could keep: it
-		// holds it, another store's copy brings it, or there is no room.
-		// None goes there at once: another store's block would be
-		// loadable before its copy lands.
-		s.giveBack(r)
 	}
 	s.leave(r, status)
 }
@@ -374,19 +368,9 @@ func (s *Scheduler) Stats() SchedulerStats {
 	return st
 }
 
-// freeBlocks gives r's blocks back, the last first (blockPool.freeAll),
-// with KV offloading keeping the full ones in host memory. Cached blocks
-// keep their hashes.
+// freeBlocks gives r's blocks back, the last first (blockPool.freeAll).
+// Cached blocks keep their hashes.
 func (s *Scheduler) freeBlocks(r *Request) {
-	if s.offload != nil {
-		s.offloadBlocks(r)
-	}
-	s.giveBack(r)
-}
-
-// giveBack gives r's blocks back, the last first, keeping none in host
-// memory.
-func (s *Scheduler) giveBack(r *Request) {
 	s.pool.freeAll(r.table)
 	r.table, r.Blocks, r.cachedBlocks = r.table[:0], 0, 0
 }
@@ -892,6 +876,9 @@ func (s *Scheduler) uncacheUnwritten(r *Request) {
 // prepend_request of a priority queue is an add) — to be computed again
 // from its first token (recompute).
 func (s *Scheduler) preempt(r *Request) {
+	if s.offload != nil {
+		s.flushStore(r)
+	}
 	s.freeBlocks(r)
 	r.NumComputed = 0
 	r.Status = StatusPreempted
@@ -999,6 +986,16 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		if stopped {
 			f.Finished, f.Reason = true, r.Status.Reason()
 			s.finish(r, r.Status)
+		}
+	}
+	if s.offload != nil {
+		// The blocks the step filled go to host memory, as vLLM's
+		// connector stores them step by step: those of the requests
+		// that ended went with their end.
+		for _, sc := range so.Scheduled {
+			if r := sc.Req; r.Status == StatusRunning {
+				s.storeFilled(r)
+			}
 		}
 	}
 	return frames

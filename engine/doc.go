@@ -66,9 +66,12 @@
 // there waits while they load back, its blocks given to it at once; the
 // copy lands a step or two later. A request aborted meanwhile keeps its
 // blocks until the copy lands, as vLLM's scheduler does. The store is
-// asynchronous too: a request that ends keeps its blocks until their copy
-// to host memory lands (vLLM's delayed free until finished_sending), and
-// its id is the core's until then, as it is while its load is in flight;
+// asynchronous too, step by step as vLLM's connector stores: the blocks a
+// step fills start their copy to host memory, a load finds them once
+// their request ended and its copies landed, and a request that ends
+// keeps its blocks until its last copies land (vLLM's delayed free until
+// finished_sending); its id is the core's until then, as it is while its
+// load is in flight;
 // WaitIdle waits for both. A pause or a sleep takes effect once the copies
 // in flight landed; a reset of the prefix cache drops what host memory
 // holds (vLLM's reset_connector), is refused while a copy holds blocks

@@ -31,9 +31,10 @@ import (
 // The scheduler gives a request whose KV loads its blocks at once and
 // keeps it waiting until the copy lands; an aborted one keeps them until
 // then too, or the copy overwrites the KV of the request that took them
-// (core/kv-load-frees-on-abort). A request that ends keeps its blocks
-// until their store to host memory lands, or the store reads the KV of
-// the request that took them (core/kv-store-frees-early). A reset drops
+// (core/kv-load-frees-on-abort). A request's blocks are stored to host
+// memory as its steps fill them, and one that ends keeps them until its
+// last copies land, or they read the KV of the request that took them
+// (core/kv-store-frees-early). A reset drops
 // what host memory holds, or
 // a later reader loads KV the old weights computed
 // (core/reset-keeps-offloaded-kv, vLLM's default). Every token must be the

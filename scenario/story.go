@@ -244,13 +244,18 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventKVLoad:
 		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
 	case core.EventKVStore:
-		st.notable(at, who, fmt.Sprintf("starts to store %d block(s) of %s's KV to host memory: its blocks are held until the copy lands", ev.Held, req))
+		st.notable(at, who, fmt.Sprintf("starts to copy %d block(s) of %s's KV to host memory", ev.Held, req))
 	case core.EventKVStored:
-		if ev.Text == "abandoned" {
-			st.notable(at, who, fmt.Sprintf("lands the store of %d block(s) of %s's KV after a reset of the prefix cache: of the weights before it, host memory keeps none, and its blocks go back", ev.Held, req))
-			return
+		switch {
+		case ev.Text == "abandoned":
+			st.notable(at, who, fmt.Sprintf("lands a copy of %d block(s) of %s's KV after a reset of the prefix cache: of the weights before it, host memory keeps none of its store", ev.Held, req))
+		case ev.Text == "ended":
+			st.notable(at, who, fmt.Sprintf("completes the store of %s's KV as it ends, no copy in flight: host memory holds its %d block(s) for loads to find", req, ev.Held))
+		case ev.Finished:
+			st.notable(at, who, fmt.Sprintf("lands the last copy of %s's KV, %d block(s): its store is complete, host memory holds it, and its blocks go back", req, ev.Held))
+		default:
+			st.notable(at, who, fmt.Sprintf("lands a copy of %d block(s) of %s's KV in host memory: a load finds them once the request ended and its last copy landed", ev.Held, req))
 		}
-		st.notable(at, who, fmt.Sprintf("lands the store of %d block(s) of %s's KV: host memory holds them, and its blocks go back", ev.Held, req))
 	case core.EventKVLoaded:
 		if ev.Text == "abandoned" {
 			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s after a reset of the prefix cache: of the weights before it, they go back, and it computes again", ev.Held, req))
