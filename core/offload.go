@@ -64,8 +64,9 @@ import (
 // of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
-// recently used out first (never one a store is still copying in: a block
-// with no room is not stored); a load starts when a waiting request would
+// recently used out first (never one a store is still copying in: when
+// there is no room for all the blocks a step filled, none is stored, and
+// the request's next step tries again with those it fills too); a load starts when a waiting request would
 // be admitted and reserves the blocks of its whole sequence at once, so
 // that it never waits for room once its KV landed. The link to host
 // memory carries loads and stores apart, as vLLM's two transfer streams:
@@ -194,6 +195,19 @@ func (o *kvOffload) reserve(hash uint64) bool {
 	}
 	o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, pending: true})
 	return true
+}
+
+// roomFor reports whether host memory has, or can make, room for n more
+// blocks: those free and those it can put out, every one no store is
+// still copying in.
+func (o *kvOffload) roomFor(n int) bool {
+	free := o.capacity - o.lru.Len()
+	for e := o.lru.Front(); e != nil && free < n; e = e.Next() {
+		if !e.Value.(*offloaded).pending {
+			free++
+		}
+	}
+	return free >= n
 }
 
 // room makes room for one block, putting out the least recently used that
@@ -419,10 +433,12 @@ func (s *Scheduler) abandonTransfers() int {
 
 // storeFilled starts a copy into host memory of the blocks of r filled
 // since its last, vLLM's _get_reqs_to_store: those full, written and
-// cached that host memory neither holds nor has on its way (those it has
-// count as used). Host memory reserves their room, pending; with room for
-// none, none is stored (vLLM's "cannot store"). It is called after every
-// step, for the requests it computed.
+// cached that host memory neither holds nor has on its way. Host memory
+// makes room for all of them or stores none (vLLM's prepare_store,
+// "cannot store"): then r's next step tries again from the same block,
+// with those it fills too. A copy started makes every block of r up to
+// the last it copies a use, its first the most recent (vLLM's touch). It
+// is called after every step, for the requests it computed.
 func (s *Scheduler) storeFilled(r *Request) {
 	bs := int32(s.cfg.BlockSize)
 	st := s.offload.stores[r.InternalID]
@@ -440,28 +456,36 @@ func (s *Scheduler) storeFilled(r *Request) {
 	if full == next {
 		return
 	}
+	need := 0
+	for _, id := range r.table[next:full] {
+		if b := &s.pool.blocks[id]; b.hashed && s.offload.byHash[b.hash] == nil {
+			need++
+		}
+	}
+	if !s.offload.roomFor(need) {
+		return // cannot store: the next step tries again
+	}
 	if st == nil {
 		st = &kvStore{r: r}
 		s.offload.stores[r.InternalID] = st
 	}
 	st.next = full
+	if need == 0 {
+		return
+	}
 	from := len(st.copies)
 	for i := next; i < full; i++ {
-		b := &s.pool.blocks[r.table[i]]
-		if !b.hashed {
-			continue
+		if b := &s.pool.blocks[r.table[i]]; b.hashed && s.offload.byHash[b.hash] == nil {
+			s.offload.reserve(b.hash)
+			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
 		}
-		if e, ok := s.offload.byHash[b.hash]; ok {
-			s.offload.lru.MoveToBack(e) // held already, or on its way: a use
-			continue
-		}
-		if !s.offload.reserve(b.hash) {
-			continue // no room: not stored
-		}
-		st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
 	}
-	if len(st.copies) == from {
-		return
+	for i := full - 1; i >= 0; i-- { // a use, the first block the most recent
+		if b := &s.pool.blocks[r.table[i]]; b.hashed {
+			if e := s.offload.byHash[b.hash]; e != nil {
+				s.offload.lru.MoveToBack(e)
+			}
+		}
 	}
 	s.offload.jobs++
 	j := StoreJob{ID: r.InternalID, Job: s.offload.jobs, from: from, to: len(st.copies)}

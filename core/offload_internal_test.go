@@ -112,3 +112,66 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	assert.Zero(t, s.Stats().KVUsedBlocks)
 	assert.NoError(t, s.CheckBlocks())
 }
+
+// TestAStepsBlocksAreStoredAllOrNone: host memory makes room for all the
+// blocks a step filled or stores none of them, and then the request's
+// next step tries again from the same block, as vLLM's connector does
+// when prepare_store finds no room: the copy that finally starts covers
+// every block from the first.
+func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
+	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 3}.WithDefaults())
+	var jobs []StoreJob
+	step := func() {
+		so := s.Schedule()
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		started, _ := s.TakeStores()
+		jobs = append(jobs, started...)
+	}
+	add := func(id string, first, maxTokens int) *Request {
+		var prompt []int
+		for i := range 9 {
+			prompt = append(prompt, first+i)
+		}
+		r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(r))
+		return r
+	}
+	a := add("a", 1, 4)
+	b := add("b", 101, 8)
+	step() // both prompts: blocks 0 and 1 of each full
+	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, jobs, "room for a's two; then one is left, not two for b's")
+	for !a.Status.Finished() {
+		step()
+	}
+	require.Len(t, jobs, 2, "a's last step filled its block 2, which has room")
+	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, jobs[1])
+	assert.NotContains(t, s.offload.stores, "b", "no room for b's blocks yet: its store has not begun")
+	for _, j := range jobs {
+		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
+	}
+	step() // a's blocks landed: they can be put out for b's
+	require.Len(t, jobs, 3)
+	bj := jobs[2]
+	assert.Equal(t, "b", bj.ID)
+	assert.Equal(t, 0, bj.from, "b's copy starts at its first block")
+	assert.Equal(t, 3, bj.Blocks(), "b's three full blocks, its prompt's among them")
+	var bHashes []uint64
+	for _, c := range s.offload.stores["b"].copies {
+		bHashes = append(bHashes, c.hash)
+	}
+	for !b.Status.Finished() {
+		step()
+	}
+	for _, j := range jobs[2:] {
+		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
+	}
+	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+		assert.False(t, e.Value.(*offloaded).pending)
+	}
+	var held []uint64
+	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+		held = append(held, e.Value.(*offloaded).hash)
+	}
+	assert.Equal(t, []uint64{bHashes[2], bHashes[1], bHashes[0]}, held, "b's blocks, its first the most recently used")
+	assert.NoError(t, s.CheckBlocks())
+}
