@@ -34,12 +34,12 @@ import (
 // (core/kv-load-frees-on-abort). A request's blocks are stored to host
 // memory as its steps fill them, and one that ends keeps them until its
 // last copies land, or they read the KV of the request that took them
-// (core/kv-store-frees-early). A reset drops
-// what host memory holds, or
-// a later reader loads KV the old weights computed
+// (core/kv-store-frees-early). A reset drops what host memory holds, or a
+// later reader loads KV the old weights computed
 // (core/reset-keeps-offloaded-kv, vLLM's default). Every token must be the
 // model's. Async scheduling in half the seeds, the priority policy in a
-// quarter.
+// quarter, and in a quarter host memory smaller than the GPU's cache, where
+// a step's blocks often find no room and are stored a later step.
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -57,6 +57,11 @@ func kvOffload(x *Run) error {
 		AsyncScheduling: r.Intn(2) == 0}
 	if r.Intn(4) == 0 {
 		cfg.SchedulingPolicy = engine.PolicyPriority
+	}
+	if r.Intn(4) == 0 {
+		// Host memory smaller than the GPU's cache: a step's blocks
+		// often find no room and wait for the next.
+		cfg.KVOffloadBlocks = 4 + r.Intn(8)
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {
