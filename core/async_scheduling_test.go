@@ -73,7 +73,7 @@ func (p *pipeline) started(so *core.SchedulerOutput) {
 // inFlight returns the copies in flight, with the stores' copies started
 // since the last call, less those a preemption landed.
 func (p *pipeline) inFlight() []copyInFlight {
-	jobs, _ := p.s.TakeStores()
+	jobs, _, _ := p.s.TakeStores()
 	for _, j := range jobs {
 		p.copies = append(p.copies, copyInFlight{id: j.ID, store: true, job: j.Job})
 	}

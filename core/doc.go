@@ -54,8 +54,8 @@
 // continues with them waits while they load back, asynchronously, the
 // core landing each load at a step boundary (offload.go, EventKVLoad,
 // EventKVLoaded); a request's blocks are stored the same way as its steps
-// fill them, an ended request's held until its last copy lands
-// (EventKVStore, EventKVStored).
+// fill them, all of a step's or none, an ended request's held until its
+// last copy lands (EventKVStore, EventKVStored, EventKVStoreWait).
 // Everything concurrent goes through package task, so the same code runs on
 // goroutines and under the simulator.
 //

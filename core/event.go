@@ -137,13 +137,19 @@ const (
 	// With Text "ended" the request ended with no copy in flight and its
 	// store completed then, Held the blocks its copies brought.
 	EventKVStored
+	// EventKVStoreWait: host memory could not make room for the Held
+	// blocks the request's step filled, too many of its blocks on their
+	// way there: none is stored, and the request's next steps try again
+	// (vLLM's "cannot store"), told once until a copy starts.
+	EventKVStoreWait
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
 	"frame.emitted", "frame.delivered", "frame.dropped", "finish", "output", "idle", "dead", "request.output", "core.prefix-hit",
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
-	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored"}
+	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored",
+	"core.kv-store-wait"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -247,6 +253,8 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventKVStoreWait:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVStored:
 		switch {
 		case e.Text == "abandoned":

@@ -100,12 +100,23 @@ type kvOffload struct {
 	// done are the stores completed as their requests ended, with no copy
 	// in flight, since the core last took them (TakeStores).
 	done []StoreDone
-	jobs uint64 // copies ever started, for their numbers
+	// waits are the requests whose filled blocks began to wait for room,
+	// since the core last took them (TakeStores).
+	waits []StoreWait
+	jobs  uint64 // copies ever started, for their numbers
 }
 
 // StoreDone is a store completed as its request ended: how many blocks
 // host memory keeps for it.
 type StoreDone struct {
+	R      *Request
+	Blocks int
+}
+
+// StoreWait is a request whose step filled Blocks blocks host memory
+// cannot make room for, too many of its blocks on their way there: they
+// wait for a later step, which tries again with those it fills too.
+type StoreWait struct {
 	R      *Request
 	Blocks int
 }
@@ -462,9 +473,14 @@ func (s *Scheduler) storeFilled(r *Request) {
 			need++
 		}
 	}
-	if !s.offload.roomFor(need) {
-		return // cannot store: the next step tries again
+	if !s.offload.roomFor(need) { // cannot store: the next step tries again
+		if !r.storeWaits {
+			r.storeWaits = true
+			s.offload.waits = append(s.offload.waits, StoreWait{R: r, Blocks: need})
+		}
+		return
 	}
+	r.storeWaits = false
 	if st == nil {
 		st = &kvStore{r: r}
 		s.offload.stores[r.InternalID] = st
@@ -537,15 +553,16 @@ func (s *Scheduler) flushStore(r *Request) {
 }
 
 // TakeStores returns the copies stores started since the last call, in
-// order, for the core to put on the link to host memory, and the stores
-// completed as their requests ended (EngineCore.startStores).
-func (s *Scheduler) TakeStores() ([]StoreJob, []StoreDone) {
-	if s.offload == nil || len(s.offload.started)+len(s.offload.done) == 0 {
-		return nil, nil
+// order, for the core to put on the link to host memory, the stores
+// completed as their requests ended, and the requests whose filled blocks
+// began to wait for room (EngineCore.startStores).
+func (s *Scheduler) TakeStores() ([]StoreJob, []StoreDone, []StoreWait) {
+	if s.offload == nil || len(s.offload.started)+len(s.offload.done)+len(s.offload.waits) == 0 {
+		return nil, nil, nil
 	}
-	jobs, done := s.offload.started, s.offload.done
-	s.offload.started, s.offload.done = nil, nil
-	return jobs, done
+	jobs, done, waits := s.offload.started, s.offload.done, s.offload.waits
+	s.offload.started, s.offload.done, s.offload.waits = nil, nil, nil
+	return jobs, done, waits
 }
 
 // CompleteStore lands copy job of the store of the request of internal
@@ -722,7 +739,11 @@ func (c *EngineCore) startLoads(rs []*Request) {
 // as vLLM's two transfer streams do: a copy of n blocks takes n/2 steps of
 // the link after the copies before it, and lands a step after that.
 func (c *EngineCore) startStores() {
-	jobs, done := c.sched.TakeStores()
+	jobs, done, waits := c.sched.TakeStores()
+	for _, w := range waits {
+		r := w.R
+		c.emit(Event{Kind: EventKVStoreWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: w.Blocks})
+	}
 	for _, d := range done {
 		r := d.R
 		c.emit(Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: d.Blocks, Finished: true, Text: "ended"})

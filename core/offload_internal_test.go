@@ -63,7 +63,7 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	step := func() {
 		so := s.Schedule()
 		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		started, _ := s.TakeStores()
+		started, _, _ := s.TakeStores()
 		jobs = append(jobs, started...)
 	}
 	add := func(id string) *Request {
@@ -121,11 +121,13 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 3}.WithDefaults())
 	var jobs []StoreJob
+	var waits []StoreWait
 	step := func() {
 		so := s.Schedule()
 		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		started, _ := s.TakeStores()
+		started, _, waited := s.TakeStores()
 		jobs = append(jobs, started...)
+		waits = append(waits, waited...)
 	}
 	add := func(id string, first, maxTokens int) *Request {
 		var prompt []int
@@ -140,12 +142,14 @@ func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 	b := add("b", 101, 8)
 	step() // both prompts: blocks 0 and 1 of each full
 	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, jobs, "room for a's two; then one is left, not two for b's")
+	require.Equal(t, []StoreWait{{R: b, Blocks: 2}}, waits, "b's two blocks wait, and it is told")
 	for !a.Status.Finished() {
 		step()
 	}
 	require.Len(t, jobs, 2, "a's last step filled its block 2, which has room")
 	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, jobs[1])
 	assert.NotContains(t, s.offload.stores, "b", "no room for b's blocks yet: its store has not begun")
+	assert.Len(t, waits, 1, "b is told once while its blocks wait")
 	for _, j := range jobs {
 		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
 	}
@@ -155,6 +159,7 @@ func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 	assert.Equal(t, "b", bj.ID)
 	assert.Equal(t, 0, bj.from, "b's copy starts at its first block")
 	assert.Equal(t, 3, bj.Blocks(), "b's three full blocks, its prompt's among them")
+	assert.False(t, b.storeWaits, "b's blocks no longer wait")
 	var bHashes []uint64
 	for _, c := range s.offload.stores["b"].copies {
 		bHashes = append(bHashes, c.hash)

@@ -106,9 +106,12 @@ type Request struct {
 	// loraWaited is set while r waits in the queue after the scheduler
 	// first held it back for a LoRA slot, so that it is told once;
 	// cacheKeys is what of its adapter the prefix cache's keys of its
-	// blocks take (cacheSalt). They and kvLoad share Status's word.
+	// blocks take (cacheSalt); storeWaits is set, with KV offloading,
+	// while blocks r filled wait for room in host memory, so that it is
+	// told once. They and kvLoad share Status's word.
 	loraWaited  bool
 	cacheKeys   cacheKeys
+	storeWaits  bool
 	kvLoad      kvLoadState // with KV offloading, where r is in a load of its KV (offload.go)
 	StopReason  int         // the stop token that ended it, or -1
 	Blocks      int         // KV blocks held: len(BlockTable())

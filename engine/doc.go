@@ -77,7 +77,9 @@
 // holds (vLLM's reset_connector), is refused while a copy holds blocks
 // and, when it may preempt, abandons the copies in flight, whose loading
 // requests then compute again. core.EventKVLoad and core.EventKVLoaded
-// tell the loads, core.EventKVStore and core.EventKVStored the stores.
+// tell the loads, core.EventKVStore and core.EventKVStored the stores, and
+// core.EventKVStoreWait a step's blocks that wait for room in host memory
+// (all or none of them is stored, as vLLM's prepare_store).
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its

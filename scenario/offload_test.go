@@ -64,6 +64,18 @@ func TestTheStoryTellsAKVLoad(t *testing.T) {
 		"completes the store of reader-3-aside#15's KV as it ends, no copy in flight: host memory holds its 2 block(s) for loads to find")
 }
 
+// TestTheStoryTellsAStoreThatWaitsForRoom: kv-offload's seed 3 draws a
+// host memory smaller than the GPU's cache; a reader's filled block
+// finds no room while the batch job's copies are on their way, and is
+// copied a later step, once they landed.
+func TestTheStoryTellsAStoreThatWaitsForRoom(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 3),
+		"starts to copy 4 block(s) of batch-0#1's KV to host memory",
+		"finds no room in host memory for 1 block(s) of reader-1-aside#3's KV, too many of its blocks on their way there: they wait for a later step",
+		"lands the last copy of batch-0#1's KV, 1 block(s): its store is complete, host memory holds it, and its blocks go back",
+		"starts to copy 1 block(s) of reader-1-aside#3's KV to host memory")
+}
+
 // TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose
 // core takes the caller's ids, fails kv-offload by its own reuse race
 // alone: a reader that asks again under its id while its ended request's

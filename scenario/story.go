@@ -245,6 +245,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
 	case core.EventKVStore:
 		st.notable(at, who, fmt.Sprintf("starts to copy %d block(s) of %s's KV to host memory", ev.Held, req))
+	case core.EventKVStoreWait:
+		st.notable(at, who, fmt.Sprintf("finds no room in host memory for %d block(s) of %s's KV, too many of its blocks on their way there: they wait for a later step", ev.Held, req))
 	case core.EventKVStored:
 		switch {
 		case ev.Text == "abandoned":
