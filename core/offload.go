@@ -66,9 +66,10 @@ import (
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
 // recently used out first (never one a store is still copying in: when
 // there is no room for all the blocks a step filled, none is stored, and
-// the request's next step tries again with those it fills too); a load starts when a waiting request would
-// be admitted and reserves the blocks of its whole sequence at once, so
-// that it never waits for room once its KV landed. The link to host
+// the request's next step tries again with those it fills too); a load
+// starts when a waiting request would be admitted and reserves the blocks
+// of its whole sequence at once, so that it never waits for room once its
+// KV landed. The link to host
 // memory carries loads and stores apart, as vLLM's two transfer streams:
 // a load of n blocks takes (2+n)/2 steps' time (Config.StepTime) after the
 // loads before it; a store's copy of n blocks n/2 steps of the link after
@@ -206,6 +207,12 @@ func (o *kvOffload) reserve(hash uint64) bool {
 	}
 	o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, pending: true})
 	return true
+}
+
+// lacks reports whether a store would copy b: it is cached, and host
+// memory neither holds its KV nor has it on its way.
+func (o *kvOffload) lacks(b *kvBlock) bool {
+	return b.hashed && o.byHash[b.hash] == nil
 }
 
 // roomFor reports whether host memory has, or can make, room for n more
@@ -469,7 +476,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 	}
 	need := 0
 	for _, id := range r.table[next:full] {
-		if b := &s.pool.blocks[id]; b.hashed && s.offload.byHash[b.hash] == nil {
+		if s.offload.lacks(&s.pool.blocks[id]) {
 			need++
 		}
 	}
@@ -491,7 +498,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 	}
 	from := len(st.copies)
 	for i := next; i < full; i++ {
-		if b := &s.pool.blocks[r.table[i]]; b.hashed && s.offload.byHash[b.hash] == nil {
+		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) {
 			s.offload.reserve(b.hash)
 			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
 		}
