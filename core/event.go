@@ -139,8 +139,9 @@ const (
 	EventKVStored
 	// EventKVStoreWait: host memory could not make room for the Held
 	// blocks the request's step filled, too many of its blocks on their
-	// way there: none is stored, and the request's next steps try again
-	// (vLLM's "cannot store"), told once until a copy starts.
+	// way there or, Text "loads", read by loads in flight, which keep
+	// them until they land: none is stored, and the request's next steps
+	// try again (vLLM's "cannot store"), told once until a copy starts.
 	EventKVStoreWait
 )
 
@@ -254,6 +255,9 @@ func (e Event) text() string {
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVStoreWait:
+		if e.Text == "loads" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV while loads read it: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVStored:
 		switch {

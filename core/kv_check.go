@@ -18,8 +18,11 @@ func (c *EngineCore) CheckKV() error { return c.sched.CheckBlocks() }
 // counts it; the null block is never held or free; a cached block is in
 // the map under its hash, and the map names only cached blocks; each
 // request's table covers its computed tokens and its first cachedBlocks
-// blocks are cached under its hashes. It reads the whole pool: for tests
-// and for the end of a run, not for every step of a serving engine.
+// blocks are cached under its hashes. With KV offloading, host memory
+// holds at most its capacity, each block once under its hash, and each
+// block's count of loads reading it is the loads in flight that read it.
+// It reads the whole pool: for tests and for the end of a run, not for
+// every step of a serving engine.
 func (s *Scheduler) CheckBlocks() error {
 	p := &s.pool
 	bs := s.cfg.BlockSize
@@ -55,6 +58,9 @@ func (s *Scheduler) CheckBlocks() error {
 		}
 	}
 	if s.offload != nil {
+		if err := s.offload.check(); err != nil {
+			return err
+		}
 		for _, ld := range s.offload.loads {
 			if ld.aborted && !ld.freed {
 				for _, id := range ld.blocks { // held until the load lands
@@ -124,6 +130,30 @@ func (s *Scheduler) CheckBlocks() error {
 			if b := p.blocks[c]; !b.hashed || b.hash != h {
 				return fmt.Errorf("the map names block %d under a hash it does not have", c)
 			}
+		}
+	}
+	return nil
+}
+
+// check reports the first way host memory disagrees with itself or with
+// the loads in flight, or nil.
+func (o *kvOffload) check() error {
+	if o.lru.Len() > o.capacity || o.lru.Len() != len(o.byHash) {
+		return fmt.Errorf("host memory: %d blocks listed, %d by hash, capacity %d", o.lru.Len(), len(o.byHash), o.capacity)
+	}
+	reads := map[*offloaded]int32{}
+	for _, ld := range o.loads {
+		for _, b := range ld.reads {
+			reads[b]++
+		}
+	}
+	for e := o.lru.Front(); e != nil; e = e.Next() {
+		b := e.Value.(*offloaded)
+		if o.byHash[b.hash] != e {
+			return fmt.Errorf("host memory: block %#x is not found by its hash", b.hash)
+		}
+		if b.reads != reads[b] {
+			return fmt.Errorf("host memory: block %#x counts %d loads reading it, %d in flight do", b.hash, b.reads, reads[b])
 		}
 	}
 	return nil

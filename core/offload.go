@@ -64,9 +64,11 @@ import (
 // of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks, least
-// recently used out first (never one a store is still copying in: when
-// there is no room for all the blocks a step filled, none is stored, and
-// the request's next step tries again with those it fills too); a load
+// recently used out first, never one a store is still copying in nor one
+// a load in flight reads (vLLM's ref_cnt, held from prepare_load to
+// complete_load): when there is no room for all the blocks a step filled,
+// none is stored, and the request's next step tries again with those it
+// fills too; a load
 // starts when a waiting request would be admitted and reserves the blocks
 // of its whole sequence at once, so that it never waits for room once its
 // KV landed. The link to host
@@ -115,20 +117,29 @@ type StoreDone struct {
 }
 
 // StoreWait is a request whose step filled Blocks blocks host memory
-// cannot make room for, too many of its blocks on their way there: they
+// cannot make room for, too many of its blocks on their way there or read
+// by loads in flight (Loads: there would be room but for the loads): they
 // wait for a later step, which tries again with those it fills too.
 type StoreWait struct {
 	R      *Request
 	Blocks int
+	Loads  bool
 }
 
 // offloaded is one block's KV in host memory: the word a block holds
 // (kv.go), under the hash of the prefix it ends. A pending one is room a
 // store in flight copies into: no load finds it until the store lands.
+// One that loads in flight read (reads, vLLM's ref_cnt) stays until they
+// landed. Neither is put out to make room.
 type offloaded struct {
 	hash, word uint64
+	reads      int32
 	pending    bool
 }
+
+// pinned reports whether o cannot be put out: a store copies into it or a
+// load reads it.
+func (o *offloaded) pinned() bool { return o.pending || o.reads > 0 }
 
 // kvStore is a request's store of its blocks into host memory, vLLM's
 // _reqs_being_stored: the blocks its copies take, step by step as they
@@ -168,9 +179,10 @@ type kvLoad struct {
 	start   int
 	words   []uint64
 	hashes  []uint64
-	aborted bool    // r ended while the copy was in flight
-	blocks  []int32 // r's table when it ended: what the copy writes and then gives back
-	freed   bool    // core/kv-load-frees-on-abort gave blocks back at the abort
+	reads   []*offloaded // the host memory it reads, which stays until it lands
+	aborted bool         // r ended while the copy was in flight
+	blocks  []int32      // r's table when it ended: what the copy writes and then gives back
+	freed   bool         // core/kv-load-frees-on-abort gave blocks back at the abort
 	// abandoned: a reset of the prefix cache came while the copy was in
 	// flight; what it copies is of the weights before, and r computes
 	// again once it landed.
@@ -216,26 +228,30 @@ func (o *kvOffload) lacks(b *kvBlock) bool {
 }
 
 // roomFor reports whether host memory has, or can make, room for n more
-// blocks: those free and those it can put out, every one no store is
-// still copying in.
-func (o *kvOffload) roomFor(n int) bool {
-	free := o.capacity - o.lru.Len()
+// blocks: those free and those it can put out, every one not pinned.
+// Without room, loads reports whether there would be but for the blocks
+// loads in flight read.
+func (o *kvOffload) roomFor(n int) (ok, loads bool) {
+	free, read := o.capacity-o.lru.Len(), 0
 	for e := o.lru.Front(); e != nil && free < n; e = e.Next() {
-		if !e.Value.(*offloaded).pending {
+		switch b := e.Value.(*offloaded); {
+		case !b.pinned():
 			free++
+		case !b.pending:
+			read++
 		}
 	}
-	return free >= n
+	return free >= n, free+read >= n
 }
 
-// room makes room for one block, putting out the least recently used that
-// no store is copying in; it reports false when every block is such.
+// room makes room for one block, putting out the least recently used not
+// pinned; it reports false when every block is pinned.
 func (o *kvOffload) room() bool {
 	if o.lru.Len() < o.capacity {
 		return true
 	}
 	for e := o.lru.Front(); e != nil; e = e.Next() {
-		if old := e.Value.(*offloaded); !old.pending {
+		if old := e.Value.(*offloaded); !old.pinned() {
 			o.lru.Remove(e)
 			delete(o.byHash, old.hash)
 			return true
@@ -267,15 +283,15 @@ func (o *kvOffload) drop() {
 func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	salt := r.cacheSalt()
 	first := len(hits)
-	var words []uint64
+	var reads []*offloaded
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
 		o, ok := s.offload.ready(h ^ salt)
 		if !ok {
 			break
 		}
-		words = append(words, o.word)
+		reads = append(reads, o)
 	}
-	if len(words) == 0 {
+	if len(reads) == 0 {
 		return false, true
 	}
 	need := s.cfg.BlocksFor(min(r.NumTokens(), s.cfg.MaxModelLen)) - first
@@ -288,11 +304,11 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	if need+evictable > s.pool.numFree {
 		return false, false
 	}
-	ld := &kvLoad{r: r, start: first, words: words, hashes: make([]uint64, len(words))}
-	for j := range words {
-		h := r.hashes[first+j] ^ salt
-		ld.hashes[j] = h
-		s.offload.lru.MoveToBack(s.offload.byHash[h]) // a load is a use
+	ld := &kvLoad{r: r, start: first, words: make([]uint64, len(reads)), hashes: make([]uint64, len(reads)), reads: reads}
+	for j, o := range reads {
+		ld.words[j], ld.hashes[j] = o.word, o.hash
+		o.reads++                                          // vLLM's prepare_load
+		s.offload.lru.MoveToBack(s.offload.byHash[o.hash]) // a load is a use
 	}
 	for _, id := range hits {
 		s.pool.touch(id, r.Incarnation)
@@ -373,6 +389,7 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		return nil, LoadLanded, 0
 	}
 	delete(s.offload.loads, id)
+	ld.landed()
 	r, n = ld.r, len(ld.words)
 	if ld.aborted {
 		s.landLoad(ld, ld.blocks)
@@ -391,6 +408,14 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 	r.NumComputed = r.cachedBlocks * s.cfg.BlockSize
 	r.kvLoad = kvLoaded
 	return r, LoadLanded, n
+}
+
+// landed is ld's end for the host memory it read (vLLM's complete_load):
+// it may be put out again. What a reset dropped meanwhile is gone anyway.
+func (ld *kvLoad) landed() {
+	for _, o := range ld.reads {
+		o.reads--
+	}
 }
 
 // landLoad writes a load's words into the blocks of table it copies into:
@@ -480,10 +505,10 @@ func (s *Scheduler) storeFilled(r *Request) {
 			need++
 		}
 	}
-	if !s.offload.roomFor(need) { // cannot store: the next step tries again
+	if ok, loads := s.offload.roomFor(need); !ok { // cannot store: the next step tries again
 		if !r.storeWaits {
 			r.storeWaits = true
-			s.offload.waits = append(s.offload.waits, StoreWait{R: r, Blocks: need})
+			s.offload.waits = append(s.offload.waits, StoreWait{R: r, Blocks: need, Loads: loads})
 		}
 		return
 	}
@@ -638,6 +663,7 @@ func (s *Scheduler) DropTransfers() {
 		return
 	}
 	for _, id := range sortedIDs(s.offload.loads) {
+		s.offload.loads[id].landed()
 		s.releaseEnded(s.offload.loads[id])
 	}
 	clear(s.offload.loads)
@@ -749,7 +775,11 @@ func (c *EngineCore) startStores() {
 	jobs, done, waits := c.sched.TakeStores()
 	for _, w := range waits {
 		r := w.R
-		c.emit(Event{Kind: EventKVStoreWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: w.Blocks})
+		ev := Event{Kind: EventKVStoreWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: w.Blocks}
+		if w.Loads {
+			ev.Text = "loads"
+		}
+		c.emit(ev)
 	}
 	for _, d := range done {
 		r := d.R

@@ -180,3 +180,71 @@ func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 	assert.Equal(t, []uint64{bHashes[2], bHashes[1], bHashes[0]}, held, "b's blocks, its first the most recently used")
 	assert.NoError(t, s.CheckBlocks())
 }
+
+// TestHostMemoryKeepsTheBlocksALoadReads: a block a load in flight reads
+// is not put out to make room, as vLLM's prepare_store passes over a
+// block whose ref_cnt a prepare_load raised until its complete_load: a
+// step's blocks that would need it wait for the load to land.
+func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
+	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2}.WithDefaults())
+	var jobs []StoreJob
+	var waits []StoreWait
+	step := func() {
+		so := s.Schedule()
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		started, _, waited := s.TakeStores()
+		jobs = append(jobs, started...)
+		waits = append(waits, waited...)
+		require.NoError(t, s.CheckBlocks())
+	}
+	add := func(id string, first, maxTokens int) *Request {
+		var prompt []int
+		for i := range 9 {
+			prompt = append(prompt, first+i)
+		}
+		r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(r))
+		return r
+	}
+	a := add("a", 1, 1)
+	step()
+	require.True(t, a.Status.Finished())
+	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, jobs)
+	_, _, done, _ := s.CompleteStore("a", 1)
+	require.True(t, done, "a's store landed: host memory holds its two prompt blocks")
+	s.pool.resetCache() // the GPU forgets them: a's prompt again must load
+
+	b := add("b", 1, 4)
+	c := add("c", 101, 4)
+	step() // b's load starts; c computes its prompt and fills two blocks
+	require.Contains(t, s.offload.loads, "b", "b loads a's blocks from host memory")
+	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+		assert.Equal(t, int32(1), e.Value.(*offloaded).reads, "b's load reads each block once")
+	}
+	assert.Len(t, jobs, 1, "no room for c's blocks: the two there are read by b's load")
+	assert.Equal(t, []StoreWait{{R: c, Blocks: 2, Loads: true}}, waits, "the loads keep the room c needs")
+	held := map[uint64]bool{}
+	for _, h := range s.offload.loads["b"].hashes {
+		held[h] = true
+		_, ok := s.offload.ready(h)
+		assert.True(t, ok, "the blocks b's load reads are still there")
+	}
+
+	s.offload.lru.Front().Value.(*offloaded).reads++
+	assert.ErrorContains(t, s.CheckBlocks(), "loads reading it", "the check counts the loads in flight")
+	s.offload.lru.Front().Value.(*offloaded).reads--
+
+	r, how, n := s.CompleteLoad("b")
+	require.Equal(t, b, r)
+	require.Equal(t, LoadLanded, how)
+	require.Equal(t, 2, n)
+	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+		assert.Zero(t, e.Value.(*offloaded).reads, "the load landed: nothing reads host memory")
+	}
+	step() // b runs; c's two blocks now put out those b read
+	require.Len(t, jobs, 2)
+	assert.Equal(t, StoreJob{ID: "c", Job: 2, from: 0, to: 2}, jobs[1])
+	for h := range held {
+		assert.NotContains(t, s.offload.byHash, h, "put out for c's blocks")
+	}
+}

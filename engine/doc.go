@@ -79,7 +79,8 @@
 // requests then compute again. core.EventKVLoad and core.EventKVLoaded
 // tell the loads, core.EventKVStore and core.EventKVStored the stores, and
 // core.EventKVStoreWait a step's blocks that wait for room in host memory
-// (all or none of them is stored, as vLLM's prepare_store).
+// (all or none of them is stored, as vLLM's prepare_store, and none put
+// out that a store copies in or a load in flight reads).
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its
