@@ -76,6 +76,18 @@ func TestTheStoryTellsAStoreThatWaitsForRoom(t *testing.T) {
 		"starts to copy 1 block(s) of reader-1-aside#3's KV to host memory")
 }
 
+// TestTheStoryTellsAStoreThatWaitsForALoad: in kv-offload's seed 109 a
+// reader's blocks find host memory full of blocks a load reads, the load
+// of a reader that gave up meanwhile; they are copied once it landed.
+func TestTheStoryTellsAStoreThatWaitsForALoad(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 109),
+		"starts to load 5 block(s) of reader-1#11's KV from host memory: it waits for them",
+		"processes the abort of reader-1#11: the core drops it",
+		"finds no room in host memory for 2 block(s) of reader-2-aside#10's KV, blocks there being loaded back, kept until the loads land: they wait for a later step",
+		"lands the 5 block(s) of KV loaded for reader-1#11, which has ended: its blocks go back now",
+		"starts to copy 3 block(s) of reader-2-aside#10's KV to host memory")
+}
+
 // TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose
 // core takes the caller's ids, fails kv-offload by its own reuse race
 // alone: a reader that asks again under its id while its ended request's

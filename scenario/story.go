@@ -246,7 +246,11 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventKVStore:
 		st.notable(at, who, fmt.Sprintf("starts to copy %d block(s) of %s's KV to host memory", ev.Held, req))
 	case core.EventKVStoreWait:
-		st.notable(at, who, fmt.Sprintf("finds no room in host memory for %d block(s) of %s's KV, too many of its blocks on their way there: they wait for a later step", ev.Held, req))
+		why := "too many of its blocks on their way there"
+		if ev.Text == "loads" {
+			why = "blocks there being loaded back, kept until the loads land"
+		}
+		st.notable(at, who, fmt.Sprintf("finds no room in host memory for %d block(s) of %s's KV, %s: they wait for a later step", ev.Held, req, why))
 	case core.EventKVStored:
 		switch {
 		case ev.Text == "abandoned":
