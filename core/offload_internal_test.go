@@ -58,19 +58,9 @@ func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 // request of the same prompt that ends meanwhile copies nothing of them
 // (they are on their way) and puts nothing in host memory at once.
 func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
-	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 16, EnablePrefixCaching: true, KVOffloadBlocks: 8}.WithDefaults())
-	var jobs []StoreJob
-	step := func() {
-		so := s.Schedule()
-		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		started, _, _ := s.TakeStores()
-		jobs = append(jobs, started...)
-	}
-	add := func(id string) *Request {
-		r := &Request{InternalID: id, ExternalID: id, Prompt: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
-		require.NoError(t, s.AddRequest(r))
-		return r
-	}
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 16, EnablePrefixCaching: true, KVOffloadBlocks: 8})
+	s, step := o.s, o.step
+	add := func(id string) *Request { return o.add(id, 1, 4) }
 	loadable := func(st *kvStore) (n int) {
 		for _, c := range st.copies {
 			if _, ok := s.offload.ready(c.hash); ok {
@@ -81,8 +71,8 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	}
 	a := add("a")
 	step() // the prompt: blocks 0 and 1 full
-	require.Len(t, jobs, 1)
-	assert.Equal(t, StoreJob{ID: "a", Job: 1, from: 0, to: 2}, jobs[0])
+	require.Len(t, o.jobs, 1)
+	assert.Equal(t, StoreJob{ID: "a", Job: 1, from: 0, to: 2}, o.jobs[0])
 	st := s.offload.stores["a"]
 	r, n, done, _ := s.CompleteStore("a", 1)
 	assert.Equal(t, a, r)
@@ -92,8 +82,8 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	for !a.Status.Finished() {
 		step()
 	}
-	require.Len(t, jobs, 2, "a's last step filled block 2")
-	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, jobs[1])
+	require.Len(t, o.jobs, 2, "a's last step filled block 2")
+	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, o.jobs[1])
 	assert.Zero(t, a.Blocks, "a's store holds its blocks until the copy lands")
 	assert.Equal(t, 3, s.Stats().KVUsedBlocks)
 
@@ -101,7 +91,7 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 	for !b.Status.Finished() {
 		step()
 	}
-	assert.Len(t, jobs, 2, "b's blocks are in host memory or on their way")
+	assert.Len(t, o.jobs, 2, "b's blocks are in host memory or on their way")
 	assert.Zero(t, loadable(st), "b's end made a's blocks loadable before a's store landed")
 	r, n, done, abandoned := s.CompleteStore("a", 2)
 	assert.Equal(t, a, r)
@@ -119,43 +109,26 @@ func TestABlockOnItsWayToHostMemoryIsNotLoadableEarly(t *testing.T) {
 // when prepare_store finds no room: the copy that finally starts covers
 // every block from the first.
 func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
-	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 3}.WithDefaults())
-	var jobs []StoreJob
-	var waits []StoreWait
-	step := func() {
-		so := s.Schedule()
-		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		started, _, waited := s.TakeStores()
-		jobs = append(jobs, started...)
-		waits = append(waits, waited...)
-	}
-	add := func(id string, first, maxTokens int) *Request {
-		var prompt []int
-		for i := range 9 {
-			prompt = append(prompt, first+i)
-		}
-		r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
-		require.NoError(t, s.AddRequest(r))
-		return r
-	}
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 3})
+	s, step, add := o.s, o.step, o.add
 	a := add("a", 1, 4)
 	b := add("b", 101, 8)
 	step() // both prompts: blocks 0 and 1 of each full
-	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, jobs, "room for a's two; then one is left, not two for b's")
-	require.Equal(t, []StoreWait{{R: b, Blocks: 2}}, waits, "b's two blocks wait, and it is told")
+	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, o.jobs, "room for a's two; then one is left, not two for b's")
+	require.Equal(t, []StoreWait{{R: b, Blocks: 2}}, o.waits, "b's two blocks wait, and it is told")
 	for !a.Status.Finished() {
 		step()
 	}
-	require.Len(t, jobs, 2, "a's last step filled its block 2, which has room")
-	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, jobs[1])
+	require.Len(t, o.jobs, 2, "a's last step filled its block 2, which has room")
+	assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 2, to: 3}, o.jobs[1])
 	assert.NotContains(t, s.offload.stores, "b", "no room for b's blocks yet: its store has not begun")
-	assert.Len(t, waits, 1, "b is told once while its blocks wait")
-	for _, j := range jobs {
+	assert.Len(t, o.waits, 1, "b is told once while its blocks wait")
+	for _, j := range o.jobs {
 		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
 	}
 	step() // a's blocks landed: they can be put out for b's
-	require.Len(t, jobs, 3)
-	bj := jobs[2]
+	require.Len(t, o.jobs, 3)
+	bj := o.jobs[2]
 	assert.Equal(t, "b", bj.ID)
 	assert.Equal(t, 0, bj.from, "b's copy starts at its first block")
 	assert.Equal(t, 3, bj.Blocks(), "b's three full blocks, its prompt's among them")
@@ -167,7 +140,7 @@ func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 	for !b.Status.Finished() {
 		step()
 	}
-	for _, j := range jobs[2:] {
+	for _, j := range o.jobs[2:] {
 		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
 	}
 	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
@@ -186,30 +159,12 @@ func TestAStepsBlocksAreStoredAllOrNone(t *testing.T) {
 // block whose ref_cnt a prepare_load raised until its complete_load: a
 // step's blocks that would need it wait for the load to land.
 func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
-	s := NewScheduler(Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2}.WithDefaults())
-	var jobs []StoreJob
-	var waits []StoreWait
-	step := func() {
-		so := s.Schedule()
-		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-		started, _, waited := s.TakeStores()
-		jobs = append(jobs, started...)
-		waits = append(waits, waited...)
-		require.NoError(t, s.CheckBlocks())
-	}
-	add := func(id string, first, maxTokens int) *Request {
-		var prompt []int
-		for i := range 9 {
-			prompt = append(prompt, first+i)
-		}
-		r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
-		require.NoError(t, s.AddRequest(r))
-		return r
-	}
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
+	s, step, add := o.s, o.step, o.add
 	a := add("a", 1, 1)
 	step()
 	require.True(t, a.Status.Finished())
-	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, jobs)
+	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}}, o.jobs)
 	_, _, done, _ := s.CompleteStore("a", 1)
 	require.True(t, done, "a's store landed: host memory holds its two prompt blocks")
 	s.pool.resetCache() // the GPU forgets them: a's prompt again must load
@@ -221,8 +176,8 @@ func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
 	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
 		assert.Equal(t, int32(1), e.Value.(*offloaded).reads, "b's load reads each block once")
 	}
-	assert.Len(t, jobs, 1, "no room for c's blocks: the two there are read by b's load")
-	assert.Equal(t, []StoreWait{{R: c, Blocks: 2, Loads: true}}, waits, "the loads keep the room c needs")
+	assert.Len(t, o.jobs, 1, "no room for c's blocks: the two there are read by b's load")
+	assert.Equal(t, []StoreWait{{R: c, Blocks: 2, Loads: true}}, o.waits, "the loads keep the room c needs")
 	held := map[uint64]bool{}
 	for _, h := range s.offload.loads["b"].hashes {
 		held[h] = true
@@ -242,9 +197,43 @@ func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
 		assert.Zero(t, e.Value.(*offloaded).reads, "the load landed: nothing reads host memory")
 	}
 	step() // b runs; c's two blocks now put out those b read
-	require.Len(t, jobs, 2)
-	assert.Equal(t, StoreJob{ID: "c", Job: 2, from: 0, to: 2}, jobs[1])
+	require.Len(t, o.jobs, 2)
+	assert.Equal(t, StoreJob{ID: "c", Job: 2, from: 0, to: 2}, o.jobs[1])
 	for h := range held {
 		assert.NotContains(t, s.offload.byHash, h, "put out for c's blocks")
 	}
+}
+
+// offloadRun steps a scheduler with KV offloading as the core would,
+// minus the link: the copies each step starts and the waits it tells are
+// kept for the test to land and look at, and the blocks are checked.
+type offloadRun struct {
+	t     *testing.T
+	s     *Scheduler
+	jobs  []StoreJob
+	waits []StoreWait
+}
+
+func newOffloadRun(t *testing.T, cfg Config) *offloadRun {
+	return &offloadRun{t: t, s: NewScheduler(cfg.WithDefaults())}
+}
+
+func (o *offloadRun) step() {
+	so := o.s.Schedule()
+	o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
+	started, _, waited := o.s.TakeStores()
+	o.jobs = append(o.jobs, started...)
+	o.waits = append(o.waits, waited...)
+	require.NoError(o.t, o.s.CheckBlocks())
+}
+
+// add adds a request of a 9-token prompt first, first+1, ….
+func (o *offloadRun) add(id string, first, maxTokens int) *Request {
+	prompt := make([]int, 9)
+	for i := range prompt {
+		prompt[i] = first + i
+	}
+	r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
+	require.NoError(o.t, o.s.AddRequest(r))
+	return r
 }
