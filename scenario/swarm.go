@@ -51,10 +51,14 @@ import (
 // runs a third of the requests name the core they go to
 // (DataParallelRank), so that the load balancer routes the others around
 // them, aborts and pauses reach cores apart, and a model that dies kills
-// one core of several. The interval, sequences, priorities, prefix
-// caching, chat turns, async scheduling, pausing and data parallelism are
-// each drawn from a stream of their own, so that every other draw of a seed is what it was
-// before they existed. Options that change the engine's configuration
+// one core of several; and, in half the runs with prefix caching, KV
+// offloading to a host memory of 4 to 31 blocks, so that the blocks
+// requests give back are stored step by step and loaded back while
+// requests are aborted, reused, preempted and paused. The interval,
+// sequences, priorities, prefix caching, chat turns, async scheduling,
+// pausing, data parallelism and offloading are each drawn from a stream
+// of their own, so that every other draw of a seed is what it was before
+// they existed. Options that change the engine's configuration
 // (Options.Engine, simrun's -config) are honoured: priorities are drawn
 // only for the priority policy, and a request refused as invalid under
 // them — too long for a cache they shrank — is the engine doing its job.
@@ -101,6 +105,10 @@ const streamPause uint64 = 0x504155534547454e
 // streamDataParallel is the stream of the seed that swarm draws data
 // parallelism, its cores and the requests' ranks from ("DATAPARL").
 const streamDataParallel uint64 = 0x444154415041524c
+
+// streamOffload is the stream of the seed that swarm draws KV offloading
+// and its host memory from ("OFFLOADS").
+const streamOffload uint64 = 0x4f46464c4f414453
 
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
@@ -190,7 +198,7 @@ func swarm(x *Run) error {
 		}
 	}
 	caching := sim.NewPCGChooser(x.Opts.Seed, streamPrefix)
-	system := ""
+	system, offload := "", 0
 	if caching.Intn(3) != 0 {
 		caching = nil
 	} else {
@@ -199,6 +207,11 @@ func swarm(x *Run) error {
 		}
 		if caching.Intn(2) == 0 {
 			sc = kvPressure // evictions: x.Rand's draw stands, as above
+		}
+		if o := sim.NewPCGChooser(x.Opts.Seed, streamOffload); o.Intn(2) == 0 {
+			// Under KV pressure, so that the blocks host memory keeps are
+			// ones the GPU's cache lost, and requests load them back.
+			offload, sc = 4+o.Intn(28), kvPressure
 		}
 	}
 	f := drawFeatures(x)
@@ -213,6 +226,9 @@ func swarm(x *Run) error {
 			// prefill runs over steps beside others' decodes, so that it
 			// can need several blocks in a step where others run.
 			cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens = 4, 8
+		}
+		if x.engineConfig(cfg).EnablePrefixCaching { // the options may turn it off
+			cfg.KVOffloadBlocks = offload
 		}
 	}
 	if prios != nil {
