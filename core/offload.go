@@ -177,9 +177,7 @@ func (j StoreJob) Blocks() int { return j.to - j.from }
 type kvLoad struct {
 	r       *Request
 	start   int
-	words   []uint64
-	hashes  []uint64
-	reads   []*offloaded // the host memory it reads, which stays until it lands
+	reads   []*offloaded // the KV it copies, kept in host memory until it lands
 	aborted bool         // r ended while the copy was in flight
 	blocks  []int32      // r's table when it ended: what the copy writes and then gives back
 	freed   bool         // core/kv-load-frees-on-abort gave blocks back at the abort
@@ -304,9 +302,8 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	if need+evictable > s.pool.numFree {
 		return false, false
 	}
-	ld := &kvLoad{r: r, start: first, words: make([]uint64, len(reads)), hashes: make([]uint64, len(reads)), reads: reads}
-	for j, o := range reads {
-		ld.words[j], ld.hashes[j] = o.word, o.hash
+	ld := &kvLoad{r: r, start: first, reads: reads}
+	for _, o := range reads {
 		o.reads++                                          // vLLM's prepare_load
 		s.offload.lru.MoveToBack(s.offload.byHash[o.hash]) // a load is a use
 	}
@@ -390,7 +387,7 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 	}
 	delete(s.offload.loads, id)
 	ld.landed()
-	r, n = ld.r, len(ld.words)
+	r, n = ld.r, len(ld.reads)
 	if ld.aborted {
 		s.landLoad(ld, ld.blocks)
 		s.releaseEnded(ld)
@@ -401,8 +398,8 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		return r, LoadAbandoned, n
 	}
 	s.landLoad(ld, r.table)
-	for j, h := range ld.hashes {
-		s.pool.cache(r.table[ld.start+j], h)
+	for j, o := range ld.reads {
+		s.pool.cache(r.table[ld.start+j], o.hash)
 	}
 	r.cachedBlocks = ld.start + n
 	r.NumComputed = r.cachedBlocks * s.cfg.BlockSize
@@ -418,17 +415,18 @@ func (ld *kvLoad) landed() {
 	}
 }
 
-// landLoad writes a load's words into the blocks of table it copies into:
-// whoever holds them now. A block another request holds makes every
-// holder read all its blocks again (kvEpoch), as an overwrite does.
+// landLoad writes the words a load reads into the blocks of table it
+// copies into: whoever holds them now. A block another request holds
+// makes every holder read all its blocks again (kvEpoch), as an
+// overwrite does.
 func (s *Scheduler) landLoad(ld *kvLoad, table []int32) {
 	bs := int32(s.cfg.BlockSize)
-	for j, w := range ld.words {
+	for j, o := range ld.reads {
 		b := &s.pool.blocks[table[ld.start+j]]
 		if ld.freed && b.ref > 0 {
 			s.kvEpoch++
 		}
-		b.word, b.filled = w, bs
+		b.word, b.filled = o.word, bs
 	}
 }
 
@@ -756,7 +754,7 @@ type pendingCopy struct {
 // startLoads starts the copies of the loads a step started.
 func (c *EngineCore) startLoads(rs []*Request) {
 	for _, r := range rs {
-		n := len(c.sched.offload.loads[r.InternalID].words)
+		n := len(c.sched.offload.loads[r.InternalID].reads)
 		// A load of n blocks takes (2+n)/2 steps, after the loads before it.
 		at := laterOf(c.rt.Now(), c.kv.loadsEnd).Add(c.cfg.StepTime * time.Duration(2+n) / 2)
 		c.kv.loadsEnd = at

@@ -179,9 +179,9 @@ func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
 	assert.Len(t, o.jobs, 1, "no room for c's blocks: the two there are read by b's load")
 	assert.Equal(t, []StoreWait{{R: c, Blocks: 2, Loads: true}}, o.waits, "the loads keep the room c needs")
 	held := map[uint64]bool{}
-	for _, h := range s.offload.loads["b"].hashes {
-		held[h] = true
-		_, ok := s.offload.ready(h)
+	for _, b := range s.offload.loads["b"].reads {
+		held[b.hash] = true
+		_, ok := s.offload.ready(b.hash)
 		assert.True(t, ok, "the blocks b's load reads are still there")
 	}
 
