@@ -63,16 +63,18 @@ import (
 // abandons the stores in flight, as it does the loads: what they copy is
 // of the weights before it.
 //
-// The model of it: host memory holds Config.KVOffloadBlocks blocks, least
-// recently used out first, never one a store is still copying in nor one
-// a load in flight reads (vLLM's ref_cnt, held from prepare_load to
-// complete_load): when there is no room for all the blocks a step filled,
-// none is stored, and the request's next step tries again with those it
-// fills too; a load
-// starts when a waiting request would be admitted and reserves the blocks
-// of its whole sequence at once, so that it never waits for room once its
-// KV landed. The link to host
-// memory carries loads and stores apart, as vLLM's two transfer streams:
+// The model of it: host memory holds Config.KVOffloadBlocks blocks in as
+// many slots, least recently used out first, never one a store is still
+// copying in nor one a load in flight reads (vLLM's ref_cnt, held from
+// prepare_load to complete_load): a load reads its slots when it lands,
+// and a store whose copy landed in a slot put out under it would have
+// overwritten them, a fourth invariant planted as a bug
+// (core/kv-evict-while-loading). When there is no room for all the blocks
+// a step filled, none is stored, and the request's next step tries again
+// with those it fills too. A load starts when a waiting request would be
+// admitted and reserves the blocks of its whole sequence at once, so that
+// it never waits for room once its KV landed. The link to host memory
+// carries loads and stores apart, as vLLM's two transfer streams:
 // a load of n blocks takes (2+n)/2 steps' time (Config.StepTime) after the
 // loads before it; a store's copy of n blocks n/2 steps of the link after
 // the copies before it, landing a step after that. Each lands at the
@@ -95,7 +97,13 @@ type kvOffload struct {
 	capacity int
 	byHash   map[uint64]*list.Element // hash → its entry in lru
 	lru      list.List                // of *offloaded, least recently used first
-	loads    map[string]*kvLoad       // by the internal id of the request that started it
+	// words are host memory's slots, a block's KV each, those from next
+	// on never taken since the last drop; free are the slots put out
+	// before next, taken again first.
+	words []uint64
+	next  int32
+	free  []int32
+	loads map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
 	// from its first copy on, an ended one's until its last copy landed.
 	stores  map[string]*kvStore
@@ -126,15 +134,18 @@ type StoreWait struct {
 	Loads  bool
 }
 
-// offloaded is one block's KV in host memory: the word a block holds
-// (kv.go), under the hash of the prefix it ends. A pending one is room a
-// store in flight copies into: no load finds it until the store lands.
-// One that loads in flight read (reads, vLLM's ref_cnt) stays until they
-// landed. Neither is put out to make room.
+// offloaded is one block's KV in host memory: its slot holds the word a
+// block holds (kv.go), under the hash of the prefix it ends. A pending
+// one is room a store in flight copies into: no load finds it until the
+// store lands. One that loads in flight read (reads, vLLM's ref_cnt)
+// stays until they landed. Neither is put out to make room: the next
+// store into its slot would overwrite what the copy still reads
+// (core/kv-evict-while-loading puts out one that loads read).
 type offloaded struct {
-	hash, word uint64
-	reads      int32
-	pending    bool
+	hash    uint64
+	slot    int32
+	reads   int32
+	pending bool
 }
 
 // pinned reports whether o cannot be put out: a store copies into it or a
@@ -203,6 +214,7 @@ type storedBlock struct {
 	at   int
 	hash uint64
 	word uint64
+	dst  *list.Element // its room in host memory
 }
 
 func newKVOffload(capacity int) *kvOffload {
@@ -210,14 +222,36 @@ func newKVOffload(capacity int) *kvOffload {
 }
 
 // reserve makes room for a block a store copies in, pending until it
-// lands; it reports false when there is none.
-func (o *kvOffload) reserve(hash uint64) bool {
-	if !o.room() {
-		return false
+// lands, putting out one that loads read if evictRead; it returns the
+// block's entry, nil when there is no room.
+func (o *kvOffload) reserve(hash uint64, evictRead bool) *list.Element {
+	if !o.room(evictRead) {
+		return nil
 	}
-	o.byHash[hash] = o.lru.PushBack(&offloaded{hash: hash, pending: true})
-	return true
+	var slot int32
+	if n := len(o.free); n > 0 {
+		slot, o.free = o.free[n-1], o.free[:n-1]
+	} else {
+		if int(o.next) == len(o.words) {
+			o.words = append(o.words, 0)
+		}
+		slot = o.next
+		o.next++
+	}
+	e := o.lru.PushBack(&offloaded{hash: hash, slot: slot, pending: true})
+	o.byHash[hash] = e
+	return e
 }
+
+// remove puts e out of host memory, its slot free for the next block.
+func (o *kvOffload) remove(e *list.Element) {
+	b := o.lru.Remove(e).(*offloaded)
+	delete(o.byHash, b.hash)
+	o.free = append(o.free, b.slot)
+}
+
+// word returns the KV b's slot holds now.
+func (o *kvOffload) word(b *offloaded) uint64 { return o.words[b.slot] }
 
 // lacks reports whether a store would copy b: it is cached, and host
 // memory neither holds its KV nor has it on its way.
@@ -243,15 +277,15 @@ func (o *kvOffload) roomFor(n int) (ok, loads bool) {
 }
 
 // room makes room for one block, putting out the least recently used not
-// pinned; it reports false when every block is pinned.
-func (o *kvOffload) room() bool {
+// pinned, or, evictRead, not pending; it reports false when there is
+// none such.
+func (o *kvOffload) room(evictRead bool) bool {
 	if o.lru.Len() < o.capacity {
 		return true
 	}
 	for e := o.lru.Front(); e != nil; e = e.Next() {
-		if old := e.Value.(*offloaded); !old.pinned() {
-			o.lru.Remove(e)
-			delete(o.byHash, old.hash)
+		if b := e.Value.(*offloaded); !b.pinned() || evictRead && !b.pending {
+			o.remove(e)
 			return true
 		}
 	}
@@ -267,10 +301,13 @@ func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
 	return e.Value.(*offloaded), true
 }
 
-// drop forgets every block host memory holds.
+// drop forgets every block host memory holds, every slot free; what the
+// slots hold stays until a store overwrites it, as a load a reset
+// abandoned may still read it.
 func (o *kvOffload) drop() {
 	clear(o.byHash)
 	o.lru.Init()
+	o.next, o.free = 0, o.free[:0]
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
@@ -426,7 +463,7 @@ func (s *Scheduler) landLoad(ld *kvLoad, table []int32) {
 		if ld.freed && b.ref > 0 {
 			s.kvEpoch++
 		}
-		b.word, b.filled = o.word, bs
+		b.word, b.filled = s.offload.word(o), bs
 	}
 }
 
@@ -503,7 +540,9 @@ func (s *Scheduler) storeFilled(r *Request) {
 			need++
 		}
 	}
-	if ok, loads := s.offload.roomFor(need); !ok { // cannot store: the next step tries again
+	ok, loads := s.offload.roomFor(need)
+	evictRead := !ok && loads && s.cfg.Faults.Fires(failpoints.CoreKVEvictWhileLoading)
+	if !ok && !evictRead { // cannot store: the next step tries again
 		if !r.storeWaits {
 			r.storeWaits = true
 			s.offload.waits = append(s.offload.waits, StoreWait{R: r, Blocks: need, Loads: loads})
@@ -522,9 +561,11 @@ func (s *Scheduler) storeFilled(r *Request) {
 	from := len(st.copies)
 	for i := next; i < full; i++ {
 		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) {
-			s.offload.reserve(b.hash)
 			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
 		}
+	}
+	for k := from; k < len(st.copies); k++ { // the room, once the blocks are chosen (prepare_store)
+		st.copies[k].dst = s.offload.reserve(st.copies[k].hash, evictRead)
 	}
 	for i := full - 1; i >= 0; i-- { // a use, the first block the most recent
 		if b := &s.pool.blocks[r.table[i]]; b.hashed {
@@ -638,17 +679,15 @@ func (s *Scheduler) readCopies(st *kvStore, j StoreJob, table []int32) {
 func (s *Scheduler) completeStore(st *kvStore) {
 	delete(s.offload.stores, st.r.InternalID)
 	for _, c := range st.copies {
-		e, ok := s.offload.byHash[c.hash]
-		if !ok || !e.Value.(*offloaded).pending {
+		if c.dst == nil || s.offload.byHash[c.hash] != c.dst {
 			continue // dropped by a reset since
 		}
 		if st.abandoned {
-			s.offload.lru.Remove(e)
-			delete(s.offload.byHash, c.hash)
+			s.offload.remove(c.dst)
 			continue
 		}
-		o := e.Value.(*offloaded)
-		o.word, o.pending = c.word, false
+		o := c.dst.Value.(*offloaded)
+		s.offload.words[o.slot], o.pending = c.word, false
 	}
 	s.pool.freeAll(st.held())
 }

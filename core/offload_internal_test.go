@@ -1,6 +1,8 @@
 package core
 
 import (
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,24 +23,24 @@ func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
 	}
 	land := func(hash, word uint64) {
 		e := o.byHash[hash].Value.(*offloaded)
-		e.word, e.pending = word, false
+		o.words[e.slot], e.pending = word, false
 	}
 	for h := uint64(1); h <= 3; h++ {
-		require.True(t, o.reserve(h))
+		require.NotNil(t, o.reserve(h, false))
 	}
-	assert.False(t, o.reserve(4), "every block is on its way: no room")
+	assert.Nil(t, o.reserve(4, false), "every block is on its way: no room")
 	_, ok := o.ready(1)
 	assert.False(t, ok, "a block on its way is not loadable")
 	land(1, 10)
 	land(2, 20)
 	o.lru.MoveToBack(o.byHash[1]) // a use
 	assert.Equal(t, []uint64{2, 3, 1}, held())
-	require.True(t, o.reserve(4), "2 goes: 3 is still on its way")
+	require.NotNil(t, o.reserve(4, false), "2 goes: 3 is still on its way")
 	assert.Equal(t, []uint64{3, 1, 4}, held())
 	assert.NotContains(t, o.byHash, uint64(2))
 	got, ok := o.ready(1)
 	require.True(t, ok)
-	assert.Equal(t, uint64(10), got.word)
+	assert.Equal(t, uint64(10), o.word(got))
 	o.drop()
 	assert.Empty(t, held())
 	assert.Empty(t, o.byHash)
@@ -189,12 +191,20 @@ func TestHostMemoryKeepsTheBlocksALoadReads(t *testing.T) {
 	assert.ErrorContains(t, s.CheckBlocks(), "loads reading it", "the check counts the loads in flight")
 	s.offload.lru.Front().Value.(*offloaded).reads--
 
+	aWords := map[uint64]uint64{}
+	for _, b := range s.offload.loads["b"].reads {
+		aWords[b.hash] = s.offload.word(b)
+	}
+
 	r, how, n := s.CompleteLoad("b")
 	require.Equal(t, b, r)
 	require.Equal(t, LoadLanded, how)
 	require.Equal(t, 2, n)
 	for e := s.offload.lru.Front(); e != nil; e = e.Next() {
 		assert.Zero(t, e.Value.(*offloaded).reads, "the load landed: nothing reads host memory")
+	}
+	for j, h := range b.hashes {
+		assert.Equal(t, aWords[h^b.cacheSalt()], s.pool.blocks[b.table[j]].word, "b's block %d holds a's KV", j)
 	}
 	step() // b runs; c's two blocks now put out those b read
 	require.Len(t, o.jobs, 2)
@@ -236,4 +246,72 @@ func (o *offloadRun) add(id string, first, maxTokens int) *Request {
 	r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
 	require.NoError(o.t, o.s.AddRequest(r))
 	return r
+}
+
+// TestAStoreIntoTheSlotsALoadReadsCorruptsIt plants
+// core/kv-evict-while-loading: host memory, short of room for c's blocks,
+// puts out the two b's load reads; c ends, its copy lands in their slots,
+// and b's load, landing after it, brings back c's KV under a's hashes.
+// b's next step reads KV that is not its prompt's.
+func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
+	cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2}
+	cfg.Faults = rttest.Armed(t, failpoints.CoreKVEvictWhileLoading.Name+"=return")
+	o := newOffloadRun(t, cfg)
+	s := o.s
+	o.add("a", 1, 1)
+	o.step()
+	_, _, done, _ := s.CompleteStore("a", 1)
+	require.True(t, done)
+	s.pool.resetCache()
+
+	b := o.add("b", 1, 4)
+	c := o.add("c", 101, 1)
+	o.step() // b's load starts; c fills two blocks, puts out a's and ends
+	require.Contains(t, s.offload.loads, "b")
+	require.True(t, c.Status.Finished())
+	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}, {ID: "c", Job: 2, from: 0, to: 2}}, o.jobs, "the bug makes room for c at once")
+	assert.Empty(t, o.waits)
+	cStore := s.offload.stores["c"]
+	_, _, done, _ = s.CompleteStore("c", 2)
+	require.True(t, done, "c's copy lands before b's load")
+	_, how, _ := s.CompleteLoad("b")
+	require.Equal(t, LoadLanded, how)
+	for j, c := range cStore.copies {
+		assert.Equal(t, c.word, s.pool.blocks[b.table[j]].word, "b's block %d holds c's KV", j)
+	}
+	o.step()
+	assert.NotZero(t, b.kvGarbage, "b's step reads KV that is not its prompt's")
+}
+
+// TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain: a reset drops
+// host memory while the load of an aborted request reads two of its
+// slots; a new store takes one again before the load lands. The
+// load still writes what the slots hold into its blocks, which go back,
+// and nothing of it is cached or kept.
+func TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
+	s := o.s
+	o.add("a", 1, 1)
+	o.step()
+	_, _, done, _ := s.CompleteStore("a", 1)
+	require.True(t, done)
+	s.pool.resetCache()
+	o.add("b", 1, 4)
+	o.step()
+	require.Contains(t, s.offload.loads, "b")
+	s.FinishRequests([]string{"b"}, StatusFinishedAborted)
+	_, ok := s.ResetPrefixCache(true)
+	require.True(t, ok, "a reset that may preempt abandons the load")
+	require.Zero(t, s.offload.lru.Len(), "the reset dropped host memory")
+	c := &Request{InternalID: "c", ExternalID: "c", Prompt: []int{101, 102, 103, 104, 105}, Params: SamplingParams{MaxTokens: 1, IgnoreEOS: true}}
+	require.NoError(t, s.AddRequest(c))
+	o.step() // c's one block takes the first slot b's load reads
+	require.Equal(t, StoreJob{ID: "c", Job: 2, from: 0, to: 1}, o.jobs[1])
+	_, _, done, _ = s.CompleteStore("c", 2)
+	require.True(t, done)
+	_, how, n := s.CompleteLoad("b")
+	assert.Equal(t, LoadEnded, how)
+	assert.Equal(t, 2, n)
+	assert.Zero(t, s.Stats().KVUsedBlocks, "b's blocks went back")
+	require.NoError(t, s.CheckBlocks())
 }

@@ -143,6 +143,9 @@ var (
 	CoreKVStoreFreesEarly = register(&Point{Name: "core/kv-store-frees-early", Bug: true,
 		Doc:   "a bug: a request that ends while its blocks are being stored to host memory (Config.KVOffloadBlocks) gives them back at once, and the store reads them when it lands, whoever took them since, keeping their KV under the ended request's hashes for a later load to bring back; vLLM's connector asks the scheduler to delay the free until the store lands (request_finished, finished_sending), as the engine does",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVEvictWhileLoading = register(&Point{Name: "core/kv-evict-while-loading", Bug: true,
+		Doc:   "a bug: host memory (Config.KVOffloadBlocks), short of room for the blocks a step filled, puts out blocks a load in flight still reads, and a store's copy into their slots overwrites the KV the load then brings back; vLLM's prepare_store puts out only blocks whose ref_cnt is 0, held from prepare_load to complete_load, as the engine does",
+		Terms: "return", checkValue: checkNoValue})
 	CoreResetKeepsOffloadedKV = register(&Point{Name: "core/reset-keeps-offloaded-kv", Bug: true,
 		Doc:   "a bug, vLLM's default: reset_prefix_cache leaves the KV offloaded to host memory (reset_connector=False), computed by the weights before the update the reset stands for, and a later request whose prompt continues with it loads it and samples from stale KV; the engine drops it with the prefix cache, as reset_connector=True does",
 		Terms: "return", checkValue: checkNoValue})

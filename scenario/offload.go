@@ -36,8 +36,9 @@ import (
 // last copies land, or they read the KV of the request that took them
 // (core/kv-store-frees-early). A reset drops what host memory holds, or a
 // later reader loads KV the old weights computed
-// (core/reset-keeps-offloaded-kv, vLLM's default). Every token must be the
-// model's. Async scheduling in half the seeds, the priority policy in a
+// (core/reset-keeps-offloaded-kv, vLLM's default). Host memory keeps the
+// blocks a load reads until it lands, or a store's copy overwrites them
+// (core/kv-evict-while-loading). Every token must be the model's. Async scheduling in half the seeds, the priority policy in a
 // quarter, and in a quarter host memory smaller than the GPU's cache, where
 // a step's blocks often find no room and are stored a later step.
 var KVOffload = &Scenario{

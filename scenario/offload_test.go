@@ -45,6 +45,22 @@ func TestKVOffloadCatchesAStoreThatFreesEarly(t *testing.T) {
 	assert.Greater(t, n, int(pauseSeeds())/10, "the planted bug was caught on too few seeds")
 }
 
+// TestKVOffloadCatchesAnEvictionWhileALoadReads plants
+// core/kv-evict-while-loading: host memory puts out blocks a load still
+// reads to make room for a store, whose copy lands in their slots before
+// the load does. kv-offload's seed 1521 is the first of 2,000 it fails
+// (0.1% of them; 0.9% with host memory of 4 blocks): a reader samples
+// from KV that is not its document's. Without the bug it passes.
+func TestKVOffloadCatchesAnEvictionWhileALoadReads(t *testing.T) {
+	const seed = 1521
+	v, _ := plantedRun(t, scenario.KVOffload, "core/kv-evict-while-loading=return", seed)
+	if assert.NotNil(t, v, "seed %d passed with the bug planted", seed) {
+		assert.Equal(t, props.ModelTokens, v.Property)
+	}
+	_, err := run(t, scenario.KVOffload, false, seed, defaultStrategy(t, scenario.KVOffload), false)
+	assert.NoError(t, err)
+}
+
 // TestTheStoryTellsAKVLoad: kv-offload's seed 7 stores the batch job's KV
 // to host memory, completes the store once the job ended and its copy
 // landed, and loads it back for a reader; another reader's blocks are
