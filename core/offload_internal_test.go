@@ -258,11 +258,7 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 	cfg.Faults = rttest.Armed(t, failpoints.CoreKVEvictWhileLoading.Name+"=return")
 	o := newOffloadRun(t, cfg)
 	s := o.s
-	o.add("a", 1, 1)
-	o.step()
-	_, _, done, _ := s.CompleteStore("a", 1)
-	require.True(t, done)
-	s.pool.resetCache()
+	o.offloadAndForget()
 
 	b := o.add("b", 1, 4)
 	c := o.add("c", 101, 1)
@@ -272,7 +268,7 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 	require.Equal(t, []StoreJob{{ID: "a", Job: 1, from: 0, to: 2}, {ID: "c", Job: 2, from: 0, to: 2}}, o.jobs, "the bug makes room for c at once")
 	assert.Empty(t, o.waits)
 	cStore := s.offload.stores["c"]
-	_, _, done, _ = s.CompleteStore("c", 2)
+	_, _, done, _ := s.CompleteStore("c", 2)
 	require.True(t, done, "c's copy lands before b's load")
 	_, how, _ := s.CompleteLoad("b")
 	require.Equal(t, LoadLanded, how)
@@ -291,11 +287,7 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 func TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain(t *testing.T) {
 	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
 	s := o.s
-	o.add("a", 1, 1)
-	o.step()
-	_, _, done, _ := s.CompleteStore("a", 1)
-	require.True(t, done)
-	s.pool.resetCache()
+	o.offloadAndForget()
 	o.add("b", 1, 4)
 	o.step()
 	require.Contains(t, s.offload.loads, "b")
@@ -307,11 +299,22 @@ func TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain(t *testing.T) {
 	require.NoError(t, s.AddRequest(c))
 	o.step() // c's one block takes the first slot b's load reads
 	require.Equal(t, StoreJob{ID: "c", Job: 2, from: 0, to: 1}, o.jobs[1])
-	_, _, done, _ = s.CompleteStore("c", 2)
+	_, _, done, _ := s.CompleteStore("c", 2)
 	require.True(t, done)
 	_, how, n := s.CompleteLoad("b")
 	assert.Equal(t, LoadEnded, how)
 	assert.Equal(t, 2, n)
 	assert.Zero(t, s.Stats().KVUsedBlocks, "b's blocks went back")
 	require.NoError(t, s.CheckBlocks())
+}
+
+// offloadAndForget runs a request "a" of prompt 1…9 to its end, lands its
+// store of the prompt's two blocks in host memory, and has the GPU's
+// cache forget them: the next request of that prompt loads them back.
+func (o *offloadRun) offloadAndForget() {
+	o.add("a", 1, 1)
+	o.step()
+	_, _, done, _ := o.s.CompleteStore("a", 1)
+	require.True(o.t, done, "a's store landed")
+	o.s.pool.resetCache()
 }
