@@ -255,10 +255,11 @@ func (e Event) text() string {
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVStoreWait:
+		why := ""
 		if e.Text == "loads" {
-			return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV while loads read it: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+			why = " while loads read it"
 		}
-		return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		return fmt.Sprintf("%s %s (%s, incarnation %d): no room in host memory for %d block(s) of its KV%s: they wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held, why)
 	case EventKVStored:
 		switch {
 		case e.Text == "abandoned":

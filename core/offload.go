@@ -97,11 +97,11 @@ type kvOffload struct {
 	capacity int
 	byHash   map[uint64]*list.Element // hash → its entry in lru
 	lru      list.List                // of *offloaded, least recently used first
-	// words are host memory's slots, a block's KV each, those from next
-	// on never taken since the last drop; free are the slots put out
-	// before next, taken again first.
+	// words are host memory's slots, a block's KV each; free are those
+	// put out since the last drop, taken again first. The blocks listed
+	// and the free slots are the slots taken since the last drop, so a
+	// new one is the next after them.
 	words []uint64
-	next  int32
 	free  []int32
 	loads map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
@@ -232,11 +232,10 @@ func (o *kvOffload) reserve(hash uint64, evictRead bool) *list.Element {
 	if n := len(o.free); n > 0 {
 		slot, o.free = o.free[n-1], o.free[:n-1]
 	} else {
-		if int(o.next) == len(o.words) {
+		slot = int32(o.lru.Len())
+		if int(slot) == len(o.words) {
 			o.words = append(o.words, 0)
 		}
-		slot = o.next
-		o.next++
 	}
 	e := o.lru.PushBack(&offloaded{hash: hash, slot: slot, pending: true})
 	o.byHash[hash] = e
@@ -307,7 +306,7 @@ func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
 func (o *kvOffload) drop() {
 	clear(o.byHash)
 	o.lru.Init()
-	o.next, o.free = 0, o.free[:0]
+	o.free = o.free[:0]
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
