@@ -518,6 +518,10 @@ func (c *Checker) observe(ev *core.Event) {
 		case ev.Text != "abandoned":
 			c.reach(KVLoadedFromHost)
 		}
+	case core.EventKVStoreWait:
+		if ev.Text == "loads" {
+			c.reach(KVStoreWaitedForLoads)
+		}
 	case core.EventCallSplit:
 		c.reach(CallSplitAcrossCores)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:

@@ -109,6 +109,12 @@ const (
 	// KVLoadLandedAfterAbort: a request's KV load landed after the
 	// request had ended, into blocks it must have kept until then.
 	KVLoadLandedAfterAbort
+	// KVStoreWaitedForLoads: host memory had no room for the blocks a
+	// step filled but what loads in flight read, which it keeps until they
+	// land (vLLM's ref_cnt): the store waited for a later step. Without
+	// the wait the store's copy overwrites the KV a load reads
+	// (core/kv-evict-while-loading), and the run fails instead.
+	KVStoreWaitedForLoads
 	// CallSplitAcrossCores: with several data-parallel cores, a control
 	// call took effect on some and not on others (a resume overtook it
 	// there, or a core refused it): the cores must be brought back into
@@ -125,7 +131,7 @@ var situationNames = [situationCount]string{
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
-	"kv-loaded-from-host", "kv-load-landed-after-abort", "call-split-across-cores",
+	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "call-split-across-cores",
 }
 
 var situationDocs = [situationCount]string{
@@ -154,6 +160,7 @@ var situationDocs = [situationCount]string{
 	"an adapter's new weights were loaded in place in the middle of a weight update, while the core held requests of it",
 	"a waiting request's KV landed from host memory (KV offloading) after it waited for the copy",
 	"a request's KV load from host memory landed after the request had ended, into blocks it must have kept until then",
+	"host memory had no room for a step's blocks but what loads in flight read, kept until they land: the store waited",
 	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
 }
 

@@ -131,6 +131,7 @@ func TestTheEnginesRarePathsAreReached(t *testing.T) {
 		{props.PauseWhilePaused, []core.Event{{Kind: core.EventPause, Call: 1, Text: "keep"}, {Kind: core.EventPause, Call: 2, Text: "wait"}}},
 		{props.ResumeBeforePauseTookEffect, []core.Event{{Kind: core.EventPause, Call: 1, Text: "wait"}, {Kind: core.EventResume, Call: 2}}},
 		{props.AddWhilePaused, []core.Event{{Kind: core.EventPause, Call: 1, Text: "keep"}, {Kind: core.EventPauseDone, Call: 1}, add(1, "a", p), coreAdd(1)}},
+		{props.KVStoreWaitedForLoads, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVStoreWait, RequestID: "a", Incarnation: 1, Held: 2, Text: "loads"}}},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, props.SetOf(tc.want), reached(tc.events...), tc.want.String())
@@ -139,6 +140,10 @@ func TestTheEnginesRarePathsAreReached(t *testing.T) {
 	// preemption too.
 	inFlight := reached(add(1, "a", p), coreAdd(1), core.Event{Kind: core.EventPreempt, RequestID: "a", Incarnation: 1, Held: 1})
 	assert.Equal(t, props.SetOf(props.Preempted, props.ResetWithStepInFlight), inFlight)
+	// A store that waits for its own copies in flight, not for loads, is
+	// not the window of core/kv-evict-while-loading.
+	own := reached(add(1, "a", p), coreAdd(1), core.Event{Kind: core.EventKVStoreWait, RequestID: "a", Incarnation: 1, Held: 2})
+	assert.Equal(t, props.SituationSet(0), own)
 	// And not where they are not: the second copy of an abort the core
 	// took (the frontend sends it on two queues) finds nothing, and is not
 	// late.

@@ -94,12 +94,14 @@ func TestTheStoryTellsAStoreThatWaitsForRoom(t *testing.T) {
 
 // TestTheStoryTellsAStoreThatWaitsForALoad: in kv-offload's seed 109 a
 // reader's blocks find host memory full of blocks a load reads, the load
-// of a reader that gave up meanwhile; they are copied once it landed.
+// of a reader that gave up meanwhile; they are copied once it landed. The
+// checker marks the window core/kv-evict-while-loading fails in.
 func TestTheStoryTellsAStoreThatWaitsForALoad(t *testing.T) {
 	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 109),
 		"starts to load 5 block(s) of reader-1#11's KV from host memory: it waits for them",
 		"processes the abort of reader-1#11: the core drops it",
 		"finds no room in host memory for 2 block(s) of reader-2-aside#10's KV, blocks there being loaded back, kept until the loads land: they wait for a later step",
+		"reaches kv-store-waited-for-loads: host memory had no room for a step's blocks but what loads in flight read",
 		"lands the 5 block(s) of KV loaded for reader-1#11, which has ended: its blocks go back now",
 		"starts to copy 3 block(s) of reader-2-aside#10's KV to host memory")
 }
