@@ -4,9 +4,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 )
 
 // TestKVOffloadPassesOnTheFixedEngine: the engine as it is passes
@@ -59,6 +62,34 @@ func TestKVOffloadCatchesAnEvictionWhileALoadReads(t *testing.T) {
 	}
 	_, err := run(t, scenario.KVOffload, false, seed, defaultStrategy(t, scenario.KVOffload), false)
 	assert.NoError(t, err)
+}
+
+// TestEveryEvictionWhileALoadReadsOpenedItsWindow: with host memory of 4
+// blocks, kv-offload's seeds that fail under core/kv-evict-while-loading
+// are among those whose run on the engine as it is reaches
+// kv-store-waited-for-loads: the two runs are one until a store finds the
+// room a step needs held by loads, which the engine waits for and the bug
+// puts out. (4 of the first 300 seeds fail, 6 reach it.)
+func TestEveryEvictionWhileALoadReadsOpenedItsWindow(t *testing.T) {
+	small := func(c *engine.Config) { c.KVOffloadBlocks = 4 }
+	st := defaultStrategy(t, scenario.KVOffload)
+	failed, opened := 0, 0
+	for seed := uint64(1); seed <= situationSeeds()/2; seed++ {
+		prog, out := scenario.KVOffload.Program(scenario.Options{Seed: seed, Engine: small})
+		require.NoError(t, out.Err(sim.Run(sim.Options{Seed: seed, Strategy: st, NoRecord: true, NoHash: true}, prog).Err), "seed %d", seed)
+		window := out.Checker.Reached().Has(props.KVStoreWaitedForLoads)
+		if window {
+			opened++
+		}
+		prog, out = scenario.KVOffload.Program(scenario.Options{Seed: seed, Engine: small, Failpoints: []string{"core/kv-evict-while-loading=return"}})
+		if err := out.Err(sim.Run(sim.Options{Seed: seed, Strategy: st, NoRecord: true, NoHash: true}, prog).Err); err != nil {
+			failed++
+			assert.True(t, window, "seed %d fails with the bug (%v) and never waited for a load without it", seed, err)
+			assert.False(t, out.Checker.Reached().Has(props.KVStoreWaitedForLoads), "seed %d waited for a load with the bug planted", seed)
+		}
+	}
+	assert.Positive(t, failed, "no seed caught the planted bug")
+	assert.GreaterOrEqual(t, opened, failed)
 }
 
 // TestTheStoryTellsAKVLoad: kv-offload's seed 7 stores the batch job's KV
