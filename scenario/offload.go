@@ -41,9 +41,10 @@ import (
 // (core/kv-evict-while-loading); a store that waits for them is the
 // situation kv-store-waited-for-loads, rare here (0.4% of the first 2,000
 // seeds, in the quarter with small host memory), so not a target. Every
-// token must be the model's. Async scheduling in half the seeds, the priority policy in a
-// quarter, and in a quarter host memory smaller than the GPU's cache, where
-// a step's blocks often find no room and are stored a later step.
+// token must be the model's. Async scheduling in half the seeds, the
+// priority policy in a quarter, and in a quarter host memory smaller than
+// the GPU's cache, where a step's blocks often find no room and are
+// stored a later step.
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",

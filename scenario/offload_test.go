@@ -9,7 +9,6 @@ import (
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
-	"github.com/llmdst/llmdst/sim"
 )
 
 // TestKVOffloadPassesOnTheFixedEngine: the engine as it is passes
@@ -72,20 +71,19 @@ func TestKVOffloadCatchesAnEvictionWhileALoadReads(t *testing.T) {
 // puts out. (4 of the first 300 seeds fail, 6 reach it.)
 func TestEveryEvictionWhileALoadReadsOpenedItsWindow(t *testing.T) {
 	small := func(c *engine.Config) { c.KVOffloadBlocks = 4 }
-	st := defaultStrategy(t, scenario.KVOffload)
 	failed, opened := 0, 0
 	for seed := uint64(1); seed <= situationSeeds()/2; seed++ {
-		prog, out := scenario.KVOffload.Program(scenario.Options{Seed: seed, Engine: small})
-		require.NoError(t, out.Err(sim.Run(sim.Options{Seed: seed, Strategy: st, NoRecord: true, NoHash: true}, prog).Err), "seed %d", seed)
-		window := out.Checker.Reached().Has(props.KVStoreWaitedForLoads)
+		set, err := reachedWith(t, scenario.KVOffload, scenario.Options{Seed: seed, Engine: small})
+		require.NoError(t, err, "seed %d", seed)
+		window := set.Has(props.KVStoreWaitedForLoads)
 		if window {
 			opened++
 		}
-		prog, out = scenario.KVOffload.Program(scenario.Options{Seed: seed, Engine: small, Failpoints: []string{"core/kv-evict-while-loading=return"}})
-		if err := out.Err(sim.Run(sim.Options{Seed: seed, Strategy: st, NoRecord: true, NoHash: true}, prog).Err); err != nil {
+		set, err = reachedWith(t, scenario.KVOffload, scenario.Options{Seed: seed, Engine: small, Failpoints: []string{"core/kv-evict-while-loading=return"}})
+		if err != nil {
 			failed++
 			assert.True(t, window, "seed %d fails with the bug (%v) and never waited for a load without it", seed, err)
-			assert.False(t, out.Checker.Reached().Has(props.KVStoreWaitedForLoads), "seed %d waited for a load with the bug planted", seed)
+			assert.False(t, set.Has(props.KVStoreWaitedForLoads), "seed %d waited for a load with the bug planted", seed)
 		}
 	}
 	assert.Positive(t, failed, "no seed caught the planted bug")

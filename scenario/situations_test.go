@@ -16,8 +16,15 @@ import (
 // reached and its error.
 func reachedBy(t *testing.T, s *scenario.Scenario, legacy bool, seed uint64) (props.SituationSet, error) {
 	t.Helper()
-	prog, out := s.Program(scenario.Options{Legacy: legacy, Seed: seed})
-	res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, s), NoRecord: true, NoHash: true}, prog)
+	return reachedWith(t, s, scenario.Options{Legacy: legacy, Seed: seed})
+}
+
+// reachedWith runs s with opts under its default strategy and returns
+// what the run reached and how it ended.
+func reachedWith(t *testing.T, s *scenario.Scenario, opts scenario.Options) (props.SituationSet, error) {
+	t.Helper()
+	prog, out := s.Program(opts)
+	res := sim.Run(sim.Options{Seed: opts.Seed, Strategy: defaultStrategy(t, s), NoRecord: true, NoHash: true}, prog)
 	err := out.Err(res.Err)
 	return out.Checker.Reached(), err
 }
