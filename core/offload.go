@@ -64,21 +64,24 @@ import (
 // of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks in as
-// many slots, least recently used out first, never one a store is still
-// copying in nor one a load in flight reads (vLLM's ref_cnt, held from
-// prepare_load to complete_load): a load reads its slots when it lands,
-// and a store whose copy landed in a slot put out under it would have
-// overwritten them, a fourth invariant planted as a bug
+// many slots, least recently used out first (a use: the lookup of a
+// waiting request, whether it loads or not, and a step's store make one
+// of every block of the request host memory holds, its first the most
+// recent, as vLLM's touch does), never one a store is still copying in
+// nor one a load in flight reads (vLLM's ref_cnt, held from prepare_load
+// to complete_load): a load reads its slots when it lands, and a store
+// whose copy landed in a slot put out under it would have overwritten
+// them, a fourth invariant planted as a bug
 // (core/kv-evict-while-loading). When there is no room for all the blocks
 // a step filled, none is stored, and the request's next step tries again
 // with those it fills too. A load starts when a waiting request would be
 // admitted and reserves the blocks of its whole sequence at once, so that
 // it never waits for room once its KV landed. The link to host memory
-// carries loads and stores apart, as vLLM's two transfer streams:
-// a load of n blocks takes (2+n)/2 steps' time (Config.StepTime) after the
-// loads before it; a store's copy of n blocks n/2 steps of the link after
-// the copies before it, landing a step after that. Each lands at the
-// first step boundary from its due time on, the core waiting for one when
+// carries loads and stores apart, as vLLM's two transfer streams: a load
+// of n blocks takes (2+n)/2 steps' time (Config.StepTime) after the loads
+// before it; a store's copy of n blocks n/2 steps of the link after the
+// copies before it, landing a step after that. Each lands at the first
+// step boundary from its due time on, the core waiting for one when
 // nothing else can run.
 
 // kvLoadState is where a request is in a load: none, waiting for its KV
@@ -249,6 +252,18 @@ func (o *kvOffload) remove(e *list.Element) {
 	o.free = append(o.free, b.slot)
 }
 
+// touch makes a use of the blocks host memory holds, or has on their
+// way, under hashes, each salted: vLLM's touch, which goes from the last
+// to the first, so that the first is the most recent and the last put
+// out first.
+func (o *kvOffload) touch(hashes []uint64, salt uint64) {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		if e := o.byHash[hashes[i]^salt]; e != nil {
+			o.lru.MoveToBack(e)
+		}
+	}
+}
+
 // word returns the KV b's slot holds now.
 func (o *kvOffload) word(b *offloaded) uint64 { return o.words[b.slot] }
 
@@ -313,9 +328,13 @@ func (o *kvOffload) drop() {
 // memory holds, if there are any and room for its whole sequence; it
 // reports whether it started one, and false with room short so that r
 // waits (admit's failure). r stays in the waiting queue, skipped until
-// the load lands (CompleteLoad).
+// the load lands (CompleteLoad). Each time, whether a load starts or not,
+// the lookup makes a use of every block of r host memory holds, its first
+// the most recent, as vLLM's get_num_new_matched_tokens touches them
+// before its lookup; the load itself is no use (prepare_load).
 func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	salt := r.cacheSalt()
+	s.offload.touch(r.hashes, salt) // a lookup is a use of every block it may read
 	first := len(hits)
 	var reads []*offloaded
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
@@ -340,8 +359,7 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	}
 	ld := &kvLoad{r: r, start: first, reads: reads}
 	for _, o := range reads {
-		o.reads++                                          // vLLM's prepare_load
-		s.offload.lru.MoveToBack(s.offload.byHash[o.hash]) // a load is a use
+		o.reads++ // vLLM's prepare_load
 	}
 	for _, id := range hits {
 		s.pool.touch(id, r.Incarnation)
@@ -513,8 +531,8 @@ func (s *Scheduler) abandonTransfers() int {
 // cached that host memory neither holds nor has on its way. Host memory
 // makes room for all of them or stores none (vLLM's prepare_store,
 // "cannot store"): then r's next step tries again from the same block,
-// with those it fills too. A copy started makes every block of r up to
-// the last it copies a use, its first the most recent (vLLM's touch). It
+// with those it fills too. A copy started makes every full block of r
+// whose tokens are known a use, its first the most recent (vLLM's touch). It
 // is called after every step, for the requests it computed.
 func (s *Scheduler) storeFilled(r *Request) {
 	bs := int32(s.cfg.BlockSize)
@@ -566,13 +584,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 	for k := from; k < len(st.copies); k++ { // the room, once the blocks are chosen (prepare_store)
 		st.copies[k].dst = s.offload.reserve(st.copies[k].hash, evictRead)
 	}
-	for i := full - 1; i >= 0; i-- { // a use, the first block the most recent
-		if b := &s.pool.blocks[r.table[i]]; b.hashed {
-			if e := s.offload.byHash[b.hash]; e != nil {
-				s.offload.lru.MoveToBack(e)
-			}
-		}
-	}
+	s.offload.touch(r.hashes[:min(full, len(r.hashes))], r.cacheSalt()) // a block filled past the known tokens (async scheduling's placeholder) has no hash yet
 	s.offload.jobs++
 	j := StoreJob{ID: r.InternalID, Job: s.offload.jobs, from: from, to: len(st.copies)}
 	st.jobs = append(st.jobs, j)

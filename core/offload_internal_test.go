@@ -272,8 +272,11 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 	require.True(t, done, "c's copy lands before b's load")
 	_, how, _ := s.CompleteLoad("b")
 	require.Equal(t, LoadLanded, how)
+	// a's blocks went out last first (vLLM's touch makes the first the
+	// most recent), so c's first copy took the slot of a's second block.
+	n := len(cStore.copies)
 	for j, c := range cStore.copies {
-		assert.Equal(t, c.word, s.pool.blocks[b.table[j]].word, "b's block %d holds c's KV", j)
+		assert.Equal(t, c.word, s.pool.blocks[b.table[n-1-j]].word, "b's block %d holds c's KV", n-1-j)
 	}
 	o.step()
 	assert.NotZero(t, b.kvGarbage, "b's step reads KV that is not its prompt's")
@@ -317,4 +320,57 @@ func (o *offloadRun) offloadAndForget() {
 	_, _, done, _ := o.s.CompleteStore("a", 1)
 	require.True(o.t, done, "a's store landed")
 	o.s.pool.resetCache()
+}
+
+// TestALookupIsAUseOfTheBlocksHostMemoryHolds: the scheduler's lookup of
+// a waiting request makes a use of every block of its that host memory
+// holds, from its last to its first, as vLLM's get_num_new_matched_tokens
+// touches them before its lookup, even when nothing is loaded: here the
+// GPU's cache still holds them all. The blocks of another request, stored
+// later but not looked up since, go out first.
+func TestALookupIsAUseOfTheBlocksHostMemoryHolds(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 4})
+	s := o.s
+	held := func() []uint64 {
+		var hs []uint64
+		for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+			hs = append(hs, e.Value.(*offloaded).hash)
+		}
+		return hs
+	}
+	hashes := func(r *Request) []uint64 {
+		return []uint64{r.hashes[0] ^ r.cacheSalt(), r.hashes[1] ^ r.cacheSalt()}
+	}
+	landAll := func() {
+		for _, j := range o.jobs {
+			_, _, _, _ = s.CompleteStore(j.ID, j.Job)
+		}
+		o.jobs = nil
+	}
+	a := o.add("a", 1, 1)
+	o.step()
+	landAll()
+	x := o.add("x", 101, 1)
+	o.step()
+	landAll()
+	ah, xh := hashes(a), hashes(x)
+	require.Equal(t, []uint64{ah[1], ah[0], xh[1], xh[0]}, held(), "each store a use, its first block the most recent")
+
+	b := o.add("b", 1, 1) // a's prompt, every block of it a hit in the GPU's cache
+	o.step()
+	require.True(t, b.Status.Finished())
+	assert.Empty(t, s.offload.loads, "nothing to load: the GPU's cache had it all")
+	assert.Empty(t, o.jobs, "nothing to store: host memory holds b's blocks")
+	assert.Equal(t, []uint64{xh[1], xh[0], ah[1], ah[0]}, held(), "b's lookup used a's blocks, the first the most recent")
+
+	c := o.add("c", 201, 1)
+	o.step()
+	require.Equal(t, []StoreJob{{ID: "c", Job: 3, from: 0, to: 2}}, o.jobs)
+	for _, h := range xh {
+		assert.NotContains(t, s.offload.byHash, h, "x's blocks, the least recently used, went out for c's")
+	}
+	for _, h := range ah {
+		assert.Contains(t, s.offload.byHash, h, "a's blocks, used by b's lookup, stay")
+	}
+	assert.Equal(t, []uint64{ah[1], ah[0], hashes(c)[1], hashes(c)[0]}, held())
 }
