@@ -91,6 +91,11 @@ type Config struct {
 	// computing them (offload.go). 0 means off; it needs
 	// EnablePrefixCaching, whose hashes find the blocks.
 	KVOffloadBlocks int
+	// KVOffloadPolicy is how host memory chooses the blocks it puts out
+	// to make room: OffloadLRU, the default, or OffloadARC, vLLM's
+	// eviction_policy "lru" and "arc". Without KVOffloadBlocks it has no
+	// effect, as vLLM's without its offloading connector.
+	KVOffloadPolicy KVOffloadPolicy
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -177,6 +182,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: KVOffloadBlocks must be ≥ 0 (0: offloading off), got %d", c.KVOffloadBlocks)
 	case c.KVOffloadBlocks > 0 && !c.EnablePrefixCaching:
 		return fmt.Errorf("core: KVOffloadBlocks is %d but prefix caching is off: offloaded blocks are found by the prefix cache's hashes", c.KVOffloadBlocks)
+	case c.KVOffloadPolicy > OffloadARC:
+		return fmt.Errorf("core: unknown KVOffloadPolicy %d: want OffloadLRU or OffloadARC", c.KVOffloadPolicy)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	case c.DataParallelSize < 1:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"container/list"
 	"fmt"
 	"slices"
 )
@@ -138,8 +139,11 @@ func (s *Scheduler) CheckBlocks() error {
 // check reports the first way host memory disagrees with itself or with
 // the loads in flight, or nil.
 func (o *kvOffload) check() error {
-	if o.lru.Len() > o.capacity || o.lru.Len() != len(o.byHash) {
-		return fmt.Errorf("host memory: %d blocks listed, %d by hash, capacity %d", o.lru.Len(), len(o.byHash), o.capacity)
+	if n := o.held(); n > o.capacity || n != len(o.byHash) || n+len(o.free) != int(o.taken) {
+		return fmt.Errorf("host memory: %d blocks listed, %d by hash, %d slots taken and %d of them free, capacity %d", n, len(o.byHash), o.taken, len(o.free), o.capacity)
+	}
+	if o.policy != OffloadARC && o.t2.Len()+o.ghosts[0].len()+o.ghosts[1].len() > 0 {
+		return fmt.Errorf("host memory: %d blocks in T2 and %d ghosts, but the policy is %s", o.t2.Len(), o.ghosts[0].len()+o.ghosts[1].len(), o.policy)
 	}
 	reads := map[*offloaded]int32{}
 	for _, ld := range o.loads {
@@ -147,14 +151,36 @@ func (o *kvOffload) check() error {
 			reads[b]++
 		}
 	}
-	for e := o.lru.Front(); e != nil; e = e.Next() {
-		b := e.Value.(*offloaded)
-		if o.byHash[b.hash] != e {
-			return fmt.Errorf("host memory: block %#x is not found by its hash", b.hash)
+	for _, l := range []*list.List{&o.lru, &o.t2} {
+		for e := l.Front(); e != nil; e = e.Next() {
+			b := e.Value.(*offloaded)
+			switch {
+			case o.byHash[b.hash] != e:
+				return fmt.Errorf("host memory: block %#x is not found by its hash", b.hash)
+			case o.listOf(b) != l:
+				return fmt.Errorf("host memory: block %#x is listed in the wrong list (T2: %t)", b.hash, b.t2)
+			case b.t2 && b.pending:
+				return fmt.Errorf("host memory: block %#x is in T2 while a store copies it in", b.hash)
+			case b.protected:
+				return fmt.Errorf("host memory: block %#x is still protected after its store made room", b.hash)
+			case b.reads != reads[b]:
+				return fmt.Errorf("host memory: block %#x counts %d loads reading it, %d in flight do", b.hash, b.reads, reads[b])
+			}
 		}
-		if b.reads != reads[b] {
-			return fmt.Errorf("host memory: block %#x counts %d loads reading it, %d in flight do", b.hash, b.reads, reads[b])
+	}
+	for i := range o.ghosts {
+		g := &o.ghosts[i]
+		if g.len() > o.capacity {
+			return fmt.Errorf("host memory: ghost list B%d holds %d hashes, more than the capacity %d", i+1, g.len(), o.capacity)
 		}
+		for e := g.order.Front(); e != nil; e = e.Next() {
+			if h := e.Value.(uint64); o.byHash[h] != nil || g.at[h] != e {
+				return fmt.Errorf("host memory: ghost %#x of B%d is held, or not found by its hash", h, i+1)
+			}
+		}
+	}
+	if o.target < 0 || o.target > float64(o.capacity) {
+		return fmt.Errorf("host memory: ARC's target size of T1 is %g, outside [0, %d]", o.target, o.capacity)
 	}
 	return nil
 }

@@ -98,15 +98,23 @@ const (
 // stores in flight, made when Config.KVOffloadBlocks is set.
 type kvOffload struct {
 	capacity int
-	byHash   map[uint64]*list.Element // hash → its entry in lru
-	lru      list.List                // of *offloaded, least recently used first
-	// words are host memory's slots, a block's KV each; free are those
-	// put out since the last drop, taken again first. The blocks listed
-	// and the free slots are the slots taken since the last drop, so a
-	// new one is the next after them.
-	words []uint64
-	free  []int32
-	loads map[string]*kvLoad // by the internal id of the request that started it
+	policy   KVOffloadPolicy
+	byHash   map[uint64]*list.Element // hash → its entry in lru or t2
+	// lru lists the blocks host memory holds or has on their way, of
+	// *offloaded, least recently used first; under ARC only those not
+	// used since they were stored (T1), and t2 those used since (T2).
+	lru, t2 list.List
+	ghosts  [2]ghostList // ARC's B1 and B2
+	target  float64      // ARC's target size of T1
+	// words are host memory's slots, a block's KV each. taken are the
+	// slots handed out since the last drop, the first ones of words, and
+	// free those of them put out since, the last put out taken again
+	// first once every slot was.
+	words  []uint64
+	free   []int32
+	taken  int32
+	victim []*list.Element    // the blocks victims chose, room reused
+	loads  map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
 	// from its first copy on, an ended one's until its last copy landed.
 	stores  map[string]*kvStore
@@ -149,11 +157,14 @@ type offloaded struct {
 	slot    int32
 	reads   int32
 	pending bool
+	t2      bool // in ARC's T2
+	// protected: a store making room passes over it, stored already.
+	protected bool
 }
 
-// pinned reports whether o cannot be put out: a store copies into it or a
-// load reads it.
-func (o *offloaded) pinned() bool { return o.pending || o.reads > 0 }
+// pinned reports whether o cannot be put out: a store copies into it, a
+// load reads it, or a store that passes over it makes room.
+func (o *offloaded) pinned() bool { return o.pending || o.reads > 0 || o.protected }
 
 // kvStore is a request's store of its blocks into host memory, vLLM's
 // _reqs_being_stored: the blocks its copies take, step by step as they
@@ -220,108 +231,8 @@ type storedBlock struct {
 	dst  *list.Element // its room in host memory
 }
 
-func newKVOffload(capacity int) *kvOffload {
-	return &kvOffload{capacity: capacity, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
-}
-
-// reserve makes room for a block a store copies in, pending until it
-// lands, putting out one that loads read if evictRead; it returns the
-// block's entry, nil when there is no room.
-func (o *kvOffload) reserve(hash uint64, evictRead bool) *list.Element {
-	if !o.room(evictRead) {
-		return nil
-	}
-	var slot int32
-	if n := len(o.free); n > 0 {
-		slot, o.free = o.free[n-1], o.free[:n-1]
-	} else {
-		slot = int32(o.lru.Len())
-		if int(slot) == len(o.words) {
-			o.words = append(o.words, 0)
-		}
-	}
-	e := o.lru.PushBack(&offloaded{hash: hash, slot: slot, pending: true})
-	o.byHash[hash] = e
-	return e
-}
-
-// remove puts e out of host memory, its slot free for the next block.
-func (o *kvOffload) remove(e *list.Element) {
-	b := o.lru.Remove(e).(*offloaded)
-	delete(o.byHash, b.hash)
-	o.free = append(o.free, b.slot)
-}
-
-// touch makes a use of the blocks host memory holds, or has on their
-// way, under hashes, each salted: vLLM's touch, which goes from the last
-// to the first, so that the first is the most recent and the last put
-// out first.
-func (o *kvOffload) touch(hashes []uint64, salt uint64) {
-	for i := len(hashes) - 1; i >= 0; i-- {
-		if e := o.byHash[hashes[i]^salt]; e != nil {
-			o.lru.MoveToBack(e)
-		}
-	}
-}
-
-// word returns the KV b's slot holds now.
-func (o *kvOffload) word(b *offloaded) uint64 { return o.words[b.slot] }
-
-// lacks reports whether a store would copy b: it is cached, and host
-// memory neither holds its KV nor has it on its way.
-func (o *kvOffload) lacks(b *kvBlock) bool {
-	return b.hashed && o.byHash[b.hash] == nil
-}
-
-// roomFor reports whether host memory has, or can make, room for n more
-// blocks: those free and those it can put out, every one not pinned.
-// Without room, loads reports whether there would be but for the blocks
-// loads in flight read.
-func (o *kvOffload) roomFor(n int) (ok, loads bool) {
-	free, read := o.capacity-o.lru.Len(), 0
-	for e := o.lru.Front(); e != nil && free < n; e = e.Next() {
-		switch b := e.Value.(*offloaded); {
-		case !b.pinned():
-			free++
-		case !b.pending:
-			read++
-		}
-	}
-	return free >= n, free+read >= n
-}
-
-// room makes room for one block, putting out the least recently used not
-// pinned, or, evictRead, not pending; it reports false when there is
-// none such.
-func (o *kvOffload) room(evictRead bool) bool {
-	if o.lru.Len() < o.capacity {
-		return true
-	}
-	for e := o.lru.Front(); e != nil; e = e.Next() {
-		if b := e.Value.(*offloaded); !b.pinned() || evictRead && !b.pending {
-			o.remove(e)
-			return true
-		}
-	}
-	return false
-}
-
-// ready returns the KV host memory holds under hash, if a load can find it.
-func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
-	e, ok := o.byHash[hash]
-	if !ok || e.Value.(*offloaded).pending {
-		return nil, false
-	}
-	return e.Value.(*offloaded), true
-}
-
-// drop forgets every block host memory holds, every slot free; what the
-// slots hold stays until a store overwrites it, as a load a reset
-// abandoned may still read it.
-func (o *kvOffload) drop() {
-	clear(o.byHash)
-	o.lru.Init()
-	o.free = o.free[:0]
+func newKVOffload(capacity int, policy KVOffloadPolicy) *kvOffload {
+	return &kvOffload{capacity: capacity, policy: policy, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
@@ -557,8 +468,16 @@ func (s *Scheduler) storeFilled(r *Request) {
 			need++
 		}
 	}
+	// vLLM's prepare_store chooses the blocks to copy, then makes room
+	// for them all or for none, never putting out those of r it passes
+	// over, stored already.
+	s.protect(r, next, full, true)
 	ok, loads := s.offload.roomFor(need)
 	evictRead := !ok && loads && s.cfg.Faults.Fires(failpoints.CoreKVEvictWhileLoading)
+	if ok || evictRead {
+		s.offload.makeRoom(need, evictRead)
+	}
+	s.protect(r, next, full, false)
 	if !ok && !evictRead { // cannot store: the next step tries again
 		if !r.storeWaits {
 			r.storeWaits = true
@@ -578,11 +497,8 @@ func (s *Scheduler) storeFilled(r *Request) {
 	from := len(st.copies)
 	for i := next; i < full; i++ {
 		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) {
-			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash})
+			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash, dst: s.offload.reserve(b.hash)})
 		}
-	}
-	for k := from; k < len(st.copies); k++ { // the room, once the blocks are chosen (prepare_store)
-		st.copies[k].dst = s.offload.reserve(st.copies[k].hash, evictRead)
 	}
 	s.offload.touch(r.hashes[:min(full, len(r.hashes))], r.cacheSalt()) // a block filled past the known tokens (async scheduling's placeholder) has no hash yet
 	s.offload.jobs++

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"container/list"
 	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/internal/rttest"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // capacity in blocks, putting out the least recently used first, never
 // one a store is still copying in; a use moves a block to the back.
 func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
-	o := newKVOffload(3)
+	o := newKVOffload(3, OffloadLRU)
 	held := func() []uint64 {
 		var hs []uint64
 		for e := o.lru.Front(); e != nil; e = e.Next() {
@@ -26,16 +27,16 @@ func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
 		o.words[e.slot], e.pending = word, false
 	}
 	for h := uint64(1); h <= 3; h++ {
-		require.NotNil(t, o.reserve(h, false))
+		require.NotNil(t, store(o, h))
 	}
-	assert.Nil(t, o.reserve(4, false), "every block is on its way: no room")
+	assert.Nil(t, store(o, 4), "every block is on its way: no room")
 	_, ok := o.ready(1)
 	assert.False(t, ok, "a block on its way is not loadable")
 	land(1, 10)
 	land(2, 20)
 	o.lru.MoveToBack(o.byHash[1]) // a use
 	assert.Equal(t, []uint64{2, 3, 1}, held())
-	require.NotNil(t, o.reserve(4, false), "2 goes: 3 is still on its way")
+	require.NotNil(t, store(o, 4), "2 goes: 3 is still on its way")
 	assert.Equal(t, []uint64{3, 1, 4}, held())
 	assert.NotContains(t, o.byHash, uint64(2))
 	got, ok := o.ready(1)
@@ -46,12 +47,25 @@ func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
 	assert.Empty(t, o.byHash)
 }
 
+// store makes room for a block and reserves it, as a store of one block
+// does, or returns nil without room.
+func store(o *kvOffload, hash uint64) *list.Element {
+	if ok, _ := o.roomFor(1); !ok {
+		return nil
+	}
+	o.makeRoom(1, false)
+	return o.reserve(hash)
+}
+
 // TestConfigRefusesOffloadingWithoutPrefixCaching: host memory finds
 // blocks by the prefix cache's hashes.
 func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 	assert.EqualError(t, Config{KVOffloadBlocks: 4}.WithDefaults().Validate(), "core: KVOffloadBlocks is 4 but prefix caching is off: offloaded blocks are found by the prefix cache's hashes")
 	assert.EqualError(t, Config{KVOffloadBlocks: -1, EnablePrefixCaching: true}.WithDefaults().Validate(), "core: KVOffloadBlocks must be ≥ 0 (0: offloading off), got -1")
 	assert.NoError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true}.WithDefaults().Validate())
+	assert.NoError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: OffloadARC}.WithDefaults().Validate())
+	assert.NoError(t, Config{KVOffloadPolicy: OffloadARC}.WithDefaults().Validate(), "no host memory: the policy has no effect")
+	assert.EqualError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: 7}.WithDefaults().Validate(), "core: unknown KVOffloadPolicy 7: want OffloadLRU or OffloadARC")
 }
 
 // TestABlockOnItsWayToHostMemoryIsNotLoadableEarly: a request's full
@@ -273,10 +287,10 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 	_, how, _ := s.CompleteLoad("b")
 	require.Equal(t, LoadLanded, how)
 	// a's blocks went out last first (vLLM's touch makes the first the
-	// most recent), so c's first copy took the slot of a's second block.
-	n := len(cStore.copies)
+	// most recent) and c's copies took the slots last put out first
+	// (vLLM's free list): c's first copy took the slot of a's first block.
 	for j, c := range cStore.copies {
-		assert.Equal(t, c.word, s.pool.blocks[b.table[n-1-j]].word, "b's block %d holds c's KV", n-1-j)
+		assert.Equal(t, c.word, s.pool.blocks[b.table[j]].word, "b's block %d holds c's KV", j)
 	}
 	o.step()
 	assert.NotZero(t, b.kvGarbage, "b's step reads KV that is not its prompt's")
@@ -373,4 +387,104 @@ func TestALookupIsAUseOfTheBlocksHostMemoryHolds(t *testing.T) {
 		assert.Contains(t, s.offload.byHash, h, "a's blocks, used by b's lookup, stay")
 	}
 	assert.Equal(t, []uint64{ah[1], ah[0], hashes(c)[1], hashes(c)[0]}, held())
+}
+
+// TestAStoreKeepsTheBlocksItPassesOver: a step's store does not put out,
+// to make room for the blocks it copies, those of its request host memory
+// holds already, as vLLM's prepare_store keeps them out of the blocks it
+// may evict: with host memory full of a's two blocks, b, whose prompt
+// starts with a's, finds no room for its third and waits; a's stay.
+func TestAStoreKeepsTheBlocksItPassesOver(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
+	s := o.s
+	a := o.add("a", 1, 1)
+	o.step()
+	for _, j := range o.jobs {
+		_, _, _, _ = s.CompleteStore(j.ID, j.Job)
+	}
+	require.True(t, a.Status.Finished())
+	aHashes := []uint64{a.hashes[0] ^ a.cacheSalt(), a.hashes[1] ^ a.cacheSalt()}
+
+	prompt := make([]int, 13) // a's first two blocks and one more
+	for i := range prompt {
+		prompt[i] = 1 + i
+	}
+	b := &Request{InternalID: "b", ExternalID: "b", Prompt: prompt, Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
+	require.NoError(t, s.AddRequest(b))
+	o.step()
+	assert.Len(t, o.jobs, 1, "no copy of b's third block")
+	assert.Equal(t, []StoreWait{{R: b, Blocks: 1}}, o.waits, "its room would have been a block b passes over")
+	for _, h := range aHashes {
+		_, ok := s.offload.ready(h)
+		assert.True(t, ok, "a's blocks, b's first two, stay in host memory")
+	}
+}
+
+// TestARCPutsOutByRecencyAndFrequency: under OffloadARC a block stored
+// and not used since is in T1, one used since in T2; room is made in T1
+// while it holds at least its target size, else in T2, and a use of a
+// hash put out moves the target, as vLLM's ARC policy does.
+func TestARCPutsOutByRecencyAndFrequency(t *testing.T) {
+	o := newKVOffload(3, OffloadARC)
+	keys := func(l *list.List) []uint64 {
+		var hs []uint64
+		for e := l.Front(); e != nil; e = e.Next() {
+			hs = append(hs, e.Value.(*offloaded).hash)
+		}
+		return hs
+	}
+	ghosts := func(g *ghostList) []uint64 {
+		var hs []uint64
+		for e := g.order.Front(); e != nil; e = e.Next() {
+			hs = append(hs, e.Value.(uint64))
+		}
+		return hs
+	}
+	land := func(h uint64) { o.byHash[h].Value.(*offloaded).pending = false }
+	use := func(h uint64) { o.touch([]uint64{h}, 0) }
+	for h := uint64(1); h <= 3; h++ {
+		require.NotNil(t, store(o, h))
+	}
+	use(1)
+	assert.Equal(t, []uint64{2, 3, 1}, keys(&o.lru), "a block on its way is not used twice: it stays in T1")
+	assert.Zero(t, o.t2.Len())
+	land(1)
+	land(2)
+	land(3)
+	use(1)
+	assert.Equal(t, []uint64{2, 3}, keys(&o.lru))
+	assert.Equal(t, []uint64{1}, keys(&o.t2), "used again: T2")
+
+	require.NotNil(t, store(o, 4))
+	assert.Equal(t, []uint64{3, 4}, keys(&o.lru), "T1 holds at least its target, 0: its oldest goes")
+	assert.Equal(t, []uint64{2}, ghosts(&o.ghosts[0]))
+	use(2)
+	assert.Equal(t, 1.0, o.target, "a use of B1's ghost: T1 should have been larger")
+
+	land(4)
+	use(3)
+	use(4) // T1 is empty, T2 holds 1, 3, 4
+	assert.Zero(t, o.lru.Len())
+	require.NotNil(t, store(o, 5))
+	assert.Equal(t, []uint64{3, 4}, keys(&o.t2), "T1 is below its target: T2's oldest goes")
+	assert.Equal(t, []uint64{1}, ghosts(&o.ghosts[1]))
+	use(1)
+	assert.Equal(t, 0.0, o.target, "a use of B2's ghost: T1 should have been smaller, by |B1|/|B2| = 1")
+
+	use(2)
+	use(2) // the target is 2 now, and T1 holds only 5: room comes from T2 alone
+	assert.Equal(t, 2.0, o.target)
+	land(5)
+	require.NoError(t, o.check())
+	o.byHash[3].Value.(*offloaded).reads++ // as loads in flight would
+	o.byHash[4].Value.(*offloaded).reads++
+	ok, loads := o.roomFor(1)
+	assert.False(t, ok, "T2's blocks are read and T1 is below its target: no room, though 5 could go, as vLLM's ARC finds none")
+	assert.True(t, loads, "there would be but for the loads")
+	assert.ErrorContains(t, o.check(), "loads reading it", "the check counts the loads in flight")
+
+	o.drop()
+	assert.Zero(t, o.held())
+	assert.Zero(t, o.ghosts[0].len()+o.ghosts[1].len())
+	assert.Zero(t, o.target)
 }

@@ -76,6 +76,7 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 		if offload {
 			cfg.EnablePrefixCaching = true
 			cfg.KVOffloadBlocks = rapid.IntRange(1, 16).Draw(t, "offloadBlocks")
+			cfg.KVOffloadPolicy = core.KVOffloadPolicy(rapid.IntRange(0, 1).Draw(t, "offloadPolicy"))
 		}
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}
