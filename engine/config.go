@@ -113,6 +113,12 @@ type Config struct {
 	// 0 means off; it needs EnablePrefixCaching. See
 	// core.Config.KVOffloadBlocks.
 	KVOffloadBlocks int
+	// KVOffloadPolicy is how host memory chooses the blocks it puts out
+	// to make room, vLLM's eviction_policy of its CPU offloading
+	// (kv_connector_extra_config): OffloadLRU, the default, least
+	// recently used first, or OffloadARC, its adaptive replacement cache.
+	// Without KVOffloadBlocks it has no effect. See core.KVOffloadPolicy.
+	KVOffloadPolicy KVOffloadPolicy
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -157,7 +163,7 @@ func (c Config) coreConfig() core.Config {
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
-		KVOffloadBlocks: c.KVOffloadBlocks, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
+		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }
@@ -203,6 +209,16 @@ const (
 // SchedulingPolicy is how the core orders waiting requests and chooses
 // whom to preempt; see core.SchedulingPolicy.
 type SchedulingPolicy = core.SchedulingPolicy
+
+// KVOffloadPolicy is how host memory chooses the blocks it puts out; see
+// core.KVOffloadPolicy.
+type KVOffloadPolicy = core.KVOffloadPolicy
+
+// The host-memory policies, vLLM's eviction_policy "lru" and "arc".
+const (
+	OffloadLRU = core.OffloadLRU
+	OffloadARC = core.OffloadARC
+)
 
 // Scheduling policies.
 const (

@@ -80,7 +80,10 @@
 // tell the loads, core.EventKVStore and core.EventKVStored the stores, and
 // core.EventKVStoreWait a step's blocks that wait for room in host memory
 // (all or none of them is stored, as vLLM's prepare_store, and none put
-// out that a store copies in or a load in flight reads).
+// out that a store copies in, a load in flight reads or the store passes
+// over). Config.KVOffloadPolicy chooses what goes to make room: least
+// recently used first (vLLM's "lru"), or vLLM's adaptive replacement
+// cache ("arc").
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its

@@ -10,8 +10,13 @@ import (
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
+
+// streamOffloadPolicy is the stream of the seed that kv-offload draws
+// host memory's policy from ("OFFPOLCY").
+const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 
 // KVOffload is a document-question service with KV offloading to host
 // memory (vLLM's --kv-offloading-backend native), in a KV cache of 4-token
@@ -39,12 +44,14 @@ import (
 // (core/reset-keeps-offloaded-kv, vLLM's default). Host memory keeps the
 // blocks a load reads until it lands, or a store's copy overwrites them
 // (core/kv-evict-while-loading); a store that waits for them is the
-// situation kv-store-waited-for-loads, rare here (0.4% of the first 2,000
+// situation kv-store-waited-for-loads, rare here (0.1% of the first 2,000
 // seeds, in the quarter with small host memory), so not a target. Every
 // token must be the model's. Async scheduling in half the seeds, the
 // priority policy in a quarter, and in a quarter host memory smaller than
 // the GPU's cache, where a step's blocks often find no room and are
-// stored a later step.
+// stored a later step; in half, from a stream of its own, host memory
+// puts out blocks by vLLM's ARC policy rather than least recently used
+// first.
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -67,6 +74,9 @@ func kvOffload(x *Run) error {
 		// Host memory smaller than the GPU's cache: a step's blocks
 		// often find no room and wait for the next.
 		cfg.KVOffloadBlocks = 4 + r.Intn(8)
+	}
+	if sim.NewPCGChooser(x.Opts.Seed, streamOffloadPolicy).Intn(2) == 0 {
+		cfg.KVOffloadPolicy = engine.OffloadARC // from a stream of its own: every other draw stands
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {

@@ -52,9 +52,10 @@ import (
 // (DataParallelRank), so that the load balancer routes the others around
 // them, aborts and pauses reach cores apart, and a model that dies kills
 // one core of several; and, in half the runs with prefix caching, KV
-// offloading to a host memory of 4 to 31 blocks, so that the blocks
-// requests give back are stored step by step and loaded back while
-// requests are aborted, reused, preempted and paused. The interval,
+// offloading to a host memory of 4 to 31 blocks, half of it under vLLM's
+// ARC policy, so that the blocks requests give back are stored step by
+// step and loaded back while requests are aborted, reused, preempted and
+// paused. The interval,
 // sequences, priorities, prefix caching, chat turns, async scheduling,
 // pausing, data parallelism and offloading are each drawn from a stream
 // of their own, so that every other draw of a seed is what it was before
@@ -106,8 +107,8 @@ const streamPause uint64 = 0x504155534547454e
 // parallelism, its cores and the requests' ranks from ("DATAPARL").
 const streamDataParallel uint64 = 0x444154415041524c
 
-// streamOffload is the stream of the seed that swarm draws KV offloading
-// and its host memory from ("OFFLOADS").
+// streamOffload is the stream of the seed that swarm draws KV offloading,
+// its host memory and its policy from ("OFFLOADS").
 const streamOffload uint64 = 0x4f46464c4f414453
 
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
@@ -198,7 +199,7 @@ func swarm(x *Run) error {
 		}
 	}
 	caching := sim.NewPCGChooser(x.Opts.Seed, streamPrefix)
-	system, offload := "", 0
+	system, offload, arc := "", 0, false
 	if caching.Intn(3) != 0 {
 		caching = nil
 	} else {
@@ -212,6 +213,7 @@ func swarm(x *Run) error {
 			// Under KV pressure, so that the blocks host memory keeps are
 			// ones the GPU's cache lost, and requests load them back.
 			offload, sc = 4+o.Intn(28), kvPressure
+			arc = o.Intn(2) == 0
 		}
 	}
 	f := drawFeatures(x)
@@ -229,6 +231,9 @@ func swarm(x *Run) error {
 		}
 		if x.engineConfig(cfg).EnablePrefixCaching { // the options may turn it off
 			cfg.KVOffloadBlocks = offload
+			if arc {
+				cfg.KVOffloadPolicy = engine.OffloadARC
+			}
 		}
 	}
 	if prios != nil {

@@ -51,6 +51,15 @@ var configKeys = []configKey{
 		onOff(func(c *engine.Config, on bool) { c.EnableLoRA = on })},
 	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",
 		intValue(0, math.MaxInt, func(c *engine.Config, n int) { c.KVOffloadBlocks = n })},
+	{"kv-offload-policy", "lru or arc", "vLLM's eviction_policy of its CPU offloading (KVOffloadPolicy), for a scenario or setting with host memory (kv-offload-blocks): lru (the default) puts out the least recently used block first; arc, an adaptive replacement cache, keeps the blocks used again apart from those used once and moves the share of each by the ghosts of those it put out",
+		func(v string) (string, func(*engine.Config), error) {
+			for _, p := range []engine.KVOffloadPolicy{engine.OffloadLRU, engine.OffloadARC} {
+				if v == p.String() {
+					return v, func(c *engine.Config) { c.KVOffloadPolicy = p }, nil
+				}
+			}
+			return "", nil, errBadValue
+		}},
 	{"max-cpu-loras", "a whole number of adapters ≥ 1", "vLLM's --max-cpu-loras (MaxCPULoRAs; the default max-loras), with enable-lora=on: the most LoRA adapters the executor keeps loaded, least recently used out first unless pinned; at least max-loras",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxCPULoRAs = n })},
 	{"max-loras", "a whole number of adapters ≥ 1", "vLLM's --max-loras (MaxLoRAs; the default 1, multi-lora draws 1 to 3), with enable-lora=on: the most LoRA adapters one step's batch uses; a request of another adapter waits for a slot",

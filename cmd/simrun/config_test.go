@@ -26,11 +26,11 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, AsyncScheduling: true, StepTime: -1}, cfg)
 
 	settings, err = parseConfig([]string{"step-time=0.2ms", "block-size=16", "max-num-seqs=3", "max-num-batched-tokens=8", "num-blocks=9", "max-model-len=64",
-		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0", "data-parallel-size=02"})
+		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0", "data-parallel-size=02", "kv-offload-policy=lru"})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "data-parallel-size=2", "enable-lora=off", "kv-offload-blocks=0", "max-cpu-loras=4", "max-loras=3", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
+	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "data-parallel-size=2", "enable-lora=off", "kv-offload-blocks=0", "kv-offload-policy=lru", "max-cpu-loras=4", "max-loras=3", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "output-chunk-size=1",
 		"policy=fcfs", "prefix-caching=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
-	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3, EnableLoRA: true, KVOffloadBlocks: 8}
+	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3, EnableLoRA: true, KVOffloadBlocks: 8, KVOffloadPolicy: engine.OffloadARC}
 	for _, s := range settings {
 		s.set(&cfg)
 	}
@@ -40,7 +40,7 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 }
 
 func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
-	keys := "async-scheduling, block-size, data-parallel-size, enable-lora, kv-offload-blocks, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
+	keys := "async-scheduling, block-size, data-parallel-size, enable-lora, kv-offload-blocks, kv-offload-policy, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
 	cases := []struct{ setting, want string }{
 		{"prefix-caching", "-config prefix-caching: want KEY=VALUE, such as prefix-caching=on; the keys are " + keys},
 		{"cache=on", `-config cache=on: unknown key "cache": want one of ` + keys},
@@ -59,6 +59,7 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 		{"enable-lora=1", `-config enable-lora=1: enable-lora must be on or off, got "1"`},
 		{"max-loras=0", `-config max-loras=0: max-loras must be a whole number of adapters ≥ 1, got "0"`},
 		{"max-cpu-loras=0", `-config max-cpu-loras=0: max-cpu-loras must be a whole number of adapters ≥ 1, got "0"`},
+		{"kv-offload-policy=LRU", `-config kv-offload-policy=LRU: kv-offload-policy must be lru or arc, got "LRU"`},
 		// The engine's own refusal, before anything runs.
 		{"max-num-batched-tokens=4", "-config: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget (on the engine's defaults for the keys not given)"},
 		{"max-loras=2", "-config: engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters (on the engine's defaults for the keys not given)"},

@@ -172,6 +172,12 @@
 //     keeps the full blocks requests give back, and a request whose
 //     prompt continues with them waits while they load back (0: off, the
 //     default).
+//   - kv-offload-policy=lru|arc: KVOffloadPolicy, vLLM's eviction_policy
+//     of its CPU offloading, for host memory a scenario or kv-offload-blocks
+//     gives: lru (the default) puts out the least recently used block
+//     first; arc, an adaptive replacement cache, keeps blocks used again
+//     apart from those used once (kv-offload and swarm draw it in half the
+//     runs that have host memory).
 //   - max-loras=N: MaxLoRAs, vLLM's --max-loras, the most adapters one
 //     step's batch uses, N ≥ 1 with enable-lora=on (default 1); a request
 //     of another adapter waits for a slot.
