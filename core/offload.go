@@ -64,14 +64,16 @@ import (
 // of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks in as
-// many slots, least recently used out first (a use: the lookup of a
-// waiting request, whether it loads or not, and a step's store make one
-// of every block of the request host memory holds, its first the most
-// recent, as vLLM's touch does), never one a store is still copying in
-// nor one a load in flight reads (vLLM's ref_cnt, held from prepare_load
-// to complete_load): a load reads its slots when it lands, and a store
-// whose copy landed in a slot put out under it would have overwritten
-// them, a fourth invariant planted as a bug
+// many slots. It puts out the least recently used first, or as vLLM's ARC
+// chooses (Config.KVOffloadPolicy, host_memory.go); the lookup of a
+// waiting request, whether it loads or not, and a step's store are each a
+// use of every block of the request host memory holds, its first the most
+// recent, as vLLM's touch. It never puts out one a store is still copying
+// in, nor one a load in flight reads (vLLM's ref_cnt, held from
+// prepare_load to complete_load), nor, for a store's room, one the store
+// passes over, stored already: a load reads its slots when it lands, and
+// a store whose copy landed in a slot put out under it would have
+// overwritten them, a fourth invariant planted as a bug
 // (core/kv-evict-while-loading). When there is no room for all the blocks
 // a step filled, none is stored, and the request's next step tries again
 // with those it fills too. A load starts when a waiting request would be
