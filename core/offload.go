@@ -473,13 +473,16 @@ func (s *Scheduler) storeFilled(r *Request) {
 	// vLLM's prepare_store chooses the blocks to copy, then makes room
 	// for them all or for none, never putting out those of r it passes
 	// over, stored already.
-	s.protect(r, next, full, true)
-	ok, loads := s.offload.roomFor(need)
-	evictRead := !ok && loads && s.cfg.Faults.Fires(failpoints.CoreKVEvictWhileLoading)
-	if ok || evictRead {
-		s.offload.makeRoom(need, evictRead)
+	ok, loads, evictRead := true, false, false
+	if need > 0 {
+		s.protect(r, next, full, true)
+		ok, loads = s.offload.roomFor(need)
+		evictRead = !ok && loads && s.cfg.Faults.Fires(failpoints.CoreKVEvictWhileLoading)
+		if ok || evictRead {
+			s.offload.makeRoom(need, evictRead)
+		}
+		s.protect(r, next, full, false)
 	}
-	s.protect(r, next, full, false)
 	if !ok && !evictRead { // cannot store: the next step tries again
 		if !r.storeWaits {
 			r.storeWaits = true

@@ -52,14 +52,7 @@ var configKeys = []configKey{
 	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",
 		intValue(0, math.MaxInt, func(c *engine.Config, n int) { c.KVOffloadBlocks = n })},
 	{"kv-offload-policy", "lru or arc", "vLLM's eviction_policy of its CPU offloading (KVOffloadPolicy), for a scenario or setting with host memory (kv-offload-blocks): lru (the default) puts out the least recently used block first; arc, an adaptive replacement cache, keeps the blocks used again apart from those used once and moves the share of each by the ghosts of those it put out",
-		func(v string) (string, func(*engine.Config), error) {
-			for _, p := range []engine.KVOffloadPolicy{engine.OffloadLRU, engine.OffloadARC} {
-				if v == p.String() {
-					return v, func(c *engine.Config) { c.KVOffloadPolicy = p }, nil
-				}
-			}
-			return "", nil, errBadValue
-		}},
+		named([]engine.KVOffloadPolicy{engine.OffloadLRU, engine.OffloadARC}, func(c *engine.Config, p engine.KVOffloadPolicy) { c.KVOffloadPolicy = p })},
 	{"max-cpu-loras", "a whole number of adapters ≥ 1", "vLLM's --max-cpu-loras (MaxCPULoRAs; the default max-loras), with enable-lora=on: the most LoRA adapters the executor keeps loaded, least recently used out first unless pinned; at least max-loras",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.MaxCPULoRAs = n })},
 	{"max-loras", "a whole number of adapters ≥ 1", "vLLM's --max-loras (MaxLoRAs; the default 1, multi-lora draws 1 to 3), with enable-lora=on: the most LoRA adapters one step's batch uses; a request of another adapter waits for a slot",
@@ -77,14 +70,7 @@ var configKeys = []configKey{
 	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},
 	{"policy", "fcfs or priority", "vLLM's --scheduling-policy (SchedulingPolicy): fcfs serves requests in order of arrival, priority by their priority, and each preempts the request it would serve last",
-		func(v string) (string, func(*engine.Config), error) {
-			for _, p := range []engine.SchedulingPolicy{engine.PolicyFCFS, engine.PolicyPriority} {
-				if v == p.String() {
-					return v, func(c *engine.Config) { c.SchedulingPolicy = p }, nil
-				}
-			}
-			return "", nil, errBadValue
-		}},
+		named([]engine.SchedulingPolicy{engine.PolicyFCFS, engine.PolicyPriority}, func(c *engine.Config, p engine.SchedulingPolicy) { c.SchedulingPolicy = p })},
 	{"prefix-caching", "on or off", "vLLM's --enable-prefix-caching (EnablePrefixCaching): a request whose prompt starts with full KV blocks computed before takes them from the cache",
 		onOff(func(c *engine.Config, on bool) { c.EnablePrefixCaching = on })},
 	{"step-time", "a positive Go duration, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time (a starvation window, a length of virtual time, may then last its cap of 10000 decisions, and a seed far longer: the run warns)",
@@ -113,6 +99,18 @@ func intValue(lo, hi int, set func(*engine.Config, int)) func(string) (string, f
 			return "", nil, errBadValue
 		}
 		return strconv.Itoa(n), func(c *engine.Config) { set(c, n) }, nil
+	}
+}
+
+// named parses one of values by its name (String), as vLLM spells it.
+func named[T fmt.Stringer](values []T, set func(*engine.Config, T)) func(string) (string, func(*engine.Config), error) {
+	return func(v string) (string, func(*engine.Config), error) {
+		for _, p := range values {
+			if v == p.String() {
+				return v, func(c *engine.Config) { set(c, p) }, nil
+			}
+		}
+		return "", nil, errBadValue
 	}
 }
 
