@@ -189,6 +189,7 @@ type EngineCore struct {
 	running, waiting, kvUsed, preemptions       atomic.Int64
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
+	offloadCounts                               offloadCounts
 	progress                                    func() // called when the core is about to block for input
 	// leaked is the most KV blocks the core has found in use while it held
 	// no request (EventKVLeak): each leak is reported once. Written by the
@@ -779,6 +780,9 @@ func (c *EngineCore) syncHeld() {
 		publish(&c.prefixPreemptedQueries, st.PrefixCachePreemptedQueries)
 		publish(&c.prefixPreemptedHits, st.PrefixCachePreemptedHits)
 	}
+	if c.cfg.KVOffloadBlocks > 0 {
+		c.offloadCounts.publish(st.KVOffload)
+	}
 }
 
 // KVLeaked is the most KV blocks the core has found in use while it held
@@ -835,5 +839,6 @@ func (c *EngineCore) Stats() SchedulerStats {
 	return SchedulerStats{Running: int(c.running.Load()), Waiting: int(c.waiting.Load()),
 		Preemptions: c.preemptions.Load(), KVUsedBlocks: int(c.kvUsed.Load()), KVNumBlocks: c.cfg.NumBlocks,
 		PrefixCacheQueries: c.prefixQueries.Load(), PrefixCacheHits: c.prefixHits.Load(),
-		PrefixCachePreemptedQueries: c.prefixPreemptedQueries.Load(), PrefixCachePreemptedHits: c.prefixPreemptedHits.Load()}
+		PrefixCachePreemptedQueries: c.prefixPreemptedQueries.Load(), PrefixCachePreemptedHits: c.prefixPreemptedHits.Load(),
+		KVOffload: c.offloadCounts.load(c.cfg)}
 }

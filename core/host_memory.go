@@ -36,6 +36,79 @@ func (p KVOffloadPolicy) String() string {
 	return "KVOffloadPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
+// KVOffloadStats are host memory's counts since the start and its
+// gauges, as vLLM's offloading connector and CPU offloading manager
+// report them.
+//
+// Queries and Hits are vLLM's connector_prefix_cache_stats, in tokens:
+// each time a waiting request is admitted or starts to load, the tokens
+// the GPU's prefix cache did not give it go to the queries and those of
+// them host memory gave it to the hits, as vLLM's scheduler records them
+// once the request's blocks are allocated — a request host memory has
+// nothing for counts too, a request that waits for room does not, and
+// one whose KV landed is not counted again. A preempted request's are
+// counted apart, as the prefix cache's (SchedulerStats).
+type KVOffloadStats struct {
+	Queries, Hits                   int64
+	PreemptedQueries, PreemptedHits int64
+	// StoredBlocks and LoadedBlocks are the blocks copies took into host
+	// memory and back as they landed, whatever became of their requests
+	// (vLLM's transfer counts, GPU_to_CPU and CPU_to_GPU).
+	StoredBlocks, LoadedBlocks int64
+	// Evicted are the blocks put out to make room for a store (vLLM's
+	// block evictions, by policy); a reset that forgets host memory puts
+	// out none.
+	Evicted int64
+	// StoreFailures are the times a step's blocks found no room, each a
+	// prepare_store that could not make it (vLLM's allocation failures):
+	// a request whose blocks wait several steps counts at each.
+	StoreFailures int64
+	// Blocks is what host memory holds or has on its way now, of
+	// Capacity (Config.KVOffloadBlocks), under Policy.
+	Blocks, Capacity int
+	Policy           KVOffloadPolicy
+}
+
+// Add adds o's counts and gauges to s's, as a dashboard sums the series
+// of several cores; the policy is o's.
+func (s *KVOffloadStats) Add(o KVOffloadStats) {
+	s.Queries += o.Queries
+	s.Hits += o.Hits
+	s.PreemptedQueries += o.PreemptedQueries
+	s.PreemptedHits += o.PreemptedHits
+	s.StoredBlocks += o.StoredBlocks
+	s.LoadedBlocks += o.LoadedBlocks
+	s.Evicted += o.Evicted
+	s.StoreFailures += o.StoreFailures
+	s.Blocks += o.Blocks
+	s.Capacity += o.Capacity
+	s.Policy = o.Policy
+}
+
+// stats returns host memory's counts and gauges.
+func (o *kvOffload) stats() KVOffloadStats {
+	st := o.counts
+	st.Blocks, st.Capacity, st.Policy = o.held(), o.capacity, o.policy
+	return st
+}
+
+// recordLookup counts a lookup of r, admitted or loading, whose prefix
+// the GPU's cache gave local tokens and host memory external: vLLM's
+// connector_prefix_cache_stats.record, which skips a lookup with nothing
+// past the GPU's hits.
+func (o *kvOffload) recordLookup(r *Request, local, external int) {
+	q := int64(r.NumTokens() - local)
+	switch {
+	case q == 0:
+	case r.Preemptions > 0:
+		o.counts.PreemptedQueries += q
+		o.counts.PreemptedHits += int64(external)
+	default:
+		o.counts.Queries += q
+		o.counts.Hits += int64(external)
+	}
+}
+
 // ghostList is an ARC ghost list: hashes of blocks put out, oldest first.
 type ghostList struct {
 	order list.List // of uint64
@@ -125,6 +198,7 @@ func (o *kvOffload) remove(e *list.Element) *offloaded {
 // evict puts e out to make room; under ARC its hash joins the ghost list
 // of the list it left.
 func (o *kvOffload) evict(e *list.Element) {
+	o.counts.Evicted++
 	if b := o.remove(e); o.policy == OffloadARC {
 		g := &o.ghosts[0]
 		if b.t2 {

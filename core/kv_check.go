@@ -182,5 +182,8 @@ func (o *kvOffload) check() error {
 	if o.target < 0 || o.target > float64(o.capacity) {
 		return fmt.Errorf("host memory: ARC's target size of T1 is %g, outside [0, %d]", o.target, o.capacity)
 	}
+	if c := o.counts; c.Hits > c.Queries || c.PreemptedHits > c.PreemptedQueries {
+		return fmt.Errorf("host memory: %d of %d tokens queried hit, %d of %d of preempted requests'", c.Hits, c.Queries, c.PreemptedHits, c.PreemptedQueries)
+	}
 	return nil
 }

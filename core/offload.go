@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmdst/llmdst/failpoints"
@@ -116,6 +117,7 @@ type kvOffload struct {
 	free   []int32
 	taken  int32
 	victim []*list.Element    // the blocks victims chose, room reused
+	counts KVOffloadStats     // its counters; stats adds the gauges
 	loads  map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
 	// from its first copy on, an ended one's until its last copy landed.
@@ -355,6 +357,7 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 	delete(s.offload.loads, id)
 	ld.landed()
 	r, n = ld.r, len(ld.reads)
+	s.offload.counts.LoadedBlocks += int64(n)
 	if ld.aborted {
 		s.landLoad(ld, ld.blocks)
 		s.releaseEnded(ld)
@@ -484,6 +487,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 		s.protect(r, next, full, false)
 	}
 	if !ok && !evictRead { // cannot store: the next step tries again
+		s.offload.counts.StoreFailures++
 		if !r.storeWaits {
 			r.storeWaits = true
 			s.offload.waits = append(s.offload.waits, StoreWait{R: r, Blocks: need, Loads: loads})
@@ -586,6 +590,7 @@ func (s *Scheduler) CompleteStore(id string, job uint64) (r *Request, n int, don
 	}
 	j := st.jobs[k]
 	st.jobs = slices.Delete(st.jobs, k, k+1)
+	s.offload.counts.StoredBlocks += int64(j.Blocks())
 	table := st.r.table
 	if st.ended {
 		table = st.blocks
@@ -843,4 +848,36 @@ func (c *EngineCore) waitInput() (in Input, ok, due bool) {
 		return in, false, false
 	}
 	return in, true, true // the deadline: the load is due
+}
+
+// offloadCounts are host memory's counts and gauges as of the core's last
+// change, for the frontend's: any task may read them.
+type offloadCounts struct {
+	queries, hits, preemptedQueries, preemptedHits atomic.Int64
+	stored, loaded, evicted, storeFailures, blocks atomic.Int64
+}
+
+func (p *offloadCounts) publish(st KVOffloadStats) {
+	publish(&p.queries, st.Queries)
+	publish(&p.hits, st.Hits)
+	publish(&p.preemptedQueries, st.PreemptedQueries)
+	publish(&p.preemptedHits, st.PreemptedHits)
+	publish(&p.stored, st.StoredBlocks)
+	publish(&p.loaded, st.LoadedBlocks)
+	publish(&p.evicted, st.Evicted)
+	publish(&p.storeFailures, st.StoreFailures)
+	publish(&p.blocks, int64(st.Blocks))
+}
+
+// load returns the counts published, with host memory's size and policy
+// from cfg; zero without host memory.
+func (p *offloadCounts) load(cfg Config) KVOffloadStats {
+	if cfg.KVOffloadBlocks == 0 {
+		return KVOffloadStats{}
+	}
+	return KVOffloadStats{Queries: p.queries.Load(), Hits: p.hits.Load(),
+		PreemptedQueries: p.preemptedQueries.Load(), PreemptedHits: p.preemptedHits.Load(),
+		StoredBlocks: p.stored.Load(), LoadedBlocks: p.loaded.Load(), Evicted: p.evicted.Load(),
+		StoreFailures: p.storeFailures.Load(), Blocks: int(p.blocks.Load()),
+		Capacity: cfg.KVOffloadBlocks, Policy: cfg.KVOffloadPolicy}
 }

@@ -488,3 +488,36 @@ func TestARCPutsOutByRecencyAndFrequency(t *testing.T) {
 	assert.Zero(t, o.ghosts[0].len()+o.ghosts[1].len())
 	assert.Zero(t, o.target)
 }
+
+// TestHostMemoryCountsItsTraffic: host memory of two blocks holds a's;
+// b's lookup finds them (9 tokens queried, 8 hits) and loads them, and
+// c's (9 queried, none hit) is admitted; c's two filled blocks find no
+// room while b's load reads the two there: a failure. Once the load
+// landed, c's next step puts them out, and b, whose blocks they were,
+// finds no room for its own behind c's copy: a second failure.
+func TestHostMemoryCountsItsTraffic(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
+	s := o.s
+	o.offloadAndForget()
+	want := KVOffloadStats{Queries: 9, StoredBlocks: 2, Blocks: 2, Capacity: 2}
+	require.Equal(t, want, s.Stats().KVOffload, "a's 9 tokens found nothing anywhere; its two blocks were stored")
+
+	o.add("b", 1, 4)
+	o.add("c", 101, 4)
+	o.step()
+	require.Contains(t, s.offload.loads, "b")
+	want.Queries, want.Hits, want.StoreFailures = 9+9+9, 8, 1
+	require.Equal(t, want, s.Stats().KVOffload)
+	_, _, n := s.CompleteLoad("b")
+	require.Equal(t, 2, n)
+	o.step()
+	want.LoadedBlocks, want.Evicted, want.StoreFailures = 2, 2, 2
+	assert.Equal(t, want, s.Stats().KVOffload, "counted once admitted: b's admission after its load is not a lookup")
+	require.Len(t, o.waits, 2)
+	assert.Equal(t, []string{"c", "b"}, []string{o.waits[0].R.InternalID, o.waits[1].R.InternalID}, "c waited for the load, then b for c's copy")
+
+	r := &Request{Prompt: make([]int, 9), Preemptions: 1}
+	s.offload.recordLookup(r, 4, 4)
+	want.PreemptedQueries, want.PreemptedHits = 5, 4
+	assert.Equal(t, want, s.Stats().KVOffload, "a preempted request's lookups are counted apart")
+}

@@ -83,6 +83,10 @@ type SchedulerStats struct {
 	PrefixCacheHits             int64 // of those, tokens found cached
 	PrefixCachePreemptedQueries int64 // tokens looked up by preempted requests as they resumed
 	PrefixCachePreemptedHits    int64 // of those, tokens found cached
+
+	// KVOffload is host memory's, with Config.KVOffloadBlocks; zero
+	// without.
+	KVOffload KVOffloadStats
 }
 
 // Scheduler is vLLM's v1 request scheduler as a plain state machine:
@@ -365,6 +369,9 @@ func (s *Scheduler) Stats() SchedulerStats {
 	st := s.prefix
 	st.Running, st.Waiting, st.Preemptions = len(s.running), len(s.waiting), s.preemptions
 	st.KVUsedBlocks, st.KVNumBlocks = s.cfg.UsableBlocks()-s.pool.numFree, s.cfg.NumBlocks
+	if s.offload != nil {
+		st.KVOffload = s.offload.stats()
+	}
 	return st
 }
 
@@ -628,6 +635,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						started, room := s.startLoad(r, s.hits)
 						if started {
 							out.Loads = append(out.Loads, r)
+							s.offload.recordLookup(r, len(s.hits)*s.cfg.BlockSize, len(s.offload.loads[r.InternalID].reads)*s.cfg.BlockSize)
 						}
 						if started || !room {
 							blocked = blocked || !room
@@ -645,6 +653,9 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						blocked = true
 						i++
 						continue
+					}
+					if s.offload != nil {
+						s.offload.recordLookup(r, hit, 0) // host memory had none of what the GPU's cache lacks
 					}
 				}
 				if i == 0 {
