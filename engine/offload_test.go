@@ -406,3 +406,72 @@ func TestAStoreKeepsTheBlocksUntilItLands(t *testing.T) {
 	t.Logf("caught on %d of 16 seeds", caught)
 	assert.Positive(t, caught, "the store reads the blocks the request behind wrote")
 }
+
+// TestHostMemoryIsCounted: the engine reports host memory's traffic under
+// vLLM's metric names. first's 23 tokens, then the fillers' 24 each, are
+// looked up with nothing cached anywhere; again finds its first block in
+// the GPU's cache and the next four in host memory: 19 tokens queried,
+// 16 of them hits, four blocks loaded back. Eighteen blocks were stored,
+// six of each prompt's; host memory of 32 put none out and always found
+// room. Without host memory none of it is reported.
+func TestHostMemoryIsCounted(t *testing.T) {
+	for _, offload := range []bool{true, false} {
+		cfg := offloadConfig(t, "")
+		if !offload {
+			cfg.KVOffloadBlocks = 0
+		}
+		var st engine.Stats
+		c, _, _, err := offloadRun(t, 1, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			r, err := e.AddRequest("first", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			putOut(t, rt, e)
+			r, err = e.AddRequest("again", pauseLong, p)
+			require.NoError(t, err)
+			drain(t, r)
+			require.NoError(t, e.WaitIdle(context.Background()))
+			st = e.Stats()
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Finish())
+		var b strings.Builder
+		require.NoError(t, st.WritePrometheus(&b))
+		if !offload {
+			assert.Zero(t, st.KVOffload)
+			assert.NotContains(t, b.String(), "kv_offload")
+			assert.NotContains(t, b.String(), "external_prefix_cache")
+			continue
+		}
+		assert.Equal(t, engine.KVOffloadStats{Queries: 23 + 24 + 24 + 19, Hits: 16, StoredBlocks: 18, LoadedBlocks: 4,
+			Blocks: 18, Capacity: 32, Policy: engine.OffloadLRU}, st.KVOffload)
+		assert.Contains(t, b.String(), "vllm:external_prefix_cache_queries_total 90\nvllm:external_prefix_cache_hits_total 16\n")
+		assert.Contains(t, b.String(), `llmdst:kv_offload_blocks_total{transfer_type="GPU_to_CPU"} 18`+"\n"+`llmdst:kv_offload_blocks_total{transfer_type="CPU_to_GPU"} 4`+"\n")
+		assert.Contains(t, b.String(), `vllm:kv_offload_block_eviction_total{policy="lru"} 0`+"\nvllm:kv_offload_allocation_failure_total 0\n")
+		assert.Contains(t, b.String(), "llmdst:kv_offload_used_blocks 18\nllmdst:kv_offload_num_blocks 32\n")
+		assert.Equal(t, int64(4), st.PrefixCacheHits, "the GPU's cache gave again its first block")
+	}
+}
+
+// TestHostMemoryIsCountedCoreByCore: with several cores each core's host
+// memory is a series of its own, labelled with its rank before the
+// metric's own labels, and the engine's counts are their sums.
+func TestHostMemoryIsCountedCoreByCore(t *testing.T) {
+	c0 := engine.KVOffloadStats{Queries: 9, Hits: 8, StoredBlocks: 2, Evicted: 1, StoreFailures: 3, Blocks: 2, Capacity: 4, Policy: engine.OffloadARC}
+	c1 := engine.KVOffloadStats{Queries: 5, LoadedBlocks: 2, Evicted: 2, Blocks: 1, Capacity: 4, Policy: engine.OffloadARC}
+	var s engine.Stats
+	s.DataParallelSize = 2
+	s.Cores = []engine.CoreStats{{KVOffload: c0}, {KVOffload: c1}}
+	s.KVOffload.Add(c0)
+	s.KVOffload.Add(c1)
+	assert.Equal(t, engine.KVOffloadStats{Queries: 14, Hits: 8, StoredBlocks: 2, LoadedBlocks: 2, Evicted: 3, StoreFailures: 3, Blocks: 3, Capacity: 8, Policy: engine.OffloadARC}, s.KVOffload)
+	ms := s.Metrics()
+	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_block_eviction_total{engine="0",policy="arc"}`, Value: 1})
+	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_block_eviction_total{engine="1",policy="arc"}`, Value: 2})
+	assert.Contains(t, ms, engine.Metric{Name: `vllm:external_prefix_cache_hits_total{engine="0"}`, Value: 8})
+	assert.Contains(t, ms, engine.Metric{Name: `llmdst:kv_offload_blocks_total{engine="1",transfer_type="CPU_to_GPU"}`, Value: 2})
+	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_allocation_failure_total{engine="0"}`, Value: 3})
+	for _, m := range ms {
+		assert.NotEqual(t, "vllm:external_prefix_cache_queries_total", m.Name, "no sum beside the cores' series")
+	}
+}

@@ -56,6 +56,18 @@ type Stats struct {
 	PrefixCachePreemptedQueries int64
 	PrefixCachePreemptedHits    int64
 
+	// KVOffload is host memory's counts and gauges, with
+	// Config.KVOffloadBlocks (zero without): the external prefix cache's
+	// queries and hits (vllm:external_prefix_cache_queries_total and
+	// _hits_total), the blocks copied each way
+	// (llmdst:kv_offload_blocks_total{transfer_type="GPU_to_CPU"} and
+	// "CPU_to_GPU"), those put out for room
+	// (vllm:kv_offload_block_eviction_total{policy=…}), the stores that
+	// found none (vllm:kv_offload_allocation_failure_total), and the
+	// blocks held of host memory's (llmdst:kv_offload_used_blocks,
+	// llmdst:kv_offload_num_blocks). See core.KVOffloadStats.
+	KVOffload KVOffloadStats
+
 	// DataParallelSize is the engine's cores (Config.DataParallelSize, 1
 	// for one): the cores' gauges and counts above are their sums, as a
 	// dashboard sums vLLM's per-engine series, and KVNumBlocks counts a
@@ -78,7 +90,12 @@ type CoreStats struct {
 	PrefixCachePreemptedQueries, PrefixCachePreemptedHits      int64
 	PromptTokens, GenerationTokens, StaleFramesDropped         int64
 	FinishedStop, FinishedLength, FinishedAbort, FinishedError int64
+	KVOffload                                                  KVOffloadStats
 }
+
+// KVOffloadStats are host memory's counts and gauges; see
+// core.KVOffloadStats.
+type KVOffloadStats = core.KVOffloadStats
 
 // coreStats sets in cs a core's gauges and counts as it last published
 // them.
@@ -88,6 +105,7 @@ func coreStats(c *core.EngineCore, cs *CoreStats) {
 	cs.KVUsedBlocks, cs.KVNumBlocks, cs.KVLeakedBlocks = st.KVUsedBlocks, st.KVNumBlocks, c.KVLeaked()
 	cs.PrefixCacheQueries, cs.PrefixCacheHits = st.PrefixCacheQueries, st.PrefixCacheHits
 	cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits = st.PrefixCachePreemptedQueries, st.PrefixCachePreemptedHits
+	cs.KVOffload = st.KVOffload
 }
 
 // addCore adds a core's gauges and counts to the engine's.
@@ -109,6 +127,7 @@ func (s *Stats) addCore(c CoreStats) {
 	s.FinishedLength += c.FinishedLength
 	s.FinishedAbort += c.FinishedAbort
 	s.FinishedError += c.FinishedError
+	s.KVOffload.Add(c.KVOffload)
 }
 
 // KVCacheUsage is the share of the core's usable KV blocks in use, as
@@ -224,6 +243,16 @@ func (s Stats) Metrics() []Metric {
 	ofCores("llmdst:kv_leaked_blocks", float64(s.KVLeakedBlocks), func(c CoreStats) float64 { return float64(c.KVLeakedBlocks) })
 	ofCores("vllm:prefix_cache_queries_total", float64(s.PrefixCacheQueries), func(c CoreStats) float64 { return float64(c.PrefixCacheQueries) })
 	ofCores("vllm:prefix_cache_hits_total", float64(s.PrefixCacheHits), func(c CoreStats) float64 { return float64(c.PrefixCacheHits) })
+	if s.KVOffload.Capacity > 0 { // as vLLM's connector metrics, only with host memory
+		ofCores("vllm:external_prefix_cache_queries_total", float64(s.KVOffload.Queries), func(c CoreStats) float64 { return float64(c.KVOffload.Queries) })
+		ofCores("vllm:external_prefix_cache_hits_total", float64(s.KVOffload.Hits), func(c CoreStats) float64 { return float64(c.KVOffload.Hits) })
+		ofCores(`llmdst:kv_offload_blocks_total{transfer_type="GPU_to_CPU"}`, float64(s.KVOffload.StoredBlocks), func(c CoreStats) float64 { return float64(c.KVOffload.StoredBlocks) })
+		ofCores(`llmdst:kv_offload_blocks_total{transfer_type="CPU_to_GPU"}`, float64(s.KVOffload.LoadedBlocks), func(c CoreStats) float64 { return float64(c.KVOffload.LoadedBlocks) })
+		ofCores(`vllm:kv_offload_block_eviction_total{policy="`+s.KVOffload.Policy.String()+`"}`, float64(s.KVOffload.Evicted), func(c CoreStats) float64 { return float64(c.KVOffload.Evicted) })
+		ofCores("vllm:kv_offload_allocation_failure_total", float64(s.KVOffload.StoreFailures), func(c CoreStats) float64 { return float64(c.KVOffload.StoreFailures) })
+		ofCores("llmdst:kv_offload_used_blocks", float64(s.KVOffload.Blocks), func(c CoreStats) float64 { return float64(c.KVOffload.Blocks) })
+		ofCores("llmdst:kv_offload_num_blocks", float64(s.KVOffload.Capacity), func(c CoreStats) float64 { return float64(c.KVOffload.Capacity) })
+	}
 	add(`vllm:engine_sleep_state{sleep_state="awake"}`, flag(!s.Sleeping))
 	add(`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1))
 	add(`vllm:engine_sleep_state{sleep_state="discard_all"}`, flag(s.Sleeping && s.SleepLevel == 2))
