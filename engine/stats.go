@@ -169,12 +169,21 @@ func (e *AsyncLLM) Stats() Stats {
 		s.Cores = make([]CoreStats, len(e.cores))
 		cores = s.Cores
 	}
-	e.mu.Lock()
+	// Once Close returned nothing changes the frontend's counts: every
+	// request has ended and every task with it, and a new one is refused.
+	// They are read without the lock then, which takes no step of a
+	// simulated run (scenario.Outcome.Stats).
+	locked := !e.ended.Load()
+	if locked {
+		e.mu.Lock()
+	}
 	s.LoRAAdapters = loraAdapters(lc, e.loraNames)
 	for i := range cores {
 		e.countsOf(int32(i)).into(&cores[i])
 	}
-	e.mu.Unlock()
+	if locked {
+		e.mu.Unlock()
+	}
 	s.MaxLoRAs, s.At, s.DataParallelSize = e.ccfg.MaxLoRAs, e.rt.Now(), len(e.cores)
 	for i, c := range e.cores {
 		coreStats(c.c, &cores[i])
@@ -188,8 +197,8 @@ func (e *AsyncLLM) Stats() Stats {
 
 // Metric is one named value.
 type Metric struct {
-	Name  string
-	Value float64
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
 }
 
 // KVCacheUsage is the share of the usable KV blocks in use, from 0 to 1

@@ -9,6 +9,7 @@ import (
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 )
 
 // TestKVOffloadPassesOnTheFixedEngine: the engine as it is passes
@@ -153,5 +154,39 @@ func TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse(t *testing.T) {
 	assert.NotEmpty(t, counts, "the legacy engine's reuse race")
 	for _, p := range []string{props.KVBlocksAccounted, props.ModelTokens} {
 		assert.Zero(t, counts[p], "%s: first seed %d (simrun run -scenario kv-offload -legacy -seed N)", p, first[p])
+	}
+}
+
+// TestKVOffloadRunsEveryPathOfHostMemory: kv-offload's runs under each
+// policy, host memory of 4 blocks, do put blocks out, find no room for a
+// step's blocks, load blocks back and hit host memory, as the engines'
+// counters say once each run closed them; and the counters agree with
+// each other: no more hits than queries, no more blocks held than host
+// memory has, every block loaded back a hit. A sweep of it that passed
+// went down those paths.
+func TestKVOffloadRunsEveryPathOfHostMemory(t *testing.T) {
+	for _, policy := range []engine.KVOffloadPolicy{engine.OffloadLRU, engine.OffloadARC} {
+		var sum engine.KVOffloadStats
+		for seed := uint64(1); seed <= 60; seed++ {
+			opts := scenario.Options{Seed: seed, Stats: true, Engine: func(c *engine.Config) {
+				c.KVOffloadBlocks, c.KVOffloadPolicy = 4, policy
+			}}
+			prog, out := scenario.KVOffload.Program(opts)
+			res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), NoRecord: true, NoHash: true}, prog)
+			require.NoError(t, out.Err(res.Err), "%s seed %d", policy, seed)
+			require.Len(t, out.Stats, 1, "kv-offload makes one engine")
+			st := out.Stats[0].KVOffload
+			assert.Equal(t, policy, st.Policy, "seed %d", seed)
+			assert.Equal(t, 4, st.Capacity, "seed %d", seed)
+			assert.LessOrEqual(t, st.Hits, st.Queries, "seed %d", seed)
+			assert.LessOrEqual(t, st.Blocks, st.Capacity, "seed %d", seed)
+			assert.LessOrEqual(t, st.LoadedBlocks*4, st.Hits+st.PreemptedHits, "seed %d: a block loaded is 4 tokens hit", seed)
+			sum.Add(st)
+		}
+		assert.Positive(t, sum.Evicted, "%s: blocks put out for room", policy)
+		assert.Positive(t, sum.StoreFailures, "%s: steps whose blocks found no room", policy)
+		assert.Positive(t, sum.LoadedBlocks, "%s: blocks loaded back", policy)
+		assert.Positive(t, sum.StoredBlocks, "%s: blocks stored", policy)
+		t.Logf("%s over 60 seeds: %+v", policy, sum)
 	}
 }

@@ -55,6 +55,10 @@ type Options struct {
 	// (failpoints.NewSet); their probabilities draw from the seed's fault
 	// stream. GO_FAILPOINTS adds its specs to them.
 	Failpoints []string
+	// Stats reads each engine's counters as the run closes it
+	// (Outcome.Stats): what simrun run -metrics prints. Off, a run reads
+	// none.
+	Stats bool
 }
 
 // Run is what a scenario's Run gets: the runtime, the options, the
@@ -125,6 +129,11 @@ type Outcome struct {
 	Checker *props.Checker
 	// ScenarioErr is the error the scenario's Run returned.
 	ScenarioErr error
+	// Stats are the counters of the engines the run made, in the order it
+	// made them, each read once it closed, with Options.Stats (else nil).
+	// Read then, they take no step of the run: its trace hash is the same
+	// with them or without.
+	Stats []engine.Stats
 }
 
 // Err joins a run's error with the checker's violations, the violation
@@ -195,11 +204,14 @@ func (s *Scenario) Program(opts Options) (func(rt task.Runtime) error, *Outcome)
 			t, p, _ := sim.Where(rt)
 			return t, p
 		}
-		out.Checker, out.ScenarioErr = x.Checker, nil
+		out.Checker, out.ScenarioErr, out.Stats = x.Checker, nil, nil
 		err = s.Run(x)
 		for _, e := range x.engines {
 			e.Close()
 			x.Checker.CheckKV(e)
+			if opts.Stats {
+				out.Stats = append(out.Stats, e.Stats())
+			}
 		}
 		if errors.Is(err, errStopped) {
 			err = nil // the violation says it all

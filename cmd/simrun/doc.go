@@ -5,14 +5,14 @@
 // Usage:
 //
 //	simrun list [-failpoints | -situations | -properties] [-json]
-//	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-json]
+//	simrun run     -scenario abort-reuse -seed 42 [-strategy S] [-legacy] [-config K=V] [-story] [-trace F.json] [-html F.html] [-metrics] [-json]
 //	simrun sweep   -scenario abort-reuse -seeds 1-100000 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-for D] [-stop-after N] [-targets LIST] [-min-reached N] [-json] [-junit F.xml]
 //	simrun sweep   -scenario all -seeds 1-10000 -for 10m [-junit F.xml]        # or -scenario swarm,control-mix
 //	simrun explore -scenario abort-reuse -seed 1 -delays 3 [-strategy S] [-legacy] [-config K=V] [-j N] [-shard I/N] [-max-runs N] [-for D] [-story] [-html F.html] [-json]
 //	simrun explore -scenario swarm -seeds 1-1000 -delays 1
 //	simrun explore -scenario all -seeds 1-100 -delays 1 -for 30m
 //	simrun run     -scenario abort-reuse -seed 1 -legacy -draws 24:2,25:5,62:1
-//	simrun replay  [-story] [-trace F.json] [-html F.html] FILE.schedule
+//	simrun replay  [-story] [-trace F.json] [-html F.html] [-metrics] FILE.schedule
 //	simrun shrink  -scenario abort-reuse -seed 42 -legacy [-config K=V] [-reach SITUATION] [-story] [-html F.html]
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''

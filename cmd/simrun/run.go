@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
@@ -175,6 +176,7 @@ type outputFlags struct {
 	schedule string
 	out      string
 	html     string
+	metrics  bool
 }
 
 func (f *outputFlags) register(fs *flag.FlagSet) {
@@ -182,6 +184,7 @@ func (f *outputFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.story, "story", false, "print the run as a story: starvation, engine events, the failure")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.StringVar(&f.html, "html", "", "write the run as a self-contained HTML timeline to `FILE`: lanes per task, starvation, frame flows, the stale frame in red")
+	fs.BoolVar(&f.metrics, "metrics", false, "print each engine's metrics as the run closed it, under vLLM's names (the Prometheus text engine.Stats writes): its prefix cache's and host memory's hits, evictions, preemptions…")
 }
 
 // registerSchedule registers the flags that say where the run's schedule
@@ -212,6 +215,9 @@ type runJSON struct {
 	Draws     string   `json:"draws,omitempty"` // run -draws
 	// Reached are the situations the run reached (props.Situation).
 	Reached []string `json:"reached"`
+	// Metrics are each engine's metrics as the run closed it, in the
+	// order it made them, with -metrics.
+	Metrics [][]engine.Metric `json:"metrics,omitempty"`
 }
 
 // seedCommand makes the flags of a command that runs one seed of a
@@ -241,7 +247,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sp.seedTimeout = timeout
+	sp.seedTimeout, sp.metrics = timeout, of.metrics
 	if flagGiven(fs, "draws") {
 		if sp.draws, err = runDraws(sp, *drawsFlag, *check); err != nil {
 			return err
@@ -320,7 +326,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%s: %v", rest[0], err)
 	}
-	sp.seedTimeout = timeout
+	sp.seedTimeout, sp.metrics = timeout, of.metrics
 	undo, err := outputDirs(of.dirs(false)...)
 	if err != nil {
 		return err
@@ -412,6 +418,9 @@ func (o *outcome) json(sp *spec, schedFile string, rp *replayed) runJSON {
 	if rp != nil && rp.recorded {
 		j.Replayed = &rp.same
 	}
+	for _, st := range o.stats {
+		j.Metrics = append(j.Metrics, st.Metrics())
+	}
 	if o.failed() {
 		j.Error, j.Signature = o.err.Error(), signature(o.err)
 		if schedFile != "" {
@@ -458,6 +467,12 @@ func printOutcome(sp *spec, o *outcome, of *outputFlags, rp *replayed, schedFile
 	}
 	if o.failed() && schedFile != "" {
 		fmt.Fprintf(stdout, "  replay: %s\n", sp.reproducer(o.seed, o.strategy, isNondeterministic(o.err), schedFile))
+	}
+	for i, st := range o.stats {
+		fmt.Fprintf(stdout, "  metrics of engine %d of %d:\n", i+1, len(o.stats))
+		for _, m := range st.Metrics() {
+			fmt.Fprintf(stdout, "    %s %s\n", m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64))
+		}
 	}
 	if of.story && o.res.Trace != nil {
 		fmt.Fprintln(stdout)

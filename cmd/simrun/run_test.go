@@ -319,3 +319,49 @@ func TestComparePCTRunsOneStepEstimateForBothVariants(t *testing.T) {
 	assert.Equal(t, "pct:3:50", r.A.Strategy)
 	assert.Equal(t, "pct:3:70", r.B.Strategy)
 }
+
+// TestRunPrintsTheEnginesMetrics: run -metrics prints each engine's
+// metrics as the run closed it, host memory's among them, in text and in
+// JSON, and the run is the same one: its trace hash is unchanged. A
+// replay prints them too.
+func TestRunPrintsTheEnginesMetrics(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"run", "-scenario", "kv-offload", "-seed", "52", "-out", dir}
+	code, plain, _ := simrun(t, args...)
+	require.Equal(t, 0, code, plain)
+	assert.NotContains(t, plain, "metrics of engine")
+	code, out, _ := simrun(t, append(args, "-metrics")...)
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, between(plain, "trace hash ", "\n"), between(out, "trace hash ", "\n"), "-metrics reads the counters after the run: the same run")
+	assert.Contains(t, out, "  metrics of engine 1 of 1:\n    vllm:num_requests_running 0\n")
+	assert.Regexp(t, `(?m)^    vllm:kv_offload_block_eviction_total\{policy="arc"\} [1-9][0-9]*$`, out, "seed 52 draws ARC, and puts blocks out")
+	assert.Regexp(t, `(?m)^    vllm:external_prefix_cache_hits_total [1-9][0-9]*$`, out, "seed 52 loads KV back")
+
+	code, js, _ := simrun(t, append(args, "-metrics", "-json")...)
+	require.Equal(t, 0, code, js)
+	var j struct {
+		TraceHash string `json:"trace_hash"`
+		Metrics   [][]struct {
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+		} `json:"metrics"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(js), &j))
+	assert.Equal(t, between(plain, "trace hash ", "\n"), j.TraceHash)
+	require.Len(t, j.Metrics, 1)
+	var evicted float64
+	for _, m := range j.Metrics[0] {
+		if m.Name == `vllm:kv_offload_block_eviction_total{policy="arc"}` {
+			evicted = m.Value
+		}
+	}
+	assert.Contains(t, out, fmt.Sprintf(`vllm:kv_offload_block_eviction_total{policy="arc"} %g`+"\n", evicted))
+	assert.Positive(t, evicted)
+
+	sched := filepath.Join(dir, "x.schedule")
+	code, _, _ = simrun(t, append(args, "-schedule-out", sched)...)
+	require.Equal(t, 0, code)
+	code, rep, _ := simrun(t, "replay", "-metrics", sched)
+	require.Equal(t, 0, code, rep)
+	assert.Contains(t, rep, fmt.Sprintf(`vllm:kv_offload_block_eviction_total{policy="arc"} %g`+"\n", evicted), "a replay is the same run, with the same counts")
+}

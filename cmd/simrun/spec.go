@@ -46,6 +46,8 @@ type spec struct {
 	// draws, when set (run -draws), are the draws a run follows in place
 	// of drawing from its seed: a schedule explore ran.
 	draws sim.Draws
+	// metrics keeps each engine's counters of a run (run -metrics).
+	metrics bool
 }
 
 // specFlags registers the flags every subcommand that runs scenarios has.
@@ -298,6 +300,7 @@ type outcome struct {
 	// Explore found from a seed's own.
 	fileSuffix string
 	meta       []sim.Meta
+	stats      []engine.Stats // each engine's, with the spec's metrics
 }
 
 func (o *outcome) failed() bool { return o.err != nil }
@@ -312,7 +315,7 @@ func (o *outcome) reached() props.SituationSet {
 
 // options are the scenario options of one seed.
 func (s *spec) options(seed uint64) scenario.Options {
-	o := scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints}
+	o := scenario.Options{Legacy: s.legacy, Seed: seed, Failpoints: s.failpoints, Stats: s.metrics}
 	if len(s.config) > 0 {
 		settings := s.config
 		o.Engine = func(c *engine.Config) {
@@ -371,7 +374,7 @@ func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 		opts.Chooser = sim.FollowDraws(s.draws)
 	}
 	res := sim.Run(opts, prog)
-	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: res.Strategy}
+	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: res.Strategy, stats: out.Stats}
 }
 
 // scheduleFile names the schedule file of a seed in dir:
