@@ -189,8 +189,8 @@ type EngineCore struct {
 	running, waiting, kvUsed, preemptions       atomic.Int64
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
-	offloadCounts                               offloadCounts
-	progress                                    func() // called when the core is about to block for input
+	offloadCounts                               *offloadCounts // with host memory only
+	progress                                    func()         // called when the core is about to block for input
 	// leaked is the most KV blocks the core has found in use while it held
 	// no request (EventKVLeak): each leak is reported once. Written by the
 	// core only, read by any task (KVLeaked).
@@ -230,7 +230,7 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 		c.lora = &coreLoRA{}
 	}
 	if cfg.KVOffloadBlocks > 0 {
-		c.kv = &coreKV{}
+		c.kv, c.offloadCounts = &coreKV{}, &offloadCounts{}
 	}
 	return c
 }
@@ -780,7 +780,7 @@ func (c *EngineCore) syncHeld() {
 		publish(&c.prefixPreemptedQueries, st.PrefixCachePreemptedQueries)
 		publish(&c.prefixPreemptedHits, st.PrefixCachePreemptedHits)
 	}
-	if c.cfg.KVOffloadBlocks > 0 {
+	if c.offloadCounts != nil {
 		c.offloadCounts.publish(st.KVOffload)
 	}
 }

@@ -870,9 +870,9 @@ func (p *offloadCounts) publish(st KVOffloadStats) {
 }
 
 // load returns the counts published, with host memory's size and policy
-// from cfg; zero without host memory.
+// from cfg; zero without host memory (p nil).
 func (p *offloadCounts) load(cfg Config) KVOffloadStats {
-	if cfg.KVOffloadBlocks == 0 {
+	if p == nil {
 		return KVOffloadStats{}
 	}
 	return KVOffloadStats{Queries: p.queries.Load(), Hits: p.hits.Load(),
