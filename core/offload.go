@@ -246,7 +246,8 @@ func newKVOffload(capacity int, policy KVOffloadPolicy) *kvOffload {
 // the load lands (CompleteLoad). Each time, whether a load starts or not,
 // the lookup makes a use of every block of r host memory holds, its first
 // the most recent, as vLLM's get_num_new_matched_tokens touches them
-// before its lookup; the load itself is no use (prepare_load).
+// before its lookup; the load itself is no use (prepare_load). A load
+// started is counted as vLLM's scheduler counts it (recordLookup).
 func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	salt := r.cacheSalt()
 	s.offload.touch(r.hashes, salt) // a lookup is a use of every block it may read
@@ -284,6 +285,7 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	s.allocate(r, need, first*s.cfg.BlockSize) // caches nothing past the hits
 	r.kvLoad = kvLoading
 	s.offload.loads[r.InternalID] = ld
+	s.offload.recordLookup(r, first*s.cfg.BlockSize, len(reads)*s.cfg.BlockSize)
 	return true, true
 }
 

@@ -120,7 +120,7 @@ type Scheduler struct {
 
 	preemptions int64
 	frames      uint64
-	prefix      SchedulerStats // the prefix cache's counts
+	prefix      prefixCounts // the prefix cache's counts
 
 	hits []int32 // scratch: a waiting request's cache hits
 
@@ -366,7 +366,8 @@ func (s *Scheduler) NumRequests() int {
 
 // Stats returns the counts vLLM reports.
 func (s *Scheduler) Stats() SchedulerStats {
-	st := s.prefix
+	st := SchedulerStats{PrefixCacheQueries: s.prefix.queries, PrefixCacheHits: s.prefix.hits,
+		PrefixCachePreemptedQueries: s.prefix.preemptedQueries, PrefixCachePreemptedHits: s.prefix.preemptedHits}
 	st.Running, st.Waiting, st.Preemptions = len(s.running), len(s.waiting), s.preemptions
 	st.KVUsedBlocks, st.KVNumBlocks = s.cfg.UsableBlocks()-s.pool.numFree, s.cfg.NumBlocks
 	if s.offload != nil {
@@ -441,16 +442,19 @@ func (s *Scheduler) lookup(r *Request, hits []int32) []int32 {
 	return hits
 }
 
+// prefixCounts are the prefix cache's counts in tokens (SchedulerStats).
+type prefixCounts struct{ queries, hits, preemptedQueries, preemptedHits int64 }
+
 // recordLookup counts a lookup of r's prefix that found hit tokens, as
 // vLLM's get_computed_blocks records it: at every lookup, so a request
 // that waits for room is counted again at each step that tries it.
 func (s *Scheduler) recordLookup(r *Request, hit int) {
 	if r.Preemptions > 0 {
-		s.prefix.PrefixCachePreemptedQueries += int64(r.NumTokens())
-		s.prefix.PrefixCachePreemptedHits += int64(hit)
+		s.prefix.preemptedQueries += int64(r.NumTokens())
+		s.prefix.preemptedHits += int64(hit)
 	} else {
-		s.prefix.PrefixCacheQueries += int64(r.NumTokens())
-		s.prefix.PrefixCacheHits += int64(hit)
+		s.prefix.queries += int64(r.NumTokens())
+		s.prefix.hits += int64(hit)
 	}
 }
 
@@ -635,7 +639,6 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						started, room := s.startLoad(r, s.hits)
 						if started {
 							out.Loads = append(out.Loads, r)
-							s.offload.recordLookup(r, len(s.hits)*s.cfg.BlockSize, len(s.offload.loads[r.InternalID].reads)*s.cfg.BlockSize)
 						}
 						if started || !room {
 							blocked = blocked || !room

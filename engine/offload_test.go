@@ -422,14 +422,7 @@ func TestHostMemoryIsCounted(t *testing.T) {
 		}
 		var st engine.Stats
 		c, _, _, err := offloadRun(t, 1, cfg, func(rt task.Runtime, e *engine.AsyncLLM) {
-			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
-			r, err := e.AddRequest("first", pauseLong, p)
-			require.NoError(t, err)
-			drain(t, r)
-			putOut(t, rt, e)
-			r, err = e.AddRequest("again", pauseLong, p)
-			require.NoError(t, err)
-			drain(t, r)
+			drain(t, loadingRequest(t, rt, e, "again", engine.Params{MaxTokens: 4, IgnoreEOS: true}))
 			require.NoError(t, e.WaitIdle(context.Background()))
 			st = e.Stats()
 		})
