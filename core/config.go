@@ -18,6 +18,9 @@ const (
 	DefaultMaxModelLen         = 131072
 	DefaultNumBlocks           = 2*DefaultMaxModelLen/DefaultBlockSize + 1 // two sequences of the model length, and vLLM's null block
 	DefaultStepTime            = time.Millisecond
+	// DefaultKVOffloadTrackerSize is how many hashes host memory's store
+	// threshold counts sightings of by default, vLLM's max_tracker_size.
+	DefaultKVOffloadTrackerSize = 64_000
 	// MaxModelLenMax bounds MaxModelLen: token counts derived from it (a
 	// prompt and its MaxTokens, twice it and a block for the default
 	// cache) must not overflow an int on any platform.
@@ -96,6 +99,16 @@ type Config struct {
 	// eviction_policy "lru" and "arc". Without KVOffloadBlocks it has no
 	// effect, as vLLM's without its offloading connector.
 	KVOffloadPolicy KVOffloadPolicy
+	// KVOffloadStoreThreshold stores a block to host memory only once the
+	// lookups of waiting requests have seen it this many times, vLLM's
+	// store_threshold (kv_connector_extra_config): a one-off prompt's
+	// blocks take no room there. Below 2 every block is stored, as
+	// vLLM's. The counts are kept for KVOffloadTrackerSize hashes at most,
+	// the least recently seen forgotten first; 0 means
+	// DefaultKVOffloadTrackerSize (vLLM's max_tracker_size). Without
+	// KVOffloadBlocks neither has an effect.
+	KVOffloadStoreThreshold int
+	KVOffloadTrackerSize    int
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -182,6 +195,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: KVOffloadBlocks must be ≥ 0 (0: offloading off), got %d", c.KVOffloadBlocks)
 	case c.KVOffloadBlocks > 0 && !c.EnablePrefixCaching:
 		return fmt.Errorf("core: KVOffloadBlocks is %d but prefix caching is off: offloaded blocks are found by the prefix cache's hashes", c.KVOffloadBlocks)
+	case c.KVOffloadStoreThreshold < 0:
+		return fmt.Errorf("core: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got %d", c.KVOffloadStoreThreshold)
+	case c.KVOffloadTrackerSize < 0:
+		return fmt.Errorf("core: KVOffloadTrackerSize must be ≥ 0 (0: %d), got %d", DefaultKVOffloadTrackerSize, c.KVOffloadTrackerSize)
 	case c.KVOffloadPolicy > OffloadARC:
 		return fmt.Errorf("core: unknown KVOffloadPolicy %d: want OffloadLRU or OffloadARC", c.KVOffloadPolicy)
 	case c.SchedulingPolicy > PolicyPriority:

@@ -2,6 +2,7 @@ package core
 
 import (
 	"container/list"
+	"math"
 	"strconv"
 )
 
@@ -63,6 +64,11 @@ type KVOffloadStats struct {
 	// prepare_store that could not make it (vLLM's allocation failures):
 	// a request whose blocks wait several steps counts at each.
 	StoreFailures int64
+	// StoresSkipped are the blocks a store passed over because lookups
+	// had seen them fewer times than Config.KVOffloadStoreThreshold
+	// (vLLM's stores_skipped): a step's blocks that found no room and
+	// are passed to the next step count again there.
+	StoresSkipped int64
 	// Blocks is what host memory holds or has on its way now, of
 	// Capacity (Config.KVOffloadBlocks), under Policy.
 	Blocks, Capacity int
@@ -80,6 +86,7 @@ func (s *KVOffloadStats) Add(o KVOffloadStats) {
 	s.LoadedBlocks += o.LoadedBlocks
 	s.Evicted += o.Evicted
 	s.StoreFailures += o.StoreFailures
+	s.StoresSkipped += o.StoresSkipped
 	s.Blocks += o.Blocks
 	s.Capacity += o.Capacity
 	s.Policy = o.Policy
@@ -117,15 +124,18 @@ type ghostList struct {
 
 func (g *ghostList) len() int { return g.order.Len() }
 
-// add puts h at the back, dropping the oldest beyond capacity.
-func (g *ghostList) add(h uint64, capacity int) {
+// add puts h at the back, dropping the oldest beyond capacity; it
+// returns the hash it dropped, if it did.
+func (g *ghostList) add(h uint64, capacity int) (dropped uint64, ok bool) {
 	if g.at == nil {
 		g.at = map[uint64]*list.Element{}
 	}
 	g.at[h] = g.order.PushBack(h)
-	for g.order.Len() > capacity {
-		delete(g.at, g.order.Remove(g.order.Front()).(uint64))
+	if g.order.Len() > capacity {
+		dropped, ok = g.order.Remove(g.order.Front()).(uint64), true
+		delete(g.at, dropped)
 	}
+	return dropped, ok
 }
 
 // use moves h to the back and reports whether the list has it.
@@ -147,6 +157,58 @@ func (g *ghostList) remove(h uint64) {
 func (g *ghostList) clear() {
 	g.order.Init()
 	clear(g.at)
+}
+
+// reuseTracker counts the lookups that saw each block, by its salted
+// hash, to store only the blocks seen often enough: vLLM's
+// FilterReusedOffloadingManager (kv_connector_extra_config's
+// "store_threshold" and "max_tracker_size"). A lookup of a waiting
+// request sees every full block past its GPU hits, held by host memory
+// or not; a store passes over the blocks seen fewer than threshold
+// times, which host memory then neither holds for the request nor makes
+// room for. The counts are of at most size hashes, the least recently
+// seen forgotten first; a reset of host memory keeps them, as vLLM's
+// filter has no reset of its own: they count token sequences, not KV.
+type reuseTracker struct {
+	threshold int32
+	size      int
+	recent    ghostList // the hashes counted, least recently seen first
+	seen      map[uint64]int32
+}
+
+// newReuseTracker returns the tracker for Config's threshold and size,
+// nil when the threshold stores every block (below 2, as vLLM's).
+func newReuseTracker(threshold, size int) *reuseTracker {
+	if threshold < 2 {
+		return nil
+	}
+	if size == 0 {
+		size = DefaultKVOffloadTrackerSize
+	}
+	return &reuseTracker{threshold: int32(min(threshold, math.MaxInt32)), size: size, seen: map[uint64]int32{}}
+}
+
+// record counts a lookup that saw the blocks of hashes, each salted.
+func (t *reuseTracker) record(hashes []uint64, salt uint64) {
+	for _, h := range hashes {
+		h ^= salt
+		if t.recent.use(h) {
+			if t.seen[h] < math.MaxInt32 {
+				t.seen[h]++
+			}
+			continue
+		}
+		if dropped, ok := t.recent.add(h, t.size); ok {
+			delete(t.seen, dropped)
+		}
+		t.seen[h] = 1
+	}
+}
+
+// eligible reports whether a store may copy the block of hash: lookups
+// saw it often enough, or nothing filters the stores (t nil).
+func (t *reuseTracker) eligible(hash uint64) bool {
+	return t == nil || t.seen[hash] >= t.threshold
 }
 
 // held returns how many blocks host memory holds or has on their way.
@@ -328,10 +390,11 @@ func (o *kvOffload) makeRoom(n int, evictRead bool) {
 
 // protect marks the blocks of r's table [from, to) host memory holds as
 // kept from being put out, or, on false, no longer: vLLM's prepare_store
-// keeps the blocks of a store that are stored already.
+// keeps the blocks of a store that are stored already, of those passed
+// to it: with a store threshold, those lookups saw often enough.
 func (s *Scheduler) protect(r *Request, from, to int, on bool) {
 	for _, id := range r.table[from:to] {
-		if b := &s.pool.blocks[id]; b.hashed {
+		if b := &s.pool.blocks[id]; b.hashed && s.offload.reuse.eligible(b.hash) {
 			if e := s.offload.byHash[b.hash]; e != nil {
 				e.Value.(*offloaded).protected = on
 			}

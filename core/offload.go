@@ -65,7 +65,9 @@ import (
 // of the weights before it.
 //
 // The model of it: host memory holds Config.KVOffloadBlocks blocks in as
-// many slots. It puts out the least recently used first, or as vLLM's ARC
+// many slots; with Config.KVOffloadStoreThreshold, only those the lookups
+// of waiting requests saw that many times (host_memory.go's
+// reuseTracker). It puts out the least recently used first, or as vLLM's ARC
 // chooses (Config.KVOffloadPolicy, host_memory.go); the lookup of a
 // waiting request, whether it loads or not, and a step's store are each a
 // use of every block of the request host memory holds, its first the most
@@ -118,6 +120,7 @@ type kvOffload struct {
 	taken  int32
 	victim []*list.Element    // the blocks victims chose, room reused
 	counts KVOffloadStats     // its counters; stats adds the gauges
+	reuse  *reuseTracker      // with a store threshold only
 	loads  map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
 	// from its first copy on, an ended one's until its last copy landed.
@@ -235,8 +238,8 @@ type storedBlock struct {
 	dst  *list.Element // its room in host memory
 }
 
-func newKVOffload(capacity int, policy KVOffloadPolicy) *kvOffload {
-	return &kvOffload{capacity: capacity, policy: policy, byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
+func newKVOffload(cfg Config) *kvOffload {
+	return &kvOffload{capacity: cfg.KVOffloadBlocks, policy: cfg.KVOffloadPolicy, reuse: newReuseTracker(cfg.KVOffloadStoreThreshold, cfg.KVOffloadTrackerSize), byHash: map[uint64]*list.Element{}, loads: map[string]*kvLoad{}, stores: map[string]*kvStore{}}
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
@@ -246,12 +249,17 @@ func newKVOffload(capacity int, policy KVOffloadPolicy) *kvOffload {
 // the load lands (CompleteLoad). Each time, whether a load starts or not,
 // the lookup makes a use of every block of r host memory holds, its first
 // the most recent, as vLLM's get_num_new_matched_tokens touches them
-// before its lookup; the load itself is no use (prepare_load). A load
+// before its lookup, and, with a store threshold, counts a sighting of
+// every full block past the hits; the load itself is no use
+// (prepare_load). A load
 // started is counted as vLLM's scheduler counts it (recordLookup).
 func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	salt := r.cacheSalt()
 	s.offload.touch(r.hashes, salt) // a lookup is a use of every block it may read
 	first := len(hits)
+	if t := s.offload.reuse; t != nil && len(r.hashes) > first {
+		t.record(r.hashes[first:], salt) // vLLM looks up nothing when less than a block is past the hits
+	}
 	var reads []*offloaded
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
 		o, ok := s.offload.ready(h ^ salt)
@@ -446,7 +454,9 @@ func (s *Scheduler) abandonTransfers() int {
 
 // storeFilled starts a copy into host memory of the blocks of r filled
 // since its last, vLLM's _get_reqs_to_store: those full, written and
-// cached that host memory neither holds nor has on its way. Host memory
+// cached that host memory neither holds nor has on its way, and, with a
+// store threshold, that lookups saw often enough; it passes over the
+// others for good. Host memory
 // makes room for all of them or stores none (vLLM's prepare_store,
 // "cannot store"): then r's next step tries again from the same block,
 // with those it fills too. A copy started makes every full block of r
@@ -471,7 +481,10 @@ func (s *Scheduler) storeFilled(r *Request) {
 	}
 	need := 0
 	for _, id := range r.table[next:full] {
-		if s.offload.lacks(&s.pool.blocks[id]) {
+		switch b := &s.pool.blocks[id]; {
+		case b.hashed && !s.offload.reuse.eligible(b.hash):
+			s.offload.counts.StoresSkipped++ // seen too seldom: vLLM's filter passes it over
+		case s.offload.lacks(b):
 			need++
 		}
 	}
@@ -507,7 +520,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 	}
 	from := len(st.copies)
 	for i := next; i < full; i++ {
-		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) {
+		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) && s.offload.reuse.eligible(b.hash) {
 			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash, dst: s.offload.reserve(b.hash)})
 		}
 	}
@@ -855,8 +868,8 @@ func (c *EngineCore) waitInput() (in Input, ok, due bool) {
 // offloadCounts are host memory's counts and gauges as of the core's last
 // change, for the frontend's: any task may read them.
 type offloadCounts struct {
-	queries, hits, preemptedQueries, preemptedHits atomic.Int64
-	stored, loaded, evicted, storeFailures, blocks atomic.Int64
+	queries, hits, preemptedQueries, preemptedHits          atomic.Int64
+	stored, loaded, evicted, storeFailures, skipped, blocks atomic.Int64
 }
 
 func (p *offloadCounts) publish(st KVOffloadStats) {
@@ -868,6 +881,7 @@ func (p *offloadCounts) publish(st KVOffloadStats) {
 	publish(&p.loaded, st.LoadedBlocks)
 	publish(&p.evicted, st.Evicted)
 	publish(&p.storeFailures, st.StoreFailures)
+	publish(&p.skipped, st.StoresSkipped)
 	publish(&p.blocks, int64(st.Blocks))
 }
 
@@ -880,6 +894,6 @@ func (p *offloadCounts) load(cfg Config) KVOffloadStats {
 	return KVOffloadStats{Queries: p.queries.Load(), Hits: p.hits.Load(),
 		PreemptedQueries: p.preemptedQueries.Load(), PreemptedHits: p.preemptedHits.Load(),
 		StoredBlocks: p.stored.Load(), LoadedBlocks: p.loaded.Load(), Evicted: p.evicted.Load(),
-		StoreFailures: p.storeFailures.Load(), Blocks: int(p.blocks.Load()),
+		StoreFailures: p.storeFailures.Load(), StoresSkipped: p.skipped.Load(), Blocks: int(p.blocks.Load()),
 		Capacity: cfg.KVOffloadBlocks, Policy: cfg.KVOffloadPolicy}
 }

@@ -14,7 +14,7 @@ import (
 // capacity in blocks, putting out the least recently used first, never
 // one a store is still copying in; a use moves a block to the back.
 func TestHostMemoryKeepsTheMostRecentlyUsedBlocks(t *testing.T) {
-	o := newKVOffload(3, OffloadLRU)
+	o := newKVOffload(Config{KVOffloadBlocks: 3})
 	held := func() []uint64 {
 		var hs []uint64
 		for e := o.lru.Front(); e != nil; e = e.Next() {
@@ -65,6 +65,8 @@ func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 	assert.NoError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true}.WithDefaults().Validate())
 	assert.NoError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: OffloadARC}.WithDefaults().Validate())
 	assert.NoError(t, Config{KVOffloadPolicy: OffloadARC}.WithDefaults().Validate(), "no host memory: the policy has no effect")
+	assert.EqualError(t, Config{KVOffloadStoreThreshold: -1}.WithDefaults().Validate(), "core: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got -1")
+	assert.EqualError(t, Config{KVOffloadTrackerSize: -3}.WithDefaults().Validate(), "core: KVOffloadTrackerSize must be ≥ 0 (0: 64000), got -3")
 	assert.EqualError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: 7}.WithDefaults().Validate(), "core: unknown KVOffloadPolicy 7: want OffloadLRU or OffloadARC")
 }
 
@@ -425,7 +427,7 @@ func TestAStoreKeepsTheBlocksItPassesOver(t *testing.T) {
 // while it holds at least its target size, else in T2, and a use of a
 // hash put out moves the target, as vLLM's ARC policy does.
 func TestARCPutsOutByRecencyAndFrequency(t *testing.T) {
-	o := newKVOffload(3, OffloadARC)
+	o := newKVOffload(Config{KVOffloadBlocks: 3, KVOffloadPolicy: OffloadARC})
 	keys := func(l *list.List) []uint64 {
 		var hs []uint64
 		for e := l.Front(); e != nil; e = e.Next() {
@@ -520,4 +522,53 @@ func TestHostMemoryCountsItsTraffic(t *testing.T) {
 	s.offload.recordLookup(r, 4, 4)
 	want.PreemptedQueries, want.PreemptedHits = 5, 4
 	assert.Equal(t, want, s.Stats().KVOffload, "a preempted request's lookups are counted apart")
+}
+
+// TestAStoreThresholdStoresOnlyBlocksLookupsSawOften: with vLLM's
+// store_threshold of 2, a's blocks, seen by one lookup, are passed over;
+// b, the same prompt after the GPU's cache forgot it, is the second
+// lookup to see them, and its store copies them. A GPU hit is no
+// sighting: c, whose prompt the GPU's cache still holds, sees nothing,
+// and d's blocks, seen once, are passed over. A tracker of one hash
+// forgets the first block as the second is seen: nothing is stored.
+func TestAStoreThresholdStoresOnlyBlocksLookupsSawOften(t *testing.T) {
+	cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 4, KVOffloadStoreThreshold: 2}
+	o := newOffloadRun(t, cfg)
+	s := o.s
+	o.add("a", 1, 1)
+	o.step()
+	require.Empty(t, o.jobs, "a's blocks were seen once: no copy")
+	want := KVOffloadStats{Queries: 9, StoresSkipped: 2, Capacity: 4}
+	require.Equal(t, want, s.Stats().KVOffload)
+
+	s.pool.resetCache()
+	o.add("b", 1, 1)
+	o.step()
+	require.Len(t, o.jobs, 1, "b's lookup was the second to see the blocks: they are stored")
+	assert.Equal(t, 2, o.jobs[0].Blocks())
+	want.Queries, want.Blocks = 18, 2
+	require.Equal(t, want, s.Stats().KVOffload)
+	_, _, done, _ := s.CompleteStore("b", o.jobs[0].Job)
+	require.True(t, done)
+
+	o.add("c", 1, 1) // a GPU hit of both blocks: nothing past it to look up
+	o.add("d", 101, 1)
+	o.step()
+	assert.Len(t, o.jobs, 1, "neither c nor d stored a block")
+	want.Queries, want.Hits, want.StoredBlocks, want.StoresSkipped = 18+1+9, 0, 2, 2+2
+	assert.Equal(t, want, s.Stats().KVOffload, "d's two blocks were passed over; c's are held already")
+	for h := range s.offload.byHash {
+		assert.Equal(t, int32(2), s.offload.reuse.seen[h], "c's lookup did not count")
+	}
+
+	cfg.KVOffloadTrackerSize = 1
+	o = newOffloadRun(t, cfg)
+	o.add("a", 1, 1)
+	o.step()
+	o.s.pool.resetCache()
+	o.add("b", 1, 1)
+	o.step()
+	assert.Empty(t, o.jobs, "a tracker of one hash forgot each block before its second sighting")
+	assert.Equal(t, int64(4), o.s.Stats().KVOffload.StoresSkipped)
+	assert.Len(t, o.s.offload.reuse.seen, 1)
 }

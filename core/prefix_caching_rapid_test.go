@@ -77,6 +77,8 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 			cfg.EnablePrefixCaching = true
 			cfg.KVOffloadBlocks = rapid.IntRange(1, 16).Draw(t, "offloadBlocks")
 			cfg.KVOffloadPolicy = core.KVOffloadPolicy(rapid.IntRange(0, 1).Draw(t, "offloadPolicy"))
+			cfg.KVOffloadStoreThreshold = rapid.IntRange(0, 3).Draw(t, "storeThreshold")
+			cfg.KVOffloadTrackerSize = rapid.IntRange(0, 8).Draw(t, "trackerSize")
 		}
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}

@@ -152,7 +152,7 @@ func NewScheduler(cfg Config) *Scheduler {
 	s.out = &s.outs[0]
 	s.pool = newBlockPool(cfg, s.blocksRoom[:])
 	if cfg.KVOffloadBlocks > 0 {
-		s.offload = newKVOffload(cfg.KVOffloadBlocks, cfg.KVOffloadPolicy)
+		s.offload = newKVOffload(cfg)
 	}
 	return s
 }
