@@ -160,6 +160,10 @@ func New(cfg Config) (*AsyncLLM, error) {
 		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks must be ≥ 0 (0: offloading off), got %d", cfg.KVOffloadBlocks)}
 	case cfg.KVOffloadBlocks > 0 && !cfg.EnablePrefixCaching:
 		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks is %d but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes", cfg.KVOffloadBlocks)}
+	case cfg.KVOffloadStoreThreshold < 0:
+		return nil, &configError{fmt.Errorf("engine: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got %d", cfg.KVOffloadStoreThreshold)}
+	case cfg.KVOffloadTrackerSize < 0:
+		return nil, &configError{fmt.Errorf("engine: KVOffloadTrackerSize must be ≥ 0 (0: %d), got %d", core.DefaultKVOffloadTrackerSize, cfg.KVOffloadTrackerSize)}
 	}
 	if cfg.DataParallelSize < 0 || cfg.DataParallelSize > MaxDataParallelSize {
 		return nil, &configError{fmt.Errorf("engine: DataParallelSize must be from 0 (one core) to %d, got %d", MaxDataParallelSize, cfg.DataParallelSize)}

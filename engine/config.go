@@ -119,6 +119,16 @@ type Config struct {
 	// recently used first, or OffloadARC, its adaptive replacement cache.
 	// Without KVOffloadBlocks it has no effect. See core.KVOffloadPolicy.
 	KVOffloadPolicy KVOffloadPolicy
+	// KVOffloadStoreThreshold is vLLM's store_threshold of its CPU
+	// offloading (kv_connector_extra_config): a block is stored to host
+	// memory only once the lookups of waiting requests have seen it this
+	// many times, so that a prompt seen once takes no room there; below 2
+	// every block is stored. KVOffloadTrackerSize is how many hashes it
+	// counts at most, vLLM's max_tracker_size (0: 64,000). Without
+	// KVOffloadBlocks neither has an effect. See
+	// core.Config.KVOffloadStoreThreshold.
+	KVOffloadStoreThreshold int
+	KVOffloadTrackerSize    int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -163,7 +173,8 @@ func (c Config) coreConfig() core.Config {
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
-		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
+		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy,
+		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }

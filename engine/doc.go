@@ -83,7 +83,9 @@
 // out that a store copies in, a load in flight reads or the store passes
 // over). Config.KVOffloadPolicy chooses what goes to make room: least
 // recently used first (vLLM's "lru"), or vLLM's adaptive replacement
-// cache ("arc").
+// cache ("arc"). Config.KVOffloadStoreThreshold is vLLM's
+// store_threshold: a block is stored only once the lookups of waiting
+// requests have seen it that many times.
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its

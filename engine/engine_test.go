@@ -396,6 +396,8 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{MaxCPULoRAs: 2}, "engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
 		{engine.Config{EnableLoRA: true, MaxLoRAs: 3, MaxCPULoRAs: 2}, "engine: MaxCPULoRAs (2) must be ≥ MaxLoRAs (3): the executor loads every adapter of a step"},
 		{engine.Config{EnablePrefixCaching: true, KVOffloadBlocks: -4}, "engine: KVOffloadBlocks must be ≥ 0 (0: offloading off), got -4"},
+		{engine.Config{EnablePrefixCaching: true, KVOffloadBlocks: 8, KVOffloadStoreThreshold: -2}, "engine: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got -2"},
+		{engine.Config{KVOffloadTrackerSize: -1}, "engine: KVOffloadTrackerSize must be ≥ 0 (0: 64000), got -1"},
 		{engine.Config{KVOffloadBlocks: 8}, "engine: KVOffloadBlocks is 8 but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes"},
 		{engine.Config{DataParallelSize: -1}, "engine: DataParallelSize must be from 0 (one core) to 64, got -1"},
 		{engine.Config{DataParallelSize: 65}, "engine: DataParallelSize must be from 0 (one core) to 64, got 65"},

@@ -440,7 +440,7 @@ func TestHostMemoryIsCounted(t *testing.T) {
 			Blocks: 18, Capacity: 32, Policy: engine.OffloadLRU}, st.KVOffload)
 		assert.Contains(t, b.String(), "vllm:external_prefix_cache_queries_total 90\nvllm:external_prefix_cache_hits_total 16\n")
 		assert.Contains(t, b.String(), `llmdst:kv_offload_blocks_total{transfer_type="GPU_to_CPU"} 18`+"\n"+`llmdst:kv_offload_blocks_total{transfer_type="CPU_to_GPU"} 4`+"\n")
-		assert.Contains(t, b.String(), `vllm:kv_offload_block_eviction_total{policy="lru"} 0`+"\nvllm:kv_offload_allocation_failure_total 0\n")
+		assert.Contains(t, b.String(), `vllm:kv_offload_block_eviction_total{policy="lru"} 0`+"\nvllm:kv_offload_allocation_failure_total 0\nvllm:kv_offload_stores_skipped_total 0\n")
 		assert.Contains(t, b.String(), "llmdst:kv_offload_used_blocks 18\nllmdst:kv_offload_num_blocks 32\n")
 		assert.Equal(t, int64(4), st.PrefixCacheHits, "the GPU's cache gave again its first block")
 	}
@@ -451,19 +451,20 @@ func TestHostMemoryIsCounted(t *testing.T) {
 // metric's own labels, and the engine's counts are their sums.
 func TestHostMemoryIsCountedCoreByCore(t *testing.T) {
 	c0 := engine.KVOffloadStats{Queries: 9, Hits: 8, StoredBlocks: 2, Evicted: 1, StoreFailures: 3, Blocks: 2, Capacity: 4, Policy: engine.OffloadARC}
-	c1 := engine.KVOffloadStats{Queries: 5, LoadedBlocks: 2, Evicted: 2, Blocks: 1, Capacity: 4, Policy: engine.OffloadARC}
+	c1 := engine.KVOffloadStats{Queries: 5, LoadedBlocks: 2, Evicted: 2, StoresSkipped: 6, Blocks: 1, Capacity: 4, Policy: engine.OffloadARC}
 	var s engine.Stats
 	s.DataParallelSize = 2
 	s.Cores = []engine.CoreStats{{KVOffload: c0}, {KVOffload: c1}}
 	s.KVOffload.Add(c0)
 	s.KVOffload.Add(c1)
-	assert.Equal(t, engine.KVOffloadStats{Queries: 14, Hits: 8, StoredBlocks: 2, LoadedBlocks: 2, Evicted: 3, StoreFailures: 3, Blocks: 3, Capacity: 8, Policy: engine.OffloadARC}, s.KVOffload)
+	assert.Equal(t, engine.KVOffloadStats{Queries: 14, Hits: 8, StoredBlocks: 2, LoadedBlocks: 2, Evicted: 3, StoreFailures: 3, StoresSkipped: 6, Blocks: 3, Capacity: 8, Policy: engine.OffloadARC}, s.KVOffload)
 	ms := s.Metrics()
 	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_block_eviction_total{engine="0",policy="arc"}`, Value: 1})
 	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_block_eviction_total{engine="1",policy="arc"}`, Value: 2})
 	assert.Contains(t, ms, engine.Metric{Name: `vllm:external_prefix_cache_hits_total{engine="0"}`, Value: 8})
 	assert.Contains(t, ms, engine.Metric{Name: `llmdst:kv_offload_blocks_total{engine="1",transfer_type="CPU_to_GPU"}`, Value: 2})
 	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_allocation_failure_total{engine="0"}`, Value: 3})
+	assert.Contains(t, ms, engine.Metric{Name: `vllm:kv_offload_stores_skipped_total{engine="1"}`, Value: 6})
 	for _, m := range ms {
 		assert.NotEqual(t, "vllm:external_prefix_cache_queries_total", m.Name, "no sum beside the cores' series")
 	}

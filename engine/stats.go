@@ -63,8 +63,9 @@ type Stats struct {
 	// (llmdst:kv_offload_blocks_total{transfer_type="GPU_to_CPU"} and
 	// "CPU_to_GPU"), those put out for room
 	// (vllm:kv_offload_block_eviction_total{policy=…}), the stores that
-	// found none (vllm:kv_offload_allocation_failure_total), and the
-	// blocks held of host memory's (llmdst:kv_offload_used_blocks,
+	// found none (vllm:kv_offload_allocation_failure_total), the blocks a
+	// store threshold passed over (vllm:kv_offload_stores_skipped_total),
+	// and the blocks held of host memory's (llmdst:kv_offload_used_blocks,
 	// llmdst:kv_offload_num_blocks). See core.KVOffloadStats.
 	KVOffload KVOffloadStats
 
@@ -259,6 +260,7 @@ func (s Stats) Metrics() []Metric {
 		ofCores(`llmdst:kv_offload_blocks_total{transfer_type="CPU_to_GPU"}`, float64(s.KVOffload.LoadedBlocks), func(c CoreStats) float64 { return float64(c.KVOffload.LoadedBlocks) })
 		ofCores(`vllm:kv_offload_block_eviction_total{policy="`+s.KVOffload.Policy.String()+`"}`, float64(s.KVOffload.Evicted), func(c CoreStats) float64 { return float64(c.KVOffload.Evicted) })
 		ofCores("vllm:kv_offload_allocation_failure_total", float64(s.KVOffload.StoreFailures), func(c CoreStats) float64 { return float64(c.KVOffload.StoreFailures) })
+		ofCores("vllm:kv_offload_stores_skipped_total", float64(s.KVOffload.StoresSkipped), func(c CoreStats) float64 { return float64(c.KVOffload.StoresSkipped) })
 		ofCores("llmdst:kv_offload_used_blocks", float64(s.KVOffload.Blocks), func(c CoreStats) float64 { return float64(c.KVOffload.Blocks) })
 		ofCores("llmdst:kv_offload_num_blocks", float64(s.KVOffload.Capacity), func(c CoreStats) float64 { return float64(c.KVOffload.Capacity) })
 	}
