@@ -15,7 +15,7 @@ import (
 )
 
 // streamOffloadPolicy is the stream of the seed that kv-offload draws
-// host memory's policy from ("OFFPOLCY").
+// host memory's policy and store threshold from ("OFFPOLCY").
 const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 
 // KVOffload is a document-question service with KV offloading to host
@@ -75,8 +75,14 @@ func kvOffload(x *Run) error {
 		// often find no room and wait for the next.
 		cfg.KVOffloadBlocks = 4 + r.Intn(8)
 	}
-	if sim.NewPCGChooser(x.Opts.Seed, streamOffloadPolicy).Intn(2) == 0 {
-		cfg.KVOffloadPolicy = engine.OffloadARC // from a stream of its own: every other draw stands
+	pol := sim.NewPCGChooser(x.Opts.Seed, streamOffloadPolicy) // a stream of its own: every other draw stands
+	if pol.Intn(2) == 0 {
+		cfg.KVOffloadPolicy = engine.OffloadARC
+	}
+	if pol.Intn(4) == 0 {
+		// vLLM's store_threshold: only blocks two lookups saw are
+		// stored, the shared document's, not a one-off question's.
+		cfg.KVOffloadStoreThreshold = 2
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {

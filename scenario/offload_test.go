@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -165,28 +166,38 @@ func TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse(t *testing.T) {
 // memory has, every block loaded back a hit. A sweep of it that passed
 // went down those paths.
 func TestKVOffloadRunsEveryPathOfHostMemory(t *testing.T) {
-	for _, policy := range []engine.KVOffloadPolicy{engine.OffloadLRU, engine.OffloadARC} {
+	for _, c := range []struct {
+		policy    engine.KVOffloadPolicy
+		threshold int
+	}{{engine.OffloadLRU, 0}, {engine.OffloadARC, 0}, {engine.OffloadLRU, 2}} {
+		name := fmt.Sprintf("%s, store threshold %d", c.policy, c.threshold)
 		var sum engine.KVOffloadStats
 		for seed := uint64(1); seed <= 60; seed++ {
-			opts := scenario.Options{Seed: seed, Stats: true, Engine: func(c *engine.Config) {
-				c.KVOffloadBlocks, c.KVOffloadPolicy = 4, policy
+			opts := scenario.Options{Seed: seed, Stats: true, Engine: func(cfg *engine.Config) {
+				cfg.KVOffloadBlocks, cfg.KVOffloadPolicy, cfg.KVOffloadStoreThreshold = 4, c.policy, c.threshold
 			}}
 			prog, out := scenario.KVOffload.Program(opts)
 			res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), NoRecord: true, NoHash: true}, prog)
-			require.NoError(t, out.Err(res.Err), "%s seed %d", policy, seed)
+			require.NoError(t, out.Err(res.Err), "%s seed %d", name, seed)
 			require.Len(t, out.Stats, 1, "kv-offload makes one engine")
 			st := out.Stats[0].KVOffload
-			assert.Equal(t, policy, st.Policy, "seed %d", seed)
+			assert.Equal(t, c.policy, st.Policy, "seed %d", seed)
 			assert.Equal(t, 4, st.Capacity, "seed %d", seed)
 			assert.LessOrEqual(t, st.Hits, st.Queries, "seed %d", seed)
 			assert.LessOrEqual(t, st.Blocks, st.Capacity, "seed %d", seed)
 			assert.LessOrEqual(t, st.LoadedBlocks*4, st.Hits+st.PreemptedHits, "seed %d: a block loaded is 4 tokens hit", seed)
+			if c.threshold < 2 {
+				assert.Zero(t, st.StoresSkipped, "seed %d: no threshold, nothing passed over", seed)
+			}
 			sum.Add(st)
 		}
-		assert.Positive(t, sum.Evicted, "%s: blocks put out for room", policy)
-		assert.Positive(t, sum.StoreFailures, "%s: steps whose blocks found no room", policy)
-		assert.Positive(t, sum.LoadedBlocks, "%s: blocks loaded back", policy)
-		assert.Positive(t, sum.StoredBlocks, "%s: blocks stored", policy)
-		t.Logf("%s over 60 seeds: %+v", policy, sum)
+		assert.Positive(t, sum.Evicted, "%s: blocks put out for room", name)
+		assert.Positive(t, sum.StoreFailures, "%s: steps whose blocks found no room", name)
+		assert.Positive(t, sum.LoadedBlocks, "%s: blocks loaded back", name)
+		assert.Positive(t, sum.StoredBlocks, "%s: blocks stored", name)
+		if c.threshold >= 2 {
+			assert.Positive(t, sum.StoresSkipped, "%s: blocks seen too seldom passed over", name)
+		}
+		t.Logf("%s over 60 seeds: %+v", name, sum)
 	}
 }

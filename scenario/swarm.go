@@ -199,7 +199,7 @@ func swarm(x *Run) error {
 		}
 	}
 	caching := sim.NewPCGChooser(x.Opts.Seed, streamPrefix)
-	system, offload, arc := "", 0, false
+	system, offload, threshold, arc := "", 0, 0, false
 	if caching.Intn(3) != 0 {
 		caching = nil
 	} else {
@@ -214,6 +214,9 @@ func swarm(x *Run) error {
 			// ones the GPU's cache lost, and requests load them back.
 			offload, sc = 4+o.Intn(28), kvPressure
 			arc = o.Intn(2) == 0
+			if o.Intn(4) == 0 {
+				threshold = 2 // vLLM's store_threshold: a block seen by one lookup is not stored
+			}
 		}
 	}
 	f := drawFeatures(x)
@@ -230,7 +233,7 @@ func swarm(x *Run) error {
 			cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens = 4, 8
 		}
 		if x.engineConfig(cfg).EnablePrefixCaching { // the options may turn it off
-			cfg.KVOffloadBlocks = offload
+			cfg.KVOffloadBlocks, cfg.KVOffloadStoreThreshold = offload, threshold
 			if arc {
 				cfg.KVOffloadPolicy = engine.OffloadARC
 			}

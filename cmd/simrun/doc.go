@@ -178,6 +178,14 @@
 //     first; arc, an adaptive replacement cache, keeps blocks used again
 //     apart from those used once (kv-offload and swarm draw it in half the
 //     runs that have host memory).
+//   - kv-offload-store-threshold=N: KVOffloadStoreThreshold, vLLM's
+//     store_threshold, for host memory a scenario or kv-offload-blocks
+//     gives: a block is stored there only once the lookups of waiting
+//     requests have seen it N times; below 2 (the default 0) every block
+//     is.
+//   - kv-offload-tracker-size=N: KVOffloadTrackerSize, vLLM's
+//     max_tracker_size, the blocks whose sightings the threshold counts,
+//     least recently seen forgotten first (default 64000).
 //   - max-loras=N: MaxLoRAs, vLLM's --max-loras, the most adapters one
 //     step's batch uses, N ≥ 1 with enable-lora=on (default 1); a request
 //     of another adapter waits for a slot.
