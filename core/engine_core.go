@@ -512,6 +512,9 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	for _, r := range so.LoRAWaiting {
 		c.emit(Event{Kind: EventLoRAWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, LoRA: r.LoRA, Held: len(so.LoRAs)})
 	}
+	for _, r := range so.LoadWaiting {
+		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
+	}
 	if len(so.Loads) > 0 {
 		c.startLoads(so.Loads)
 	}

@@ -143,6 +143,11 @@ const (
 	// them until they land: none is stored, and the request's next steps
 	// try again (vLLM's "cannot store"), told once until a copy starts.
 	EventKVStoreWait
+	// EventKVLoadWait: the core held the waiting request back because a
+	// load in flight reads blocks host memory would load for it, as vLLM's connector delays a request whose hits are being
+	// loaded: once that load lands, the GPU's cache has them. Told once
+	// until the request is admitted or loads.
+	EventKVLoadWait
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
@@ -150,7 +155,7 @@ var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", 
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
 	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored",
-	"core.kv-store-wait"}
+	"core.kv-store-wait", "core.kv-load-wait"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -254,6 +259,8 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventKVLoadWait:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): a load in flight reads blocks of its KV in host memory: it waits for it", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
 	case EventKVStoreWait:
 		why := ""
 		if e.Text == "loads" {

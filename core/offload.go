@@ -243,9 +243,12 @@ func newKVOffload(cfg Config) *kvOffload {
 }
 
 // startLoad starts the load of r's blocks after its GPU hits that host
-// memory holds, if there are any and room for its whole sequence; it
-// reports whether it started one, and false with room short so that r
-// waits (admit's failure). r stays in the waiting queue, skipped until
+// memory holds, if there are any and room for its whole sequence, and
+// reports what came of it: with none, r is admitted as it is; short of
+// room, r waits (admit's failure). When a load in flight reads any of
+// those blocks, r waits for it instead, as vLLM's connector delays a
+// request whose hits are being loaded (_blocks_being_loaded, kept with
+// prefix caching): that load caches them in the GPU, where r finds them. r stays in the waiting queue, skipped until
 // the load lands (CompleteLoad). Each time, whether a load starts or not,
 // the lookup makes a use of every block of r host memory holds, its first
 // the most recent, as vLLM's get_num_new_matched_tokens touches them
@@ -253,7 +256,7 @@ func newKVOffload(cfg Config) *kvOffload {
 // every full block past the hits; the load itself is no use
 // (prepare_load). A load
 // started is counted as vLLM's scheduler counts it (recordLookup).
-func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
+func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
 	salt := r.cacheSalt()
 	s.offload.touch(r.hashes, salt) // a lookup is a use of every block it may read
 	first := len(hits)
@@ -269,7 +272,10 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 		reads = append(reads, o)
 	}
 	if len(reads) == 0 {
-		return false, true
+		return loadNone
+	}
+	if slices.ContainsFunc(reads, func(o *offloaded) bool { return o.reads > 0 }) {
+		return loadDelayed // vLLM's connector: "hit blocks are being loaded, delay request"
 	}
 	need := s.cfg.BlocksFor(min(r.NumTokens(), s.cfg.MaxModelLen)) - first
 	evictable := 0
@@ -279,7 +285,7 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 		}
 	}
 	if need+evictable > s.pool.numFree {
-		return false, false
+		return loadNoRoom
 	}
 	ld := &kvLoad{r: r, start: first, reads: reads}
 	for _, o := range reads {
@@ -294,8 +300,22 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) (started, room bool) {
 	r.kvLoad = kvLoading
 	s.offload.loads[r.InternalID] = ld
 	s.offload.recordLookup(r, first*s.cfg.BlockSize, len(reads)*s.cfg.BlockSize)
-	return true, true
+	return loadStarted
 }
+
+// loadStart is what a waiting request's lookup of host memory came to.
+type loadStart uint8
+
+const (
+	loadNone    loadStart = iota // host memory has nothing past its GPU hits: it is admitted as it is
+	loadStarted                  // its load started: it waits for it to land
+	loadNoRoom                   // no room for its whole sequence: it waits, and those behind it
+	// loadDelayed: a load in flight reads blocks it would load; it waits
+	// for that load to land, when the GPU's cache has them, and those
+	// behind it may be admitted meanwhile (vLLM's connector returns None,
+	// the scheduler skips it this step).
+	loadDelayed
+)
 
 // waitingHoldBlocks reports whether blocks are held but by running
 // requests: by a load or a store in flight, or by a waiting request whose

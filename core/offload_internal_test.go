@@ -572,3 +572,37 @@ func TestAStoreThresholdStoresOnlyBlocksLookupsSawOften(t *testing.T) {
 	assert.Equal(t, int64(4), o.s.Stats().KVOffload.StoresSkipped)
 	assert.Len(t, o.s.offload.reuse.seen, 1)
 }
+
+// TestARequestWaitsForTheLoadOfItsBlocks: b and c have the same prompt,
+// which host memory holds and the GPU's cache lost. b's load starts; c,
+// whose hits it reads, is not given a second load of them, as vLLM's
+// connector delays a request whose hit blocks are being loaded: it waits,
+// while d, behind it, is admitted. Once b's load landed the GPU's cache
+// has the blocks, and c is admitted on them with no load.
+func TestARequestWaitsForTheLoadOfItsBlocks(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 4})
+	s := o.s
+	o.offloadAndForget()
+	b, c := o.add("b", 1, 4), o.add("c", 1, 4)
+	o.add("d", 101, 4)
+	o.step()
+	require.Contains(t, s.offload.loads, "b")
+	assert.NotContains(t, s.offload.loads, "c", "no second load of the blocks b's reads")
+	assert.Equal(t, StatusWaiting, c.Status)
+	assert.Equal(t, []*Request{c}, s.out.LoadWaiting, "c is told to wait")
+	assert.Equal(t, StatusRunning, s.requests["d"].Status, "d, behind c, was admitted")
+	o.step()
+	assert.Empty(t, s.out.LoadWaiting, "told once")
+	assert.Equal(t, StatusWaiting, c.Status, "still waiting for b's load")
+	assert.Equal(t, KVOffloadStats{Queries: 9 + 9 + 9, Hits: 8, StoredBlocks: 2, Blocks: 2 + 2, Capacity: 4}, s.Stats().KVOffload,
+		"a delayed lookup is not counted, as vLLM records it once the request is allocated; d stored its two blocks")
+
+	_, how, _ := s.CompleteLoad("b")
+	require.Equal(t, LoadLanded, how)
+	hits := s.Stats().PrefixCacheHits
+	o.step()
+	assert.Equal(t, StatusRunning, b.Status)
+	assert.Equal(t, StatusRunning, c.Status, "c is admitted on the blocks b's load cached")
+	assert.Empty(t, s.offload.loads)
+	assert.Equal(t, hits+8, s.Stats().PrefixCacheHits, "c's two blocks came from the GPU's cache")
+}

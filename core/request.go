@@ -107,11 +107,13 @@ type Request struct {
 	// first held it back for a LoRA slot, so that it is told once;
 	// cacheKeys is what of its adapter the prefix cache's keys of its
 	// blocks take (cacheSalt); storeWaits is set, with KV offloading,
-	// while blocks r filled wait for room in host memory, so that it is
-	// told once. They and kvLoad share Status's word.
+	// while blocks r filled wait for room in host memory, and loadWaits
+	// while r waits for a load in flight of blocks it would load, so that
+	// each is told once. They and kvLoad share Status's word.
 	loraWaited  bool
 	cacheKeys   cacheKeys
 	storeWaits  bool
+	loadWaits   bool
 	kvLoad      kvLoadState // with KV offloading, where r is in a load of its KV (offload.go)
 	StopReason  int         // the stop token that ended it, or -1
 	Blocks      int         // KV blocks held: len(BlockTable())

@@ -38,6 +38,12 @@ type SchedulerOutput struct {
 	// from host memory (Config.KVOffloadBlocks): they wait until it lands
 	// (Scheduler.CompleteLoad).
 	Loads []*Request
+	// LoadWaiting are the waiting requests the step held back, for the
+	// first time since they last entered the queue or began to wait,
+	// because a load in flight reads blocks host memory would load for
+	// them (vLLM's connector delays them): once it lands, the GPU's cache
+	// has them.
+	LoadWaiting []*Request
 
 	sampled []int // Sample's result, room reused with the output
 }
@@ -546,6 +552,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		clear(out.LoRAWaiting)
 		out.LoRAWaiting = out.LoRAWaiting[:0]
 	}
+	if len(out.LoadWaiting) > 0 {
+		clear(out.LoadWaiting)
+		out.LoadWaiting = out.LoadWaiting[:0]
+	}
 	if len(out.Loads) > 0 {
 		clear(out.Loads)
 		out.Loads = out.Loads[:0]
@@ -636,13 +646,22 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						s.recordLookup(r, len(s.hits)*s.cfg.BlockSize)
 					}
 					if s.offload != nil {
-						started, room := s.startLoad(r, s.hits)
-						if started {
-							out.Loads = append(out.Loads, r)
+						how := s.startLoad(r, s.hits)
+						if how == loadDelayed && !r.loadWaits {
+							out.LoadWaiting = append(out.LoadWaiting, r)
 						}
-						if started || !room {
-							blocked = blocked || !room
+						r.loadWaits = how == loadDelayed
+						switch how {
+						case loadStarted:
+							out.Loads = append(out.Loads, r)
 							i++
+							continue
+						case loadNoRoom:
+							blocked = true
+							i++
+							continue
+						case loadDelayed:
+							i++ // skipped this step, those behind it not
 							continue
 						}
 					}

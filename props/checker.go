@@ -522,6 +522,8 @@ func (c *Checker) observe(ev *core.Event) {
 		if ev.Text == "loads" {
 			c.reach(KVStoreWaitedForLoads)
 		}
+	case core.EventKVLoadWait:
+		c.reach(KVLoadWaitedForALoad)
 	case core.EventCallSplit:
 		c.reach(CallSplitAcrossCores)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:

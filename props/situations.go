@@ -115,6 +115,12 @@ const (
 	// the wait the store's copy overwrites the KV a load reads
 	// (core/kv-evict-while-loading), and the run fails instead.
 	KVStoreWaitedForLoads
+	// KVLoadWaitedForALoad: a waiting request whose prompt continues with
+	// blocks host memory holds waited while another request's load of
+	// them was in flight, as vLLM's connector delays it, instead of
+	// loading them a second time; once that load lands the GPU's cache
+	// has them, or, if that request ended, it loads them itself.
+	KVLoadWaitedForALoad
 	// CallSplitAcrossCores: with several data-parallel cores, a control
 	// call took effect on some and not on others (a resume overtook it
 	// there, or a core refused it): the cores must be brought back into
@@ -131,7 +137,7 @@ var situationNames = [situationCount]string{
 	"resume-before-pause-took-effect", "add-while-paused", "engine-died", "reset-with-a-step-in-flight",
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
-	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "call-split-across-cores",
+	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
 }
 
 var situationDocs = [situationCount]string{
@@ -161,6 +167,7 @@ var situationDocs = [situationCount]string{
 	"a waiting request's KV landed from host memory (KV offloading) after it waited for the copy",
 	"a request's KV load from host memory landed after the request had ended, into blocks it must have kept until then",
 	"host memory had no room for a step's blocks but what loads in flight read, kept until they land: the store waited",
+	"a waiting request waited for another request's load of blocks it would load from host memory, instead of loading them twice",
 	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
 }
 

@@ -245,6 +245,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("starts to load %d block(s) of %s's KV from host memory: it waits for them", ev.Held, req))
 	case core.EventKVStore:
 		st.notable(at, who, fmt.Sprintf("starts to copy %d block(s) of %s's KV to host memory", ev.Held, req))
+	case core.EventKVLoadWait:
+		st.notable(at, who, fmt.Sprintf("holds %s back: a load in flight reads blocks of its KV in host memory, which it waits for instead of loading them again", req))
 	case core.EventKVStoreWait:
 		why := "too many of its blocks on their way there"
 		if ev.Text == "loads" {
