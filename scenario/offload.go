@@ -44,20 +44,23 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // (core/reset-keeps-offloaded-kv, vLLM's default). Host memory keeps the
 // blocks a load reads until it lands, or a store's copy overwrites them
 // (core/kv-evict-while-loading); a store that waits for them is the
-// situation kv-store-waited-for-loads, rare here (0.1% of the first 2,000
-// seeds, in the quarter with small host memory), so not a target. Every
+// situation kv-store-waited-for-loads, rare here (0.2% of the first 2,000
+// seeds, in the quarter with small host memory), so not a target. Readers
+// of the document whose blocks another's load brings back wait for it
+// rather than load them again (kv-load-waited-for-a-load, a target). Every
 // token must be the model's. Async scheduling in half the seeds, the
 // priority policy in a quarter, and in a quarter host memory smaller than
 // the GPU's cache, where a step's blocks often find no room and are
 // stored a later step; in half, from a stream of its own, host memory
 // puts out blocks by vLLM's ARC policy rather than least recently used
-// first.
+// first, and in a quarter stores only blocks two lookups saw (vLLM's
+// store_threshold).
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
 	DefaultStrategy: "chaos",
 	Run:             kvOffload,
-	Targets:         props.SetOf(props.KVLoadedFromHost, props.KVLoadLandedAfterAbort),
+	Targets:         props.SetOf(props.KVLoadedFromHost, props.KVLoadLandedAfterAbort, props.KVLoadWaitedForALoad),
 }
 
 func init() { Register(KVOffload) }
