@@ -512,11 +512,11 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	for _, r := range so.LoRAWaiting {
 		c.emit(Event{Kind: EventLoRAWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, LoRA: r.LoRA, Held: len(so.LoRAs)})
 	}
-	for _, r := range so.LoadWaiting {
-		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
-	}
 	if len(so.Loads) > 0 {
 		c.startLoads(so.Loads)
+	}
+	for _, r := range so.LoadWaiting { // after the loads they wait for
+		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
 	}
 	if c.cfg.EnablePrefixCaching && c.cfg.Observer != nil {
 		for _, sc := range so.Scheduled {

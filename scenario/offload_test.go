@@ -142,6 +142,19 @@ func TestTheStoryTellsAStoreThatWaitsForALoad(t *testing.T) {
 		"starts to copy 3 block(s) of reader-2-aside#10's KV to host memory")
 }
 
+// TestTheStoryTellsAReaderThatWaitsForAnothersLoad: in kv-offload's seed
+// 4 two readers ask of the document, which host memory holds; the second
+// waits for the first's load rather than load it again, and is admitted
+// on the blocks it cached.
+func TestTheStoryTellsAReaderThatWaitsForAnothersLoad(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 4),
+		"starts to load 6 block(s) of reader-2#8's KV from host memory: it waits for them",
+		"holds reader-0#9 back: a load in flight reads blocks of its KV in host memory, which it waits for instead of loading them again",
+		"reaches kv-load-waited-for-a-load: a waiting request waited for another request's load of blocks it would load from host memory",
+		"lands the 6 block(s) of KV loaded for reader-2#8: it waits to be admitted with them",
+		"admits reader-0#9 from the prefix cache: its first 24 token(s) are in cached blocks")
+}
+
 // TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose
 // core takes the caller's ids, fails kv-offload by its own reuse race
 // alone: a reader that asks again under its id while its ended request's
