@@ -124,18 +124,15 @@ type ghostList struct {
 
 func (g *ghostList) len() int { return g.order.Len() }
 
-// add puts h at the back, dropping the oldest beyond capacity; it
-// returns the hash it dropped, if it did.
-func (g *ghostList) add(h uint64, capacity int) (dropped uint64, ok bool) {
+// add puts h at the back, dropping the oldest beyond capacity.
+func (g *ghostList) add(h uint64, capacity int) {
 	if g.at == nil {
 		g.at = map[uint64]*list.Element{}
 	}
 	g.at[h] = g.order.PushBack(h)
-	if g.order.Len() > capacity {
-		dropped, ok = g.order.Remove(g.order.Front()).(uint64), true
-		delete(g.at, dropped)
+	for g.order.Len() > capacity {
+		delete(g.at, g.order.Remove(g.order.Front()).(uint64))
 	}
-	return dropped, ok
 }
 
 // use moves h to the back and reports whether the list has it.
@@ -172,8 +169,14 @@ func (g *ghostList) clear() {
 type reuseTracker struct {
 	threshold int32
 	size      int
-	recent    ghostList // the hashes counted, least recently seen first
-	seen      map[uint64]int32
+	order     list.List                // of *sighting, least recently seen first
+	seen      map[uint64]*list.Element // hash → its entry in order
+}
+
+// sighting is how many lookups saw the block of hash.
+type sighting struct {
+	hash uint64
+	n    int32
 }
 
 // newReuseTracker returns the tracker for Config's threshold and size,
@@ -185,30 +188,40 @@ func newReuseTracker(threshold, size int) *reuseTracker {
 	if size == 0 {
 		size = DefaultKVOffloadTrackerSize
 	}
-	return &reuseTracker{threshold: int32(min(threshold, math.MaxInt32)), size: size, seen: map[uint64]int32{}}
+	return &reuseTracker{threshold: int32(min(threshold, math.MaxInt32)), size: size, seen: map[uint64]*list.Element{}}
 }
 
 // record counts a lookup that saw the blocks of hashes, each salted.
 func (t *reuseTracker) record(hashes []uint64, salt uint64) {
 	for _, h := range hashes {
 		h ^= salt
-		if t.recent.use(h) {
-			if t.seen[h] < math.MaxInt32 {
-				t.seen[h]++
+		if e, ok := t.seen[h]; ok {
+			t.order.MoveToBack(e)
+			if c := e.Value.(*sighting); c.n < math.MaxInt32 {
+				c.n++
 			}
 			continue
 		}
-		if dropped, ok := t.recent.add(h, t.size); ok {
-			delete(t.seen, dropped)
+		if t.order.Len() >= t.size {
+			delete(t.seen, t.order.Remove(t.order.Front()).(*sighting).hash)
 		}
-		t.seen[h] = 1
+		t.seen[h] = t.order.PushBack(&sighting{hash: h, n: 1})
 	}
+}
+
+// count returns how many lookups saw the block of hash, of those it
+// still counts.
+func (t *reuseTracker) count(hash uint64) int32 {
+	if e, ok := t.seen[hash]; ok {
+		return e.Value.(*sighting).n
+	}
+	return 0
 }
 
 // eligible reports whether a store may copy the block of hash: lookups
 // saw it often enough, or nothing filters the stores (t nil).
 func (t *reuseTracker) eligible(hash uint64) bool {
-	return t == nil || t.seen[hash] >= t.threshold
+	return t == nil || t.count(hash) >= t.threshold
 }
 
 // held returns how many blocks host memory holds or has on their way.

@@ -182,8 +182,8 @@ func (o *kvOffload) check() error {
 	if o.target < 0 || o.target > float64(o.capacity) {
 		return fmt.Errorf("host memory: ARC's target size of T1 is %g, outside [0, %d]", o.target, o.capacity)
 	}
-	if t := o.reuse; t != nil && (t.recent.len() > t.size || t.recent.len() != len(t.seen)) {
-		return fmt.Errorf("host memory: the store threshold counts %d hashes in its order and %d by hash, of %d at most", t.recent.len(), len(t.seen), t.size)
+	if t := o.reuse; t != nil && (t.order.Len() > t.size || t.order.Len() != len(t.seen)) {
+		return fmt.Errorf("host memory: the store threshold counts %d hashes in its order and %d by hash, of %d at most", t.order.Len(), len(t.seen), t.size)
 	}
 	if c := o.counts; c.Hits > c.Queries || c.PreemptedHits > c.PreemptedQueries {
 		return fmt.Errorf("host memory: %d of %d tokens queried hit, %d of %d of preempted requests'", c.Hits, c.Queries, c.PreemptedHits, c.PreemptedQueries)

@@ -558,7 +558,7 @@ func TestAStoreThresholdStoresOnlyBlocksLookupsSawOften(t *testing.T) {
 	want.Queries, want.Hits, want.StoredBlocks, want.StoresSkipped = 18+1+9, 0, 2, 2+2
 	assert.Equal(t, want, s.Stats().KVOffload, "d's two blocks were passed over; c's are held already")
 	for h := range s.offload.byHash {
-		assert.Equal(t, int32(2), s.offload.reuse.seen[h], "c's lookup did not count")
+		assert.Equal(t, int32(2), s.offload.reuse.count(h), "c's lookup did not count")
 	}
 
 	cfg.KVOffloadTrackerSize = 1

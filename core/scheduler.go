@@ -654,14 +654,11 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						switch how {
 						case loadStarted:
 							out.Loads = append(out.Loads, r)
-							i++
-							continue
 						case loadNoRoom:
-							blocked = true
+							blocked = true // those behind it wait too; a delayed one's may run
+						}
+						if how != loadNone {
 							i++
-							continue
-						case loadDelayed:
-							i++ // skipped this step, those behind it not
 							continue
 						}
 					}
