@@ -516,7 +516,11 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 		c.startLoads(so.Loads)
 	}
 	for _, r := range so.LoadWaiting { // after the loads they wait for
-		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index})
+		why := ""
+		if r.loadHeld == loadHeldBack {
+			why = "loads"
+		}
+		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Text: why})
 	}
 	if c.cfg.EnablePrefixCaching && c.cfg.Observer != nil {
 		for _, sc := range so.Scheduled {

@@ -144,9 +144,12 @@ const (
 	// try again (vLLM's "cannot store"), told once until a copy starts.
 	EventKVStoreWait
 	// EventKVLoadWait: the core held the waiting request back because a
-	// load in flight reads blocks host memory would load for it, as vLLM's connector delays a request whose hits are being
-	// loaded: once that load lands, the GPU's cache has them. Told once
-	// until the request is admitted or loads.
+	// load in flight reads blocks host memory would load for it, as
+	// vLLM's connector delays a request whose hits are being loaded: once
+	// that load lands, the GPU's cache has them. With Text "loads" it
+	// held it back, not looked up, because Config.MaxNumSeqs loads were in
+	// flight (the connector's back-pressure). Told once for each reason
+	// in a row, until the request is admitted or loads.
 	EventKVLoadWait
 )
 
@@ -260,6 +263,9 @@ func (e Event) text() string {
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoadWait:
+		if e.Text == "loads" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): as many loads from host memory in flight as requests may run: it waits for one to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
+		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): a load in flight reads blocks of its KV in host memory: it waits for it", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
 	case EventKVStoreWait:
 		why := ""

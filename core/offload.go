@@ -248,15 +248,20 @@ func newKVOffload(cfg Config) *kvOffload {
 // room, r waits (admit's failure). When a load in flight reads any of
 // those blocks, r waits for it instead, as vLLM's connector delays a
 // request whose hits are being loaded (_blocks_being_loaded, kept with
-// prefix caching): that load caches them in the GPU, where r finds them. r stays in the waiting queue, skipped until
-// the load lands (CompleteLoad). Each time, whether a load starts or not,
-// the lookup makes a use of every block of r host memory holds, its first
-// the most recent, as vLLM's get_num_new_matched_tokens touches them
-// before its lookup, and, with a store threshold, counts a sighting of
-// every full block past the hits; the load itself is no use
-// (prepare_load). A load
-// started is counted as vLLM's scheduler counts it (recordLookup).
+// prefix caching): that load caches them in the GPU, where r finds them.
+// r stays in the waiting queue, skipped until the load lands
+// (CompleteLoad). So it does, not looked up, while Config.MaxNumSeqs
+// loads are in flight (the connector's back-pressure). Each time a lookup
+// runs, whether a load starts or not, it makes a use of every block of r
+// host memory holds, its first the most recent, as vLLM's
+// get_num_new_matched_tokens touches them before its lookup, and, with a
+// store threshold, counts a sighting of every full block past the hits;
+// the load itself is no use (prepare_load). A load started is counted as
+// vLLM's scheduler counts it (recordLookup).
 func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
+	if len(s.offload.loads) >= s.cfg.MaxNumSeqs {
+		return loadHeldBack // before the lookup: it touches nothing
+	}
 	salt := r.cacheSalt()
 	s.offload.touch(r.hashes, salt) // a lookup is a use of every block it may read
 	first := len(hits)
@@ -315,7 +320,17 @@ const (
 	// behind it may be admitted meanwhile (vLLM's connector returns None,
 	// the scheduler skips it this step).
 	loadDelayed
+	// loadHeldBack: Config.MaxNumSeqs loads were in flight, their
+	// requests live or ended; it waits, not looked up, for one to land,
+	// and those behind it too (vLLM's connector's back-pressure returns
+	// None before its lookup while max_num_seqs requests are being loaded,
+	// for every waiting request).
+	loadHeldBack
 )
+
+// holds reports whether the request waits in the queue, skipped, for a
+// load in flight to land, and the requests behind it may be admitted.
+func (h loadStart) holds() bool { return h == loadDelayed || h == loadHeldBack }
 
 // waitingHoldBlocks reports whether blocks are held but by running
 // requests: by a load or a store in flight, or by a waiting request whose

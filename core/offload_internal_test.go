@@ -606,3 +606,58 @@ func TestARequestWaitsForTheLoadOfItsBlocks(t *testing.T) {
 	assert.Empty(t, s.offload.loads)
 	assert.Equal(t, hits+8, s.Stats().PrefixCacheHits, "c's two blocks came from the GPU's cache")
 }
+
+// TestBackPressureHoldsEveryWaitingRequestWhileMaxNumSeqsLoadsAreInFlight:
+// with Config.MaxNumSeqs loads in flight, the scheduler holds back every
+// waiting request before its lookup of host memory, as vLLM's connector's
+// back-pressure returns None while max_num_seqs requests are being
+// loaded: c, whose blocks b loads, and g, with nothing in host memory,
+// both wait, told once, and neither lookup makes a use of host memory's
+// blocks. A load whose request ended counts until it lands. Then c waits
+// for b's load, told again for that reason, and g is admitted.
+func TestBackPressureHoldsEveryWaitingRequestWhileMaxNumSeqsLoadsAreInFlight(t *testing.T) {
+	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, MaxNumSeqs: 2})
+	s := o.s
+	o.add("a", 1, 1)
+	o.add("e", 201, 1)
+	o.step()
+	require.Len(t, o.jobs, 2)
+	for _, j := range o.jobs {
+		_, _, done, _ := s.CompleteStore(j.ID, j.Job)
+		require.True(t, done, "%s's store landed", j.ID)
+	}
+	s.pool.resetCache()
+	order := func() []uint64 {
+		var hs []uint64
+		for e := s.offload.lru.Front(); e != nil; e = e.Next() {
+			hs = append(hs, e.Value.(*offloaded).hash)
+		}
+		return hs
+	}
+
+	b := o.add("b", 1, 4)
+	o.add("f", 201, 4)
+	c, g := o.add("c", 1, 4), o.add("g", 301, 4)
+	o.step()
+	require.Contains(t, s.offload.loads, "b")
+	require.Contains(t, s.offload.loads, "f")
+	assert.Equal(t, []*Request{c, g}, s.out.LoadWaiting, "both held back, c before its blocks' load could delay it")
+	assert.Equal(t, loadHeldBack, c.loadHeld)
+	assert.Equal(t, loadHeldBack, g.loadHeld)
+	before := order()
+	hb := b.hashes[0] ^ b.cacheSalt()
+	require.NotEqual(t, hb, before[len(before)-1], "f's lookup, after b's, made its blocks the most recent")
+
+	s.FinishRequests([]string{"f"}, StatusFinishedAborted)
+	o.step()
+	assert.Empty(t, s.out.LoadWaiting, "told once")
+	assert.Equal(t, StatusWaiting, g.Status, "f's load, its request ended, still counts until it lands")
+	assert.Equal(t, before, order(), "a held-back request's lookup does not run: it makes no use of host memory's blocks")
+
+	_, how, _ := s.CompleteLoad("f")
+	require.Equal(t, LoadEnded, how)
+	o.step()
+	assert.Equal(t, []*Request{c}, s.out.LoadWaiting, "c, looked up now, waits for b's load: told again, for that reason")
+	assert.Equal(t, loadDelayed, c.loadHeld)
+	assert.Equal(t, StatusRunning, g.Status, "g, with one load in flight, is looked up and admitted")
+}

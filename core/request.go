@@ -107,13 +107,15 @@ type Request struct {
 	// first held it back for a LoRA slot, so that it is told once;
 	// cacheKeys is what of its adapter the prefix cache's keys of its
 	// blocks take (cacheSalt); storeWaits is set, with KV offloading,
-	// while blocks r filled wait for room in host memory, and loadWaits
-	// while r waits for a load in flight of blocks it would load, so that
-	// each is told once. They and kvLoad share Status's word.
+	// while blocks r filled wait for room in host memory, and loadHeld
+	// while the scheduler holds r back before its lookup of host memory
+	// (why: a load in flight of blocks it would load, or too many loads
+	// in flight), so that each is told once. They and kvLoad share
+	// Status's word.
 	loraWaited  bool
 	cacheKeys   cacheKeys
 	storeWaits  bool
-	loadWaits   bool
+	loadHeld    loadStart
 	kvLoad      kvLoadState // with KV offloading, where r is in a load of its KV (offload.go)
 	StopReason  int         // the stop token that ended it, or -1
 	Blocks      int         // KV blocks held: len(BlockTable())

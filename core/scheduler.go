@@ -39,10 +39,12 @@ type SchedulerOutput struct {
 	// (Scheduler.CompleteLoad).
 	Loads []*Request
 	// LoadWaiting are the waiting requests the step held back, for the
-	// first time since they last entered the queue or began to wait,
-	// because a load in flight reads blocks host memory would load for
-	// them (vLLM's connector delays them): once it lands, the GPU's cache
-	// has them.
+	// first time since they last entered the queue or began to wait for
+	// that reason, because a load in flight reads
+	// blocks host memory would load for them (vLLM's connector delays
+	// them: once it lands, the GPU's cache has them), or because
+	// Config.MaxNumSeqs loads were in flight (the connector's
+	// back-pressure: once one lands, they look up again).
 	LoadWaiting []*Request
 
 	sampled []int // Sample's result, room reused with the output
@@ -647,10 +649,14 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 					}
 					if s.offload != nil {
 						how := s.startLoad(r, s.hits)
-						if how == loadDelayed && !r.loadWaits {
-							out.LoadWaiting = append(out.LoadWaiting, r)
+						held := loadNone
+						if how.holds() {
+							held = how
 						}
-						r.loadWaits = how == loadDelayed
+						if held != loadNone && held != r.loadHeld {
+							out.LoadWaiting = append(out.LoadWaiting, r) // told once for each reason in a row
+						}
+						r.loadHeld = held
 						switch how {
 						case loadStarted:
 							out.Loads = append(out.Loads, r)
