@@ -523,7 +523,11 @@ func (c *Checker) observe(ev *core.Event) {
 			c.reach(KVStoreWaitedForLoads)
 		}
 	case core.EventKVLoadWait:
-		c.reach(KVLoadWaitedForALoad)
+		if ev.Text == "loads" {
+			c.reach(KVLoadHeldBack)
+		} else {
+			c.reach(KVLoadWaitedForALoad)
+		}
 	case core.EventCallSplit:
 		c.reach(CallSplitAcrossCores)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:

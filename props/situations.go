@@ -127,6 +127,12 @@ const (
 	// step, or some hold their requests for a wake-up or a finish nobody
 	// will send.
 	CallSplitAcrossCores
+	// KVLoadHeldBack: a waiting request was held back, its lookup of
+	// host memory not run, while as many loads were in flight as
+	// requests may run (Config.MaxNumSeqs), as vLLM's connector's
+	// back-pressure holds every waiting request: it waits for one to
+	// land, even a load of a request that ended.
+	KVLoadHeldBack
 
 	situationCount
 )
@@ -138,6 +144,7 @@ var situationNames = [situationCount]string{
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
+	"kv-load-held-back",
 }
 
 var situationDocs = [situationCount]string{
@@ -169,6 +176,7 @@ var situationDocs = [situationCount]string{
 	"host memory had no room for a step's blocks but what loads in flight read, kept until they land: the store waited",
 	"a waiting request waited for another request's load of blocks it would load from host memory, instead of loading them twice",
 	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
+	"a waiting request was held back, not looked up in host memory, while as many KV loads were in flight as requests may run (the connector's back-pressure)",
 }
 
 // AllSituations lists every situation, in the order of their constants.

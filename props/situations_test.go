@@ -133,6 +133,7 @@ func TestTheEnginesRarePathsAreReached(t *testing.T) {
 		{props.AddWhilePaused, []core.Event{{Kind: core.EventPause, Call: 1, Text: "keep"}, {Kind: core.EventPauseDone, Call: 1}, add(1, "a", p), coreAdd(1)}},
 		{props.KVStoreWaitedForLoads, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVStoreWait, RequestID: "a", Incarnation: 1, Held: 2, Text: "loads"}}},
 		{props.KVLoadWaitedForALoad, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVLoadWait, RequestID: "a", Incarnation: 1}}},
+		{props.KVLoadHeldBack, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVLoadWait, RequestID: "a", Incarnation: 1, Text: "loads"}}},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, props.SetOf(tc.want), reached(tc.events...), tc.want.String())

@@ -246,6 +246,10 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 	case core.EventKVStore:
 		st.notable(at, who, fmt.Sprintf("starts to copy %d block(s) of %s's KV to host memory", ev.Held, req))
 	case core.EventKVLoadWait:
+		if ev.Text == "loads" {
+			st.notable(at, who, fmt.Sprintf("holds %s back before it looks in host memory: as many loads are in flight as requests may run, and it waits for one to land", req))
+			break
+		}
 		st.notable(at, who, fmt.Sprintf("holds %s back: a load in flight reads blocks of its KV in host memory, which it waits for instead of loading them again", req))
 	case core.EventKVStoreWait:
 		why := "too many of its blocks on their way there"
