@@ -53,8 +53,9 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // the GPU's cache, where a step's blocks often find no room and are
 // stored a later step; in half, from a stream of its own, host memory
 // puts out blocks by vLLM's ARC policy rather than least recently used
-// first, and in a quarter stores only blocks two lookups saw (vLLM's
-// store_threshold).
+// first, in a quarter stores only blocks two lookups saw (vLLM's
+// store_threshold), and in an eighth runs one request at a time, where a
+// load in flight holds back every waiting request (kv-load-held-back).
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -86,6 +87,12 @@ func kvOffload(x *Run) error {
 		// vLLM's store_threshold: only blocks two lookups saw are
 		// stored, the shared document's, not a one-off question's.
 		cfg.KVOffloadStoreThreshold = 2
+	}
+	if pol.Intn(8) == 3 { // an eighth of the seeds, not those the tests and docs name
+		// One request runs at a time, and one load in flight holds back
+		// every waiting request before its lookup (the connector's
+		// back-pressure), a load of a reader that gave up too.
+		cfg.MaxNumSeqs = 1
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {

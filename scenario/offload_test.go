@@ -155,6 +155,21 @@ func TestTheStoryTellsAReaderThatWaitsForAnothersLoad(t *testing.T) {
 		"admits reader-0#9 from the prefix cache: its first 24 token(s) are in cached blocks")
 }
 
+// TestTheStoryTellsReadersHeldBackByALoad: kv-offload's seed 33 runs one
+// request at a time; while reader-1's load is in flight, the two readers
+// who ask next are held back before they look in host memory (the
+// connector's back-pressure), and one is admitted on the blocks the load
+// cached once it landed.
+func TestTheStoryTellsReadersHeldBackByALoad(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 33),
+		"starts to load 1 block(s) of reader-1#8's KV from host memory: it waits for them",
+		"holds reader-0#9 back before it looks in host memory: as many loads are in flight as requests may run, and it waits for one to land",
+		"reaches kv-load-held-back: a waiting request was held back",
+		"holds reader-2#10 back before it looks in host memory: as many loads are in flight as requests may run, and it waits for one to land",
+		"lands the 1 block(s) of KV loaded for reader-1#8: it waits to be admitted with them",
+		"admits reader-2#10 from the prefix cache: its first 20 token(s) are in cached blocks")
+}
+
 // TestKVOffloadOnTheLegacyEngineFailsOnlyByReuse: the legacy engine, whose
 // core takes the caller's ids, fails kv-offload by its own reuse race
 // alone: a reader that asks again under its id while its ended request's
