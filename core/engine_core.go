@@ -646,10 +646,12 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		return
 	}
 	n := c.sched.Stats().Running
-	if n == 0 && c.kv != nil && len(c.kv.copies) > 0 {
+	if n == 0 && c.kv != nil && (len(c.kv.copies) > 0 || c.sched.WaitsForLoad()) {
 		// What waits needs blocks a KV load or store holds, or gives
-		// back: the core waits for an input or for the copy to land, as
-		// vLLM's steps run empty meanwhile.
+		// back, or a load to land: the core waits for an input or for
+		// the copy to land, as vLLM's steps run empty meanwhile. (A
+		// request held for a load with no copy in flight waits for ever:
+		// core/kv-load-forgotten-on-abort.)
 		c.kv.stalled = true
 		return
 	}

@@ -88,6 +88,16 @@ import (
 // copies before it, landing a step after that. Each lands at the first
 // step boundary from its due time on, the core waiting for one when
 // nothing else can run.
+//
+// A waiting request whose blocks a load in flight reads waits for that
+// load (vLLM's _blocks_being_loaded), and every waiting request waits,
+// not looked up, while Config.MaxNumSeqs loads are in flight (the
+// connector's back-pressure). Either wait ends because every load lands
+// and host memory is told (complete_load), its request live or not: a
+// fifth invariant planted as a bug, where a load whose request ended is
+// never completed for host memory and the next reader of its blocks waits
+// for ever (core/kv-load-forgotten-on-abort). The scheduler never rejects
+// a request that waits for a load (RejectUnschedulable).
 
 // kvLoadState is where a request is in a load: none, waiting for its KV
 // to land, or landed and waiting to be admitted.
@@ -332,6 +342,12 @@ const (
 // load in flight to land, and the requests behind it may be admitted.
 func (h loadStart) holds() bool { return h == loadDelayed || h == loadHeldBack }
 
+// WaitsForLoad reports whether the last step held a waiting request back
+// for a KV load in flight to land (a load of blocks it would load, or the
+// connector's back-pressure): the loads in flight always land, and then
+// it looks up again.
+func (s *Scheduler) WaitsForLoad() bool { return s.out != nil && s.out.LoadHeld > 0 }
+
 // waitingHoldBlocks reports whether blocks are held but by running
 // requests: by a load or a store in flight, or by a waiting request whose
 // KV landed. Then a request that cannot be admitted now may be later: the
@@ -400,7 +416,9 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		return nil, LoadLanded, 0
 	}
 	delete(s.offload.loads, id)
-	ld.landed()
+	if !ld.aborted || !s.cfg.Faults.Fires(failpoints.CoreKVLoadForgottenOnAbort) {
+		ld.landed()
+	}
 	r, n = ld.r, len(ld.reads)
 	s.offload.counts.LoadedBlocks += int64(n)
 	if ld.aborted {

@@ -661,3 +661,45 @@ func TestBackPressureHoldsEveryWaitingRequestWhileMaxNumSeqsLoadsAreInFlight(t *
 	assert.Equal(t, loadDelayed, c.loadHeld)
 	assert.Equal(t, StatusRunning, g.Status, "g, with one load in flight, is looked up and admitted")
 }
+
+// TestALoadForgottenOnAbortHoldsItsReadersForEver plants
+// core/kv-load-forgotten-on-abort: b's load lands after b was aborted and
+// its blocks go back, but host memory still counts it reading a's blocks;
+// c, whose prompt continues with them, waits for that load at every step
+// and is never admitted, and the scheduler does not reject it (it waits
+// for a load, not for room). Host memory's check tells the count that
+// outlived its load. As the engine is, c loads them itself.
+func TestALoadForgottenOnAbortHoldsItsReadersForEver(t *testing.T) {
+	for _, planted := range []bool{false, true} {
+		cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 4}
+		if planted {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreKVLoadForgottenOnAbort.Name+"=return")
+		}
+		o := newOffloadRun(t, cfg)
+		s := o.s
+		o.offloadAndForget()
+		o.add("b", 1, 4)
+		o.step()
+		require.Contains(t, s.offload.loads, "b")
+		s.FinishRequests([]string{"b"}, StatusFinishedAborted)
+		_, how, _ := s.CompleteLoad("b")
+		require.Equal(t, LoadEnded, how)
+		c := o.add("c", 1, 4)
+		for range 3 {
+			so := s.Schedule()
+			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		}
+		if !planted {
+			assert.Contains(t, s.offload.loads, "c", "c loads a's blocks itself")
+			require.NoError(t, s.CheckBlocks())
+			continue
+		}
+		assert.Equal(t, StatusWaiting, c.Status)
+		assert.Equal(t, loadDelayed, c.loadHeld, "c waits for a load that landed")
+		assert.Empty(t, s.offload.loads)
+		assert.True(t, s.WaitsForLoad())
+		_, rejected := s.RejectUnschedulable()
+		assert.False(t, rejected, "a request that waits for a load is not rejected")
+		assert.ErrorContains(t, s.CheckBlocks(), "counts 1 loads reading it, 0 in flight do")
+	}
+}

@@ -46,6 +46,9 @@ type SchedulerOutput struct {
 	// Config.MaxNumSeqs loads were in flight (the connector's
 	// back-pressure: once one lands, they look up again).
 	LoadWaiting []*Request
+	// LoadHeld counts the waiting requests the step held back for a load
+	// to land, told or not (Scheduler.WaitsForLoad).
+	LoadHeld int
 
 	sampled []int // Sample's result, room reused with the output
 }
@@ -313,14 +316,15 @@ func (s *Scheduler) leave(r *Request, status Status) {
 // RejectUnschedulable ends the head of the waiting queue with an error when
 // nothing runs and it still could not be scheduled: it needs more KV blocks
 // than the cache's usable ones (all but the null block), and would
-// otherwise wait forever. It returns the
-// request it ended. A paused scheduler rejects nothing: what waits, waits
-// for the resume. Called after a Schedule that scheduled nothing: when
+// otherwise wait forever. It returns the request it ended. Nothing is
+// rejected while the step held a request back for a KV load to land
+// (WaitsForLoad): that one waits for the load, not for room. A paused
+// scheduler rejects nothing: what waits, waits for the resume. Called after a Schedule that scheduled nothing: when
 // that step preempted, the request that could not be scheduled is the last
 // it preempted — its own victim, alone in the cache — which under
 // PolicyFCFS is the head and under PolicyPriority need not be.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
-	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused || s.waitingHoldBlocks() {
+	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused || s.waitingHoldBlocks() || s.WaitsForLoad() {
 		return nil, false
 	}
 	r := s.waiting[0]
@@ -549,7 +553,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	s.out = out
 	clear(out.Scheduled)
 	clear(out.Preempted)
-	out.Scheduled, out.Preempted, out.TotalTokens = out.Scheduled[:0], out.Preempted[:0], 0
+	out.Scheduled, out.Preempted, out.TotalTokens, out.LoadHeld = out.Scheduled[:0], out.Preempted[:0], 0, 0
 	if len(out.LoRAWaiting) > 0 {
 		clear(out.LoRAWaiting)
 		out.LoRAWaiting = out.LoRAWaiting[:0]
@@ -653,8 +657,11 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						if how.holds() {
 							held = how
 						}
-						if held != loadNone && held != r.loadHeld {
-							out.LoadWaiting = append(out.LoadWaiting, r) // told once for each reason in a row
+						if held != loadNone {
+							out.LoadHeld++
+							if held != r.loadHeld {
+								out.LoadWaiting = append(out.LoadWaiting, r) // told once for each reason in a row
+							}
 						}
 						r.loadHeld = held
 						switch how {

@@ -146,6 +146,9 @@ var (
 	CoreKVEvictWhileLoading = register(&Point{Name: "core/kv-evict-while-loading", Bug: true,
 		Doc:   "a bug: host memory (Config.KVOffloadBlocks), short of room for the blocks a step filled, puts out blocks a load in flight still reads, and a store's copy into their slots overwrites the KV the load then brings back; vLLM's prepare_store puts out only blocks whose ref_cnt is 0, held from prepare_load to complete_load, as the engine does",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVLoadForgottenOnAbort = register(&Point{Name: "core/kv-load-forgotten-on-abort", Bug: true,
+		Doc:   "a bug: a KV load from host memory (Config.KVOffloadBlocks) whose request was aborted before it landed gives the request's blocks back when it lands, but host memory is never told it landed (vLLM's complete_load, at finished_recving): its blocks stay read by a load, so host memory never puts them out, and every later request whose prompt continues with them waits for that load, for ever — the wait of vLLM's #49829, where a request whose prefix reaches a block whose write never completes is deferred every step until its client gives up; vLLM's connector completes every load that lands, its request live or not, as the engine does",
+		Terms: "return", checkValue: checkNoValue})
 	CoreResetKeepsOffloadedKV = register(&Point{Name: "core/reset-keeps-offloaded-kv", Bug: true,
 		Doc:   "a bug, vLLM's default: reset_prefix_cache leaves the KV offloaded to host memory (reset_connector=False), computed by the weights before the update the reset stands for, and a later request whose prompt continues with it loads it and samples from stale KV; the engine drops it with the prefix cache, as reset_connector=True does",
 		Terms: "return", checkValue: checkNoValue})

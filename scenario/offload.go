@@ -47,7 +47,10 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // situation kv-store-waited-for-loads, rare here (0.2% of the first 2,000
 // seeds, in the quarter with small host memory), so not a target. Readers
 // of the document whose blocks another's load brings back wait for it
-// rather than load them again (kv-load-waited-for-a-load, a target). Every
+// rather than load them again (kv-load-waited-for-a-load, a target), and
+// once a load lands host memory is told, whether its reader gave up or
+// not, or the next reader of its blocks waits for ever
+// (core/kv-load-forgotten-on-abort: the run deadlocks). Every
 // token must be the model's. Async scheduling in half the seeds, the
 // priority policy in a quarter, and in a quarter host memory smaller than
 // the GPU's cache, where a step's blocks often find no room and are
