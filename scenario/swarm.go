@@ -199,7 +199,7 @@ func swarm(x *Run) error {
 		}
 	}
 	caching := sim.NewPCGChooser(x.Opts.Seed, streamPrefix)
-	system, offload, threshold, arc := "", 0, 0, false
+	system, offload, threshold, arc, oneAtATime := "", 0, 0, false, false
 	if caching.Intn(3) != 0 {
 		caching = nil
 	} else {
@@ -217,6 +217,9 @@ func swarm(x *Run) error {
 			if o.Intn(4) == 0 {
 				threshold = 2 // vLLM's store_threshold: a block seen by one lookup is not stored
 			}
+			// One request at a time: a load in flight holds back every
+			// waiting request (the connector's back-pressure).
+			oneAtATime = o.Intn(8) == 0
 		}
 	}
 	f := drawFeatures(x)
@@ -234,6 +237,9 @@ func swarm(x *Run) error {
 		}
 		if x.engineConfig(cfg).EnablePrefixCaching { // the options may turn it off
 			cfg.KVOffloadBlocks, cfg.KVOffloadStoreThreshold = offload, threshold
+			if oneAtATime {
+				cfg.MaxNumSeqs = 1
+			}
 			if arc {
 				cfg.KVOffloadPolicy = engine.OffloadARC
 			}
