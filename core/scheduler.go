@@ -40,11 +40,11 @@ type SchedulerOutput struct {
 	Loads []*Request
 	// LoadWaiting are the waiting requests the step held back, for the
 	// first time since they last entered the queue or began to wait for
-	// that reason, because a load in flight reads
-	// blocks host memory would load for them (vLLM's connector delays
-	// them: once it lands, the GPU's cache has them), or because
-	// Config.MaxNumSeqs loads were in flight (the connector's
-	// back-pressure: once one lands, they look up again).
+	// that reason, because a load in flight reads blocks host memory
+	// would load for them (vLLM's connector delays them: once it lands,
+	// the GPU's cache has them), or because Config.MaxNumSeqs loads were
+	// in flight (the connector's back-pressure: once one lands, they look
+	// up again).
 	LoadWaiting []*Request
 	// LoadHeld counts the waiting requests the step held back for a load
 	// to land, told or not (Scheduler.WaitsForLoad).
@@ -319,10 +319,11 @@ func (s *Scheduler) leave(r *Request, status Status) {
 // otherwise wait forever. It returns the request it ended. Nothing is
 // rejected while the step held a request back for a KV load to land
 // (WaitsForLoad): that one waits for the load, not for room. A paused
-// scheduler rejects nothing: what waits, waits for the resume. Called after a Schedule that scheduled nothing: when
-// that step preempted, the request that could not be scheduled is the last
-// it preempted — its own victim, alone in the cache — which under
-// PolicyFCFS is the head and under PolicyPriority need not be.
+// scheduler rejects nothing: what waits, waits for the resume. Called
+// after a Schedule that scheduled nothing: when that step preempted, the
+// request that could not be scheduled is the last it preempted — its own
+// victim, alone in the cache — which under PolicyFCFS is the head and
+// under PolicyPriority need not be.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
 	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused || s.waitingHoldBlocks() || s.WaitsForLoad() {
 		return nil, false
