@@ -114,6 +114,19 @@ type Config struct {
 	StepTime time.Duration
 	// Model samples tokens; nil means ToyModel{}.
 	Model Model
+	// NumSpeculativeTokens turns on speculative decoding, vLLM's
+	// speculative_config num_speculative_tokens: after each step that
+	// samples a request's token, a draft model proposes its next tokens,
+	// up to this many, and the next step computes them with it; the
+	// model's tokens verify them, the agreeing prefix and one token more
+	// are kept, and the request's computed tokens roll back past the
+	// rejected ones (Scheduler.UpdateFromOutput). 0 means off. Not with
+	// AsyncScheduling.
+	NumSpeculativeTokens int
+	// Draft proposes the draft tokens; nil means DraftModel{Target: Model,
+	// MissOdds: DefaultDraftMissOdds}. Without NumSpeculativeTokens it has
+	// no effect.
+	Draft Model
 	// EOSTokenID is the end-of-sequence token; the toy vocabulary's is 0.
 	EOSTokenID int
 	// DataParallelRank and DataParallelSize place the core among the
@@ -162,6 +175,9 @@ func (c Config) WithDefaults() Config {
 	if c.Model == nil {
 		c.Model = ToyModel{}
 	}
+	if c.Draft == nil && c.NumSpeculativeTokens > 0 {
+		c.Draft = DraftModel{Target: c.Model, MissOdds: DefaultDraftMissOdds}
+	}
 	return c
 }
 
@@ -203,6 +219,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: unknown KVOffloadPolicy %d: want OffloadLRU or OffloadARC", c.KVOffloadPolicy)
 	case c.SchedulingPolicy > PolicyPriority:
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
+	case c.NumSpeculativeTokens < 0:
+		return fmt.Errorf("core: NumSpeculativeTokens must be ≥ 0 (0: speculative decoding off), got %d", c.NumSpeculativeTokens)
+	case c.NumSpeculativeTokens > 0 && c.AsyncScheduling:
+		return fmt.Errorf("core: NumSpeculativeTokens (%d) with AsyncScheduling is not modelled: draft tokens are proposed after a step's output is applied", c.NumSpeculativeTokens)
 	case c.DataParallelSize < 1:
 		return fmt.Errorf("core: DataParallelSize must be ≥ 1 (0: 1), got %d", c.DataParallelSize)
 	case c.DataParallelRank < 0 || c.DataParallelRank >= c.DataParallelSize:

@@ -194,3 +194,25 @@ func (s *Scheduler) kvReadAll(r *Request, end int) uint64 {
 	}
 	return 0
 }
+
+// kvRollback takes r's KV back to its first end tokens after a step's
+// verification rejected draft tokens past them (Config.NumSpeculativeTokens).
+// A GPU leaves the rejected drafts' KV in their slots, past what r
+// computed, and the next step overwrites it; what r reads chains from
+// position end−1, whose KV the step wrote right. The model keeps a word
+// a block, which the drafts' writes took past end−1: the block holding
+// end−1 describes it again, as its own slots do — garbage still if what r
+// read was.
+func (s *Scheduler) kvRollback(r *Request, end int) {
+	if end <= 0 {
+		return
+	}
+	bs := s.cfg.BlockSize
+	i := (end - 1) / bs
+	b := &s.pool.blocks[r.table[i]]
+	want := s.digestAt(r, end-1) ^ s.kvStamp ^ r.loraSalt
+	if r.kvGarbage != 0 {
+		want = garbage(r.kvGarbage, want)
+	}
+	b.word, b.filled = want, int32(end-i*bs)
+}

@@ -18,7 +18,8 @@ func (c *EngineCore) CheckKV() error { return c.sched.CheckBlocks() }
 // blocks no request holds, each once, its links consistent, and numFree
 // counts it; the null block is never held or free; a cached block is in
 // the map under its hash, and the map names only cached blocks; each
-// request's table covers its computed tokens and its first cachedBlocks
+// request's table covers its computed tokens (and, with speculative
+// decoding, at most the drafts it rejected past them) and its first cachedBlocks
 // blocks are cached under its hashes. With KV offloading, host memory
 // holds at most its capacity, each block once under its hash, and each
 // block's count of loads reading it is the loads in flight that read it.
@@ -40,7 +41,12 @@ func (s *Scheduler) CheckBlocks() error {
 				return fmt.Errorf("request %s, whose KV loads or landed: %d blocks for a sequence of %d tokens, want %d", r.InternalID, len(r.table), r.NumTokens(), want)
 			}
 		} else if want := s.cfg.BlocksFor(r.NumComputed); len(r.table) != want {
-			return fmt.Errorf("request %s (%s): %d blocks for %d computed tokens, want %d", r.InternalID, r.Status, len(r.table), r.NumComputed, want)
+			// With speculative decoding a request keeps the blocks a step
+			// took for the drafts it rejected, as vLLM's does: its next
+			// step writes them.
+			if k := s.cfg.NumSpeculativeTokens; k == 0 || len(r.table) < want || len(r.table) > s.cfg.BlocksFor(r.NumComputed+k) {
+				return fmt.Errorf("request %s (%s): %d blocks for %d computed tokens, want %d", r.InternalID, r.Status, len(r.table), r.NumComputed, want)
+			}
 		}
 		if r.hashed != r.NumTokens() || len(r.hashes) != r.NumTokens()/bs {
 			return fmt.Errorf("request %s: %d tokens hashed, %d block hashes, for %d tokens", r.InternalID, r.hashed, len(r.hashes), r.NumTokens())

@@ -50,6 +50,34 @@ func (m ToyModel) TokenAt(key uint64, i int) int {
 	return 1 + int((x>>8)%uint64(VocabSize-1))
 }
 
+// DefaultDraftMissOdds is the draft model's default: about one token in
+// four is not the target's.
+const DefaultDraftMissOdds = 4
+
+// DraftModel is the draft model of speculative decoding
+// (Config.NumSpeculativeTokens): it proposes the tokens Target samples,
+// but about one in MissOdds another (the next token id up, never eos),
+// chosen by the position and key alone, so that a run's drafts are the
+// same on any machine. MissOdds 0 or 1 misses every token.
+type DraftModel struct {
+	Target   Model
+	MissOdds uint64
+}
+
+var _ Model = DraftModel{}
+
+// Prepare implements Model.
+func (d DraftModel) Prepare(prompt []int) uint64 { return d.Target.Prepare(prompt) }
+
+// TokenAt implements Model.
+func (d DraftModel) TokenAt(key uint64, i int) int {
+	t := d.Target.TokenAt(key, i)
+	if d.MissOdds > 1 && splitmix64(key^uint64(i+1)*0xC2B2AE3D27D4EB4F)%d.MissOdds != 0 {
+		return t
+	}
+	return 1 + t%(VocabSize-1)
+}
+
 // SampleAt returns the token a request samples at output position i: the
 // model's, except that below MinTokens the tokens that would stop the
 // request — its StopTokenIDs, and eos unless IgnoreEOS — cannot be sampled,

@@ -80,6 +80,10 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 			cfg.KVOffloadStoreThreshold = rapid.IntRange(0, 3).Draw(t, "storeThreshold")
 			cfg.KVOffloadTrackerSize = rapid.IntRange(0, 8).Draw(t, "trackerSize")
 		}
+		if !cfg.AsyncScheduling {
+			cfg.NumSpeculativeTokens = rapid.IntRange(0, 3).Draw(t, "specTokens")
+			cfg.Draft = core.DraftModel{Target: core.ToyModel{}, MissOdds: uint64(rapid.IntRange(1, 4).Draw(t, "draftMissOdds"))}
+		}
 		s := core.NewScheduler(cfg.WithDefaults())
 		prefixes := [][]int{seq(1, 12), seq(3, 12), {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}
 		var all []*core.Request

@@ -168,6 +168,11 @@ type Request struct {
 	// applied yet, oldest first: what a GPU keeps of its last step for the
 	// next, which the scheduler only knows as placeholders.
 	sampled []int
+	// drafts are, with Config.NumSpeculativeTokens, the draft tokens
+	// proposed for r's next step (vLLM's spec_token_ids); accepted, from
+	// a step's Sample to its UpdateFromOutput, the tokens the model sampled
+	// after the drafts it agreed with, one a draft.
+	drafts, accepted []int
 	// discard counts the outputs of steps in flight that Placeholders no
 	// longer counts: steps a reset of the prefix cache preempted the
 	// request under (Scheduler.ResetPrefixCache), whose tokens were
@@ -188,7 +193,8 @@ type Request struct {
 func (r *Request) BlockTable() []int32 { return r.table }
 
 // tokenAt returns the token at position p of the sequence as the model
-// knows it: the known sequence, then the tokens sampled and not yet applied.
+// knows it: the known sequence, then the tokens sampled and not yet
+// applied, then the draft tokens.
 func (r *Request) tokenAt(p int) int {
 	if p < len(r.Prompt) {
 		return r.Prompt[p]
@@ -196,7 +202,10 @@ func (r *Request) tokenAt(p int) int {
 	if p -= len(r.Prompt); p < len(r.Output) {
 		return r.Output[p]
 	}
-	return r.sampled[p-len(r.Output)]
+	if p -= len(r.Output); p < len(r.sampled) {
+		return r.sampled[p]
+	}
+	return r.drafts[p-len(r.sampled)]
 }
 
 // NumTokens is the length of the sequence: prompt and output.

@@ -18,6 +18,10 @@ type Scheduled struct {
 	Start     int  // the position of the first token the step computes
 	NumTokens int  // tokens computed this step
 	Sample    bool // the step reaches the end of the sequence (placeholders included) and samples a token
+	// Drafts is how many of the request's draft tokens the step computes
+	// after its sequence (Config.NumSpeculativeTokens): their KV, and the
+	// model's tokens that verify them (Scheduler.Sample).
+	Drafts int
 	// Cached is, for a request admitted this step, the tokens it found in
 	// the prefix cache and starts after; 0 otherwise.
 	Cached int
@@ -98,6 +102,9 @@ type SchedulerStats struct {
 	// KVOffload is host memory's, with Config.KVOffloadBlocks; zero
 	// without.
 	KVOffload KVOffloadStats
+	// SpecDecoding is speculative decoding's, with
+	// Config.NumSpeculativeTokens; zero without.
+	SpecDecoding SpecDecodingStats
 }
 
 // Scheduler is vLLM's v1 request scheduler as a plain state machine:
@@ -150,6 +157,9 @@ type Scheduler struct {
 	// offload is host memory for KV and its loads (offload.go), with
 	// Config.KVOffloadBlocks; nil without.
 	offload *kvOffload
+	// spec counts speculative decoding's drafts, with
+	// Config.NumSpeculativeTokens; nil without.
+	spec *specCounts
 
 	pause PauseState // what Schedule leaves alone: asked, or PausedAll when held
 	asked PauseState // EngineCore's pauses (SetPauseState)
@@ -164,6 +174,9 @@ func NewScheduler(cfg Config) *Scheduler {
 	s.pool = newBlockPool(cfg, s.blocksRoom[:])
 	if cfg.KVOffloadBlocks > 0 {
 		s.offload = newKVOffload(cfg)
+	}
+	if cfg.NumSpeculativeTokens > 0 {
+		s.spec = newSpecCounts(cfg.NumSpeculativeTokens)
 	}
 	return s
 }
@@ -386,6 +399,9 @@ func (s *Scheduler) Stats() SchedulerStats {
 	if s.offload != nil {
 		st.KVOffload = s.offload.stats()
 	}
+	if s.spec != nil {
+		st.SpecDecoding = s.spec.stats()
+	}
 	return st
 }
 
@@ -520,7 +536,8 @@ func (s *Scheduler) admitLoaded(r *Request, n int) bool {
 }
 
 // newTokens returns how many tokens running request r would compute this
-// step within budget: the rest of its sequence, placeholders included,
+// step within budget: the rest of its sequence, placeholders and draft
+// tokens included,
 // clipped by the budget and the model length (the last token of a
 // sequence of the model length is sampled, never computed). Under
 // AsyncScheduling it is 0 when the step in flight samples r's last token
@@ -529,7 +546,7 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 	if r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens {
 		return 0
 	}
-	n := r.NumTokens() + r.Placeholders - r.NumComputed
+	n := r.NumTokens() + r.Placeholders + len(r.drafts) - r.NumComputed // vLLM's num_tokens_with_spec
 	return min(n, budget, s.cfg.MaxModelLen-1-r.NumComputed)
 }
 
@@ -597,7 +614,8 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		if r.Status == StatusPreempted {
 			break // r itself was the victim; nothing after it runs either
 		}
-		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: r.NumComputed+n == r.NumTokens()+r.Placeholders})
+		past := r.NumComputed + n - r.NumTokens() - r.Placeholders // the drafts it computes
+		out.Scheduled = append(out.Scheduled, Scheduled{Req: r, Start: r.NumComputed, NumTokens: n, Sample: past >= 0, Drafts: max(past, 0)})
 		out.TotalTokens += n
 		budget -= n
 		i++
@@ -925,6 +943,7 @@ func (s *Scheduler) preempt(r *Request) {
 	}
 	s.freeBlocks(r)
 	r.NumComputed = 0
+	r.drafts = r.drafts[:0] // vLLM clears a preempted request's spec_token_ids
 	r.Status = StatusPreempted
 	r.Preemptions++
 	s.preemptions++
@@ -969,6 +988,13 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 			tokens[i] = t
 			if s.cfg.AsyncScheduling { // the next step may compute it before it is applied
 				r.sampled = append(r.sampled, t)
+			}
+			r.accepted = r.accepted[:0]
+			for j := 0; j < sc.Drafts && r.drafts[j] == t; j++ {
+				// The draft agrees with the model: kept, and the model's
+				// token after it is sampled from the KV the step wrote.
+				t = SampleAt(m, key, at+j+1, &r.Params, s.cfg.EOSTokenID)
+				r.accepted = append(r.accepted, t)
 			}
 		}
 	}
@@ -1017,19 +1043,25 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 				r.sampled = r.sampled[:copy(r.sampled, r.sampled[1:])]
 			}
 		}
+		first := len(r.Output)
 		r.Output = append(r.Output, sampled[i])
 		s.digest(r)
 		stopped := s.checkStop(r)
+		if sc.Drafts > 0 {
+			stopped = s.verified(r, sc.Drafts, stopped)
+		}
 		n := len(r.Output)
 		// NewTokens is the request's own output, which only grows: the
 		// frame, and whatever is made from it, may be kept without a copy,
 		// and the batch it came in can be reused.
 		frames = append(frames, Frame{ID: s.nextFrame(), InternalID: r.InternalID, ExternalID: r.ExternalID, Incarnation: r.Incarnation, Index: r.Index,
-			NewTokens: r.Output[n-1 : n : n], Position: n - 1, StopReason: r.StopReason})
+			NewTokens: r.Output[first:n:n], Position: first, StopReason: r.StopReason})
 		f := &frames[len(frames)-1]
 		if stopped {
 			f.Finished, f.Reason = true, r.Status.Reason()
 			s.finish(r, r.Status)
+		} else if s.cfg.NumSpeculativeTokens > 0 {
+			s.propose(r)
 		}
 	}
 	if s.offload != nil {
@@ -1043,6 +1075,42 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		}
 	}
 	return frames
+}
+
+// verified applies the verification of the drafts a step computed after
+// r's sequence, r's first token of the step appended and checked for a
+// stop already: the tokens the model sampled after the drafts it agreed
+// with are appended one by one, each checked for a stop, and what follows
+// a stop is dropped, as vLLM's _update_request_with_output; r's computed
+// tokens roll back past the drafts it did not agree with, vLLM's
+// num_rejected. It reports whether r stopped.
+func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
+	accepted := len(r.accepted)
+	r.NumComputed -= drafts - accepted
+	s.spec.observe(drafts, accepted)
+	for _, t := range r.accepted {
+		if stopped {
+			break
+		}
+		r.Output = append(r.Output, t)
+		s.digest(r)
+		stopped = s.checkStop(r)
+	}
+	if !stopped && accepted < drafts {
+		s.kvRollback(r, r.NumComputed)
+	}
+	return stopped
+}
+
+// propose asks the draft model for r's next draft tokens, vLLM's
+// update_draft_token_ids after a step: Config.NumSpeculativeTokens of
+// them, from r's key, as a draft model reads what r computed.
+func (s *Scheduler) propose(r *Request) {
+	r.drafts = r.drafts[:0]
+	at := len(r.Output)
+	for j := range s.cfg.NumSpeculativeTokens {
+		r.drafts = append(r.drafts, s.cfg.Draft.TokenAt(r.key, at+j))
+	}
 }
 
 // FinalFrame is the frame that tells the frontend a request ended in the
