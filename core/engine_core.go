@@ -190,6 +190,7 @@ type EngineCore struct {
 	prefixQueries, prefixHits                   atomic.Int64
 	prefixPreemptedQueries, prefixPreemptedHits atomic.Int64
 	offloadCounts                               *offloadCounts // with host memory only
+	specCounts                                  *specPublished // with speculative decoding only
 	progress                                    func()         // called when the core is about to block for input
 	// leaked is the most KV blocks the core has found in use while it held
 	// no request (EventKVLeak): each leak is reported once. Written by the
@@ -231,6 +232,9 @@ func NewEngineCore(rt task.Runtime, cfg Config, in *task.Queue[Input], aborts *t
 	}
 	if cfg.KVOffloadBlocks > 0 {
 		c.kv, c.offloadCounts = &coreKV{}, &offloadCounts{}
+	}
+	if cfg.NumSpeculativeTokens > 0 {
+		c.specCounts = newSpecPublished(cfg.NumSpeculativeTokens)
 	}
 	return c
 }
@@ -792,6 +796,9 @@ func (c *EngineCore) syncHeld() {
 	if c.offloadCounts != nil {
 		c.offloadCounts.publish(st.KVOffload)
 	}
+	if c.specCounts != nil {
+		c.specCounts.publish(st.SpecDecoding)
+	}
 }
 
 // KVLeaked is the most KV blocks the core has found in use while it held
@@ -849,5 +856,5 @@ func (c *EngineCore) Stats() SchedulerStats {
 		Preemptions: c.preemptions.Load(), KVUsedBlocks: int(c.kvUsed.Load()), KVNumBlocks: c.cfg.NumBlocks,
 		PrefixCacheQueries: c.prefixQueries.Load(), PrefixCacheHits: c.prefixHits.Load(),
 		PrefixCachePreemptedQueries: c.prefixPreemptedQueries.Load(), PrefixCachePreemptedHits: c.prefixPreemptedHits.Load(),
-		KVOffload: c.offloadCounts.load(c.cfg)}
+		KVOffload: c.offloadCounts.load(c.cfg), SpecDecoding: c.specCounts.load()}
 }

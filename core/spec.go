@@ -1,5 +1,7 @@
 package core
 
+import "sync/atomic"
+
 // Speculative decoding is vLLM's (speculative_config, with a draft model):
 // after a step samples a running request's token, a draft model proposes
 // its next Config.NumSpeculativeTokens tokens (Scheduler.propose, vLLM's
@@ -55,3 +57,50 @@ func (c *specCounts) observe(n, accepted int) {
 // stats returns the counts; AcceptedPerPos is the scheduler's own, valid
 // until its next step.
 func (c *specCounts) stats() SpecDecodingStats { return c.st }
+
+// Add adds o's counts to s's, as the counts of several cores add up.
+func (s *SpecDecodingStats) Add(o SpecDecodingStats) {
+	s.Drafts += o.Drafts
+	s.DraftTokens += o.DraftTokens
+	s.AcceptedTokens += o.AcceptedTokens
+	if len(s.AcceptedPerPos) < len(o.AcceptedPerPos) {
+		s.AcceptedPerPos = append(s.AcceptedPerPos, make([]int64, len(o.AcceptedPerPos)-len(s.AcceptedPerPos))...)
+	}
+	for i, n := range o.AcceptedPerPos {
+		s.AcceptedPerPos[i] += n
+	}
+}
+
+// specPublished are speculative decoding's counts as of the core's last
+// change, for the frontend's: any task may read them.
+type specPublished struct {
+	drafts, draftTokens, accepted atomic.Int64
+	perPos                        []atomic.Int64
+}
+
+func newSpecPublished(k int) *specPublished {
+	return &specPublished{perPos: make([]atomic.Int64, k)}
+}
+
+func (p *specPublished) publish(st SpecDecodingStats) {
+	publish(&p.drafts, st.Drafts)
+	publish(&p.draftTokens, st.DraftTokens)
+	publish(&p.accepted, st.AcceptedTokens)
+	for i, n := range st.AcceptedPerPos {
+		publish(&p.perPos[i], n)
+	}
+}
+
+// load returns the counts published; zero without speculative decoding
+// (p nil).
+func (p *specPublished) load() SpecDecodingStats {
+	if p == nil {
+		return SpecDecodingStats{}
+	}
+	st := SpecDecodingStats{Drafts: p.drafts.Load(), DraftTokens: p.draftTokens.Load(), AcceptedTokens: p.accepted.Load(),
+		AcceptedPerPos: make([]int64, len(p.perPos))}
+	for i := range p.perPos {
+		st.AcceptedPerPos[i] = p.perPos[i].Load()
+	}
+	return st
+}

@@ -94,20 +94,42 @@ func summarize(p engine.Params, outs []engine.Output, err error) asyncResult {
 // there were.
 func asyncWorkload(t *testing.T, async bool, seed uint64, st sim.Strategy, jobs []asyncJob) (map[string]asyncResult, int, int64) {
 	t.Helper()
-	results := make(map[string]asyncResult, len(jobs))
-	overlaps, started, preemptions := 0, int64(0), int64(0)
+	w := jobsWorkload(t, engine.Config{AsyncScheduling: async}, seed, st, jobs)
+	return w.results, w.overlaps, w.stats.Preemptions
+}
+
+// workloadRun is what jobsWorkload saw: each caller's result, the frames
+// that came out of a step older than the last one started, the frames
+// carrying several tokens, and the engine's counts at the end.
+type workloadRun struct {
+	results          map[string]asyncResult
+	overlaps, multis int
+	stats            engine.Stats
+}
+
+// jobsWorkload runs jobs at once, one caller task each, on an engine of
+// cfg with chunked prefill and a KV cache small enough to preempt, under
+// seed and strategy.
+func jobsWorkload(t *testing.T, cfg engine.Config, seed uint64, st sim.Strategy, jobs []asyncJob) workloadRun {
+	t.Helper()
+	w := workloadRun{results: make(map[string]asyncResult, len(jobs))}
+	started := int64(0)
 	res := sim.Run(sim.Options{Seed: seed, Strategy: st, HangAfter: asyncHang}, func(rt task.Runtime) error {
-		e, err := engine.New(engine.Config{Runtime: rt, AsyncScheduling: async, BlockSize: 4, NumBlocks: 10, MaxNumBatchedTokens: 16, MaxNumSeqs: 4,
-			Observer: func(ev engine.Event) {
-				switch ev.Kind {
-				case core.EventStep:
-					started = ev.Step
-				case core.EventFrameEmitted:
-					if ev.Step < started {
-						overlaps++
-					}
+		cfg.Runtime, cfg.BlockSize, cfg.NumBlocks, cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = rt, 4, 10, 16, 4
+		cfg.Observer = func(ev engine.Event) {
+			switch ev.Kind {
+			case core.EventStep:
+				started = ev.Step
+			case core.EventFrameEmitted:
+				if ev.Step < started {
+					w.overlaps++
 				}
-			}})
+				if len(ev.Tokens) > 1 {
+					w.multis++
+				}
+			}
+		}
+		e, err := engine.New(cfg)
 		if err != nil {
 			return err
 		}
@@ -120,16 +142,16 @@ func asyncWorkload(t *testing.T, async bool, seed uint64, st sim.Strategy, jobs 
 				if err == nil {
 					outs, err = readAll(r)
 				}
-				results[j.id] = summarize(j.p, outs, err)
+				w.results[j.id] = summarize(j.p, outs, err)
 			})
 		}
 		g.Wait()
 		err = e.WaitIdle(context.Background())
-		preemptions = e.Stats().Preemptions
+		w.stats = e.Stats()
 		return err
 	})
-	require.NoError(t, res.Err, "seed %d async=%v", seed, async)
-	return results, overlaps, preemptions
+	require.NoError(t, res.Err, "seed %d config %+v", seed, cfg)
+	return w
 }
 
 // TestAsyncSchedulingGivesTheSameOutputs: with async scheduling every

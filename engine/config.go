@@ -134,6 +134,17 @@ type Config struct {
 	StepTime time.Duration
 	// Model samples tokens; nil means core.ToyModel{}.
 	Model core.Model
+	// NumSpeculativeTokens is vLLM's speculative decoding with a draft
+	// model (speculative_config num_speculative_tokens): after each step
+	// that samples a request's token, Draft proposes its next tokens, up
+	// to this many; the next step computes them, the model verifies them,
+	// and the agreeing ones and one token more are kept, so that a
+	// request's tokens are the same as without and come several a step
+	// when the drafts agree. 0 means off; not with AsyncScheduling. Draft
+	// nil means core.DraftModel{Target: Model, MissOdds: 4}. See
+	// core.Config.NumSpeculativeTokens.
+	NumSpeculativeTokens int
+	Draft                core.Model
 
 	// OutputChunkSize is how many frames the output handler processes
 	// before it yields; 0 means 128 (vLLM's VLLM_V1_OUTPUT_PROC_CHUNK_SIZE).
@@ -174,7 +185,8 @@ func (c Config) coreConfig() core.Config {
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
 		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy,
-		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize, StepTime: c.StepTime, Model: c.Model, DataParallelSize: int32(max(c.DataParallelSize, 1)),
+		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize, StepTime: c.StepTime, Model: c.Model,
+		NumSpeculativeTokens: c.NumSpeculativeTokens, Draft: c.Draft, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
 }

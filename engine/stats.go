@@ -69,6 +69,16 @@ type Stats struct {
 	// llmdst:kv_offload_num_blocks). See core.KVOffloadStats.
 	KVOffload KVOffloadStats
 
+	// SpecDecoding is speculative decoding's counts, with
+	// Config.NumSpeculativeTokens (zero without): the drafts verified
+	// (vllm:spec_decode_num_drafts_total), their tokens
+	// (vllm:spec_decode_num_draft_tokens_total), the tokens accepted
+	// (vllm:spec_decode_num_accepted_tokens_total) and, by position in a
+	// draft, how often its token was
+	// (vllm:spec_decode_num_accepted_tokens_per_pos_total{position=…}).
+	// See core.SpecDecodingStats.
+	SpecDecoding SpecDecodingStats
+
 	// DataParallelSize is the engine's cores (Config.DataParallelSize, 1
 	// for one): the cores' gauges and counts above are their sums, as a
 	// dashboard sums vLLM's per-engine series, and KVNumBlocks counts a
@@ -92,7 +102,12 @@ type CoreStats struct {
 	PromptTokens, GenerationTokens, StaleFramesDropped         int64
 	FinishedStop, FinishedLength, FinishedAbort, FinishedError int64
 	KVOffload                                                  KVOffloadStats
+	SpecDecoding                                               SpecDecodingStats
 }
+
+// SpecDecodingStats are speculative decoding's counts; see
+// core.SpecDecodingStats.
+type SpecDecodingStats = core.SpecDecodingStats
 
 // KVOffloadStats are host memory's counts and gauges; see
 // core.KVOffloadStats.
@@ -107,6 +122,7 @@ func coreStats(c *core.EngineCore, cs *CoreStats) {
 	cs.PrefixCacheQueries, cs.PrefixCacheHits = st.PrefixCacheQueries, st.PrefixCacheHits
 	cs.PrefixCachePreemptedQueries, cs.PrefixCachePreemptedHits = st.PrefixCachePreemptedQueries, st.PrefixCachePreemptedHits
 	cs.KVOffload = st.KVOffload
+	cs.SpecDecoding = st.SpecDecoding
 }
 
 // addCore adds a core's gauges and counts to the engine's.
@@ -129,6 +145,7 @@ func (s *Stats) addCore(c CoreStats) {
 	s.FinishedAbort += c.FinishedAbort
 	s.FinishedError += c.FinishedError
 	s.KVOffload.Add(c.KVOffload)
+	s.SpecDecoding.Add(c.SpecDecoding)
 }
 
 // KVCacheUsage is the share of the core's usable KV blocks in use, as
@@ -263,6 +280,14 @@ func (s Stats) Metrics() []Metric {
 		ofCores("vllm:kv_offload_stores_skipped_total", float64(s.KVOffload.StoresSkipped), func(c CoreStats) float64 { return float64(c.KVOffload.StoresSkipped) })
 		ofCores("llmdst:kv_offload_used_blocks", float64(s.KVOffload.Blocks), func(c CoreStats) float64 { return float64(c.KVOffload.Blocks) })
 		ofCores("llmdst:kv_offload_num_blocks", float64(s.KVOffload.Capacity), func(c CoreStats) float64 { return float64(c.KVOffload.Capacity) })
+	}
+	if len(s.SpecDecoding.AcceptedPerPos) > 0 { // as vLLM's, only with speculative decoding
+		ofCores("vllm:spec_decode_num_drafts_total", float64(s.SpecDecoding.Drafts), func(c CoreStats) float64 { return float64(c.SpecDecoding.Drafts) })
+		ofCores("vllm:spec_decode_num_draft_tokens_total", float64(s.SpecDecoding.DraftTokens), func(c CoreStats) float64 { return float64(c.SpecDecoding.DraftTokens) })
+		ofCores("vllm:spec_decode_num_accepted_tokens_total", float64(s.SpecDecoding.AcceptedTokens), func(c CoreStats) float64 { return float64(c.SpecDecoding.AcceptedTokens) })
+		for i, n := range s.SpecDecoding.AcceptedPerPos {
+			ofCores(`vllm:spec_decode_num_accepted_tokens_per_pos_total{position="`+strconv.Itoa(i)+`"}`, float64(n), func(c CoreStats) float64 { return float64(c.SpecDecoding.AcceptedPerPos[i]) })
+		}
 	}
 	add(`vllm:engine_sleep_state{sleep_state="awake"}`, flag(!s.Sleeping))
 	add(`vllm:engine_sleep_state{sleep_state="weights_offloaded"}`, flag(s.Sleeping && s.SleepLevel == 1))

@@ -1,0 +1,113 @@
+package engine_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/sim"
+)
+
+// TestSpeculativeDecodingGivesTheSameOutputs: with draft tokens every
+// caller gets what it gets without — the tokens, the text, the finish
+// reason, the stop string or token — in every output kind, with a stop
+// token, a stop string (whose token ends a step in these runs: inside
+// one, the step's later tokens stay in TokenIDs, as
+// TestAStopStringInsideAStepsTokensCutsTheTextOnly shows), MinTokens,
+// parallel sampling, chunked prefill and preemption, over 20 seeds of
+// Chaos and Random; and steps do carry several tokens.
+func TestSpeculativeDecodingGivesTheSameOutputs(t *testing.T) {
+	long := "the of and to in is it you that he was for on are with as his they be at one have this"
+	stopD, _ := stopAt(t, "hello", 5)
+	stopTok := want("the quick brown fox", 6)[4]
+	jobs := []asyncJob{
+		{"len-c", "hello", engine.Params{MaxTokens: 12}},
+		{"len-d", "the quick brown fox", engine.Params{MaxTokens: 9, Output: engine.Delta}},
+		{"final", long, engine.Params{MaxTokens: 7, Output: engine.FinalOnly}},
+		{"stop-d", "hello", engine.Params{MaxTokens: 30, Output: engine.Delta, Stop: []string{"no such words here", stopD}}},
+		{"stop-token", "the quick brown fox", engine.Params{MaxTokens: 30, MinTokens: 2, StopTokenIDs: []int{stopTok}, Output: engine.Delta}},
+		{"n2", "a long way home", engine.Params{MaxTokens: 6, N: 2, Output: engine.Delta}},
+	}
+	var multis int
+	var accepted, drafts int64
+	for seed := uint64(1); seed <= 20; seed++ {
+		st := sim.Chaos()
+		if seed%2 == 0 {
+			st = sim.Random()
+		}
+		plain := jobsWorkload(t, engine.Config{}, seed, st, jobs)
+		spec := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 3}, seed, st, jobs)
+		for _, j := range jobs {
+			assert.Equal(t, plain.results[j.id], spec.results[j.id], "seed %d: %s", seed, j.id)
+			assert.Empty(t, spec.results[j.id].Err, "seed %d: %s", seed, j.id)
+		}
+		assert.Equal(t, want("hello", 6), spec.results["stop-d"].Tokens[0], "seed %d: the stop string is in the sixth token", seed)
+		assert.Equal(t, want("the quick brown fox", 5), spec.results["stop-token"].Tokens[0], "seed %d: the stop token is the fifth", seed)
+		assert.Zero(t, plain.multis)
+		multis += spec.multis
+		accepted += spec.stats.SpecDecoding.AcceptedTokens
+		drafts += spec.stats.SpecDecoding.DraftTokens
+		if t.Failed() {
+			t.Fatalf("seed %d: see above", seed)
+		}
+	}
+	assert.Positive(t, multis, "frames carried several tokens")
+	assert.Positive(t, accepted)
+	assert.Less(t, accepted, drafts, "the default draft model misses some")
+	t.Logf("over 20 seeds: %d frames of several tokens, %d of %d draft tokens accepted", multis, accepted, drafts)
+}
+
+// TestSpeculativeDecodingIsCounted: the engine counts the drafts it
+// verified, their tokens and those accepted, by position, under vLLM's
+// metric names; without draft tokens there are none.
+func TestSpeculativeDecodingIsCounted(t *testing.T) {
+	jobs := []asyncJob{{"a", "hello", engine.Params{MaxTokens: 9, IgnoreEOS: true}}}
+	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
+	w := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 2, Draft: never}, 1, sim.Random(), jobs)
+	assert.Equal(t, want("hello", 9), w.results["a"].Tokens[0])
+	// The prefill samples the first token; each later step keeps its two
+	// drafts and one more: 3+3+2, the last cut short by MaxTokens.
+	assert.Equal(t, engine.SpecDecodingStats{Drafts: 3, DraftTokens: 6, AcceptedTokens: 6, AcceptedPerPos: []int64{3, 3}}, w.stats.SpecDecoding)
+	var b strings.Builder
+	require.NoError(t, w.stats.WritePrometheus(&b))
+	assert.Contains(t, b.String(), "vllm:spec_decode_num_drafts_total 3\nvllm:spec_decode_num_draft_tokens_total 6\nvllm:spec_decode_num_accepted_tokens_total 6\n")
+	assert.Contains(t, b.String(), `vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3`+"\n"+`vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 3`+"\n")
+
+	w = jobsWorkload(t, engine.Config{}, 1, sim.Random(), jobs)
+	assert.Zero(t, w.stats.SpecDecoding)
+	b.Reset()
+	require.NoError(t, w.stats.WritePrometheus(&b))
+	assert.NotContains(t, b.String(), "spec_decode")
+}
+
+// TestSpeculativeDecodingConfigIsChecked: a negative count, or draft
+// tokens with async scheduling, are refused with what was wrong.
+func TestSpeculativeDecodingConfigIsChecked(t *testing.T) {
+	_, err := engine.New(engine.Config{NumSpeculativeTokens: -1})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "engine: NumSpeculativeTokens must be ≥ 0 (0: speculative decoding off), got -1")
+	_, err = engine.New(engine.Config{NumSpeculativeTokens: 2, AsyncScheduling: true})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "engine: NumSpeculativeTokens (2) with AsyncScheduling is not modelled")
+}
+
+// TestAStopStringInsideAStepsTokensCutsTheTextOnly: a stop string found in
+// the text of a token inside a step's several tokens ends the request and
+// its text before the string, but the step's tokens after it stay in the
+// output's TokenIDs, as vLLM's detokenizer cuts only the text.
+func TestAStopStringInsideAStepsTokensCutsTheTextOnly(t *testing.T) {
+	stop, before := stopAt(t, "hello", 2)
+	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
+	jobs := []asyncJob{{"a", "hello", engine.Params{MaxTokens: 30, IgnoreEOS: true, Output: engine.Delta, Stop: []string{stop}}}}
+	w := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 4, Draft: never}, 1, sim.Random(), jobs)
+	got := w.results["a"]
+	assert.Equal(t, want("hello", 6), got.Tokens[0], "the first step's token, then the second's five: the stop string is in the third")
+	assert.Equal(t, before, got.Text[0])
+	assert.Equal(t, engine.FinishStop, got.Reason[0])
+	assert.Equal(t, stop, got.StopReason[0])
+}
