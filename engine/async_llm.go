@@ -705,13 +705,21 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 		// it, as vLLM's detokenizer skips it; its id stays in TokenIDs.
 		text = text[:len(text)-1]
 	}
-	if s, hit := st.detok.update(text); hit {
+	newTokens := f.NewTokens
+	if s, took, hit := st.detok.update(text); hit {
 		finished, reason, stopReason = true, FinishStop, s
+		if past := len(newTokens) - took; past > 0 && !e.cfg.Faults.Fires(failpoints.EngineKeepsTokensPastStopString) {
+			// The frame's tokens after the one that completed the stop
+			// string (several a step with speculative decoding) are past
+			// the request's end: dropped, as vLLM's #47616 drops them.
+			newTokens = newTokens[:took]
+			st.tokens = st.tokens[:len(st.tokens)-past]
+		}
 	}
 	if e.holdsBack(st, finished) {
 		return nil
 	}
-	if out, ok := e.makeOutput(st, f.NewTokens, finished, reason, stopReason); ok {
+	if out, ok := e.makeOutput(st, newTokens, finished, reason, stopReason); ok {
 		st.c.put(out)
 	}
 	if !finished {

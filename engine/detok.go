@@ -43,17 +43,20 @@ func newDetokenizer(stops []string, minTokens int, kind OutputKind, batched bool
 	return d
 }
 
-// update decodes new tokens and reports the stop string they complete.
-func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
+// update decodes new tokens and reports the stop string they complete,
+// and how many of them it took: those after the token that completes it
+// (several tokens a step, with speculative decoding) are past the stop.
+func (d *detokenizer) update(tokens []int) (stop string, took int, hit bool) {
 	if !d.keep {
 		if len(tokens) == 1 {
 			d.pending = d.tok.Piece(tokens[0])
 		} else {
 			d.pending = d.tok.Decode(tokens)
 		}
-		return "", false
+		return "", len(tokens), false
 	}
 	checkFrom := len(d.text) // a stop string must end after this
+	first := len(d.text)     // where the first new token's text starts
 	for _, t := range tokens {
 		d.text = append(d.text, d.tok.Piece(t)...)
 		d.decoded++
@@ -63,7 +66,7 @@ func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
 	}
 	added := len(d.text) - checkFrom
 	if added == 0 {
-		return "", false
+		return "", len(tokens), false
 	}
 	cut, which := -1, ""
 	for _, s := range d.stops {
@@ -73,10 +76,23 @@ func (d *detokenizer) update(tokens []int) (stop string, hit bool) {
 		}
 	}
 	if cut < 0 {
-		return "", false
+		return "", len(tokens), false
+	}
+	took = len(tokens)
+	if took > 1 {
+		// The tokens whose text starts before the stop string's end are
+		// needed to complete it; the rest are past it.
+		end, at := cut+len(which), first
+		for i, t := range tokens {
+			if at >= end {
+				took = i
+				break
+			}
+			at += len(d.tok.Piece(t))
+		}
 	}
 	d.text = d.text[:cut]
-	return which, true
+	return which, took, true
 }
 
 // next returns the text of the next output: all of it, or what is new for

@@ -44,14 +44,26 @@ func FuzzDetokenizer(f *testing.F) {
 		hit := false
 		for i := 0; i < len(tokens) && !hit; i += n {
 			frame := tokens[i:min(i+n, len(tokens))]
-			s1, hit1 := delta.update(frame)
-			s2, hit2 := cum.update(frame)
-			if hit1 != hit2 || s1 != s2 {
-				t.Fatalf("Delta and Cumulative disagree on the stop: %q %v / %q %v", s1, hit1, s2, hit2)
+			s1, took1, hit1 := delta.update(frame)
+			s2, took2, hit2 := cum.update(frame)
+			if hit1 != hit2 || s1 != s2 || took1 != took2 {
+				t.Fatalf("Delta and Cumulative disagree on the stop: %q %v after %d token(s) / %q %v after %d", s1, hit1, took1, s2, hit2, took2)
 			}
 			hit = hit1
 			deltas.WriteString(delta.next(hit, true))
 			last = cum.next(hit, false)
+			if hit {
+				// The frame's tokens up to the took-th complete the stop
+				// string, which starts where the text was cut; one fewer
+				// do not.
+				end := len(last) + len(s1)
+				if got := len(core.Tokenizer{}.Decode(tokens[:i+took1])); got < end {
+					t.Fatalf("the stop string %q ends at byte %d, past the %d token(s) of the frame said to complete it (%d bytes)", s1, end, took1, got)
+				}
+				if got := len(core.Tokenizer{}.Decode(tokens[:i+took1-1])); took1 > 1 && got >= end {
+					t.Fatalf("the stop string %q ends at byte %d, within %d token(s) of the frame (%d bytes), not %d", s1, end, took1-1, got, took1)
+				}
+			}
 		}
 		if !hit {
 			deltas.WriteString(delta.next(true, true))

@@ -10,15 +10,14 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 )
 
 // TestSpeculativeDecodingGivesTheSameOutputs: with draft tokens every
 // caller gets what it gets without — the tokens, the text, the finish
-// reason, the stop string or token — in every output kind, with a stop
-// token, a stop string (whose token ends a step in these runs: inside
-// one, the step's later tokens stay in TokenIDs, as
-// TestAStopStringInsideAStepsTokensCutsTheTextOnly shows), MinTokens,
+// reason, the stop string or token — in every output kind, with stop
+// tokens and strings, MinTokens,
 // parallel sampling, chunked prefill and preemption, over 20 seeds of
 // Chaos and Random; and steps do carry several tokens.
 func TestSpeculativeDecodingGivesTheSameOutputs(t *testing.T) {
@@ -96,18 +95,29 @@ func TestSpeculativeDecodingConfigIsChecked(t *testing.T) {
 	assert.ErrorContains(t, err, "engine: NumSpeculativeTokens (2) with AsyncScheduling is not modelled")
 }
 
-// TestAStopStringInsideAStepsTokensCutsTheTextOnly: a stop string found in
-// the text of a token inside a step's several tokens ends the request and
-// its text before the string, but the step's tokens after it stay in the
-// output's TokenIDs, as vLLM's detokenizer cuts only the text.
-func TestAStopStringInsideAStepsTokensCutsTheTextOnly(t *testing.T) {
+// TestAStopStringInsideAStepsTokensEndsTheTokensThere: a stop string
+// found in the text of a token inside a step's several tokens ends the
+// request, its text before the string and its tokens at the token that
+// completed it, as vLLM's #47616 trims them; under
+// engine/keeps-tokens-past-stop-string, vLLM's behaviour before it, the
+// step's later tokens stay in TokenIDs.
+func TestAStopStringInsideAStepsTokensEndsTheTokensThere(t *testing.T) {
 	stop, before := stopAt(t, "hello", 2)
 	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
 	jobs := []asyncJob{{"a", "hello", engine.Params{MaxTokens: 30, IgnoreEOS: true, Output: engine.Delta, Stop: []string{stop}}}}
-	w := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 4, Draft: never}, 1, sim.Random(), jobs)
-	got := w.results["a"]
-	assert.Equal(t, want("hello", 6), got.Tokens[0], "the first step's token, then the second's five: the stop string is in the third")
-	assert.Equal(t, before, got.Text[0])
-	assert.Equal(t, engine.FinishStop, got.Reason[0])
-	assert.Equal(t, stop, got.StopReason[0])
+	for _, bug := range []bool{false, true} {
+		cfg := engine.Config{NumSpeculativeTokens: 4, Draft: never}
+		if bug {
+			cfg.Faults = rttest.Armed(t, "engine/keeps-tokens-past-stop-string=return")
+		}
+		got := jobsWorkload(t, cfg, 1, sim.Random(), jobs).results["a"]
+		assert.Equal(t, before, got.Text[0])
+		assert.Equal(t, engine.FinishStop, got.Reason[0])
+		assert.Equal(t, stop, got.StopReason[0])
+		if bug {
+			assert.Equal(t, want("hello", 6), got.Tokens[0], "the first step's token, then all the second's five")
+		} else {
+			assert.Equal(t, want("hello", 3), got.Tokens[0], "the stop string is in the third token, the second step's second")
+		}
+	}
 }

@@ -116,6 +116,9 @@ var (
 	EngineDPCallsSplit = register(&Point{Name: "engine/dp-calls-split", Bug: true,
 		Doc:   "a bug, vLLM's data-parallel client (call_utility_async gathers the engines' replies and returns the first): a utility call goes to the cores one after another with nothing ordering two callers' calls, and nothing mends a split outcome; a resume that overtakes a sleep on one core but not another leaves that core asleep while Sleep says the engine runs, and a weight update one core refuses stays open on the others, its caller told it failed: requests on those cores wait for ever (Config.DataParallelSize > 1 only)",
 		Terms: "return", checkValue: checkNoValue})
+	EngineKeepsTokensPastStopString = register(&Point{Name: "engine/keeps-tokens-past-stop-string", Bug: true,
+		Doc:   "a bug, vLLM's (fixed by its open #47616): with several tokens a step (Config.NumSpeculativeTokens), a stop string that completes in the text of a token before the step's last cuts the text there but leaves the step's later tokens in the output's TokenIDs: the caller gets tokens past the request's end, which its text does not show",
+		Terms: "return", checkValue: checkNoValue})
 	CoreUpdateKeepsScheduling = register(&Point{Name: "core/update-keeps-scheduling", Bug: true,
 		Doc:   "a bug, vLLM's behaviour: a weight update (start_weight_update, update_weights, finish_weight_update) holds nothing back, so when no pause came before it the core steps between its calls, each forward pass over weights half replaced — the race vime's #168 hangs in and NeMo RL's keep pause is there to close; the engine holds scheduling from the start to the finish",
 		Terms: "return", checkValue: checkNoValue})
