@@ -124,8 +124,8 @@ type Config struct {
 	// AsyncScheduling.
 	NumSpeculativeTokens int
 	// Draft proposes the draft tokens; nil means DraftModel{Target: Model,
-	// MissOdds: DefaultDraftMissOdds}. Without NumSpeculativeTokens it has
-	// no effect.
+	// MissOdds: DefaultDraftMissOdds}, and a DraftModel without a Target
+	// drafts for Model. Without NumSpeculativeTokens it has no effect.
 	Draft Model
 	// EOSTokenID is the end-of-sequence token; the toy vocabulary's is 0.
 	EOSTokenID int
@@ -177,6 +177,10 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Draft == nil && c.NumSpeculativeTokens > 0 {
 		c.Draft = DraftModel{Target: c.Model, MissOdds: DefaultDraftMissOdds}
+	}
+	if d, ok := c.Draft.(DraftModel); ok && d.Target == nil {
+		d.Target = c.Model
+		c.Draft = d
 	}
 	return c
 }

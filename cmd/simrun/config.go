@@ -47,6 +47,16 @@ var configKeys = []configKey{
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.BlockSize = n })},
 	{"data-parallel-size", fmt.Sprintf("a whole number of cores from 1 to %d", engine.MaxDataParallelSize), "vLLM's --data-parallel-size (DataParallelSize; the default 1): that many engine cores behind the one frontend, each with its own scheduler and caches; a request goes to the least loaded, its aborts to the core that holds it, and every control call to every core",
 		intValue(1, engine.MaxDataParallelSize, func(c *engine.Config, n int) { c.DataParallelSize = n })},
+	{"draft-miss-odds", "a whole number ≥ 1", "with num-speculative-tokens, how often the draft model misses the model's token: one token in this many (the default 4; 1: every draft token wrong)",
+		func(v string) (string, func(*engine.Config), error) {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n < 1 {
+				return "", nil, errBadValue
+			}
+			return strconv.FormatUint(n, 10), func(c *engine.Config) {
+				c.Draft = core.DraftModel{MissOdds: n} // its target the engine's model
+			}, nil
+		}},
 	{"enable-lora", "on or off", "vLLM's --enable-lora (EnableLoRA): requests may run with a LoRA adapter; off, a request with one is refused (multi-lora's are then skipped)",
 		onOff(func(c *engine.Config, on bool) { c.EnableLoRA = on })},
 	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",
@@ -71,6 +81,8 @@ var configKeys = []configKey{
 	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", core.NumBlocksMax),
 		"the KV cache in blocks, vLLM's num_gpu_blocks, one of them the null block (NumBlocks; the default holds two sequences of max-model-len): when it runs out the scheduler preempts",
 		intValue(2, core.NumBlocksMax, func(c *engine.Config, n int) { c.NumBlocks = n })},
+	{"num-speculative-tokens", "a whole number of tokens from 0 to 64", "vLLM's speculative decoding with a draft model, its num_speculative_tokens (NumSpeculativeTokens; 0, the default, off): a draft model proposes each running request's next tokens and the step after computes them, keeping those the model agrees with and one more; not with async scheduling (a scenario that draws it needs async-scheduling=off too)",
+		intValue(0, 64, func(c *engine.Config, n int) { c.NumSpeculativeTokens = n })},
 	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},
 	{"policy", "fcfs or priority", "vLLM's --scheduling-policy (SchedulingPolicy): fcfs serves requests in order of arrival, priority by their priority, and each preempts the request it would serve last",

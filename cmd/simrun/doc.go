@@ -192,6 +192,16 @@
 //   - max-cpu-loras=N: MaxCPULoRAs, vLLM's --max-cpu-loras, the most
 //     adapters the executor keeps loaded, least recently used out first
 //     unless pinned, at least max-loras (default max-loras).
+//   - num-speculative-tokens=N: NumSpeculativeTokens, vLLM's speculative
+//     decoding with a draft model, from 0 (off, the default) to 64: a draft
+//     model proposes each running request's next N tokens, the step after
+//     computes them, and those the model agrees with are kept with one
+//     more; not with async scheduling (a scenario that draws it needs
+//     async-scheduling=off too; swarm draws draft tokens in a sixth of its
+//     runs without it).
+//   - draft-miss-odds=N: with num-speculative-tokens, the draft model
+//     misses the model's token one time in N, N ≥ 1 (default 4; 1: every
+//     draft token wrong).
 //
 // A key given again replaces its value, and a compare variant's replaces
 // a common one. The settings are checked on the engine's default
