@@ -111,6 +111,10 @@ const streamDataParallel uint64 = 0x444154415041524c
 // its host memory and its policy from ("OFFLOADS").
 const streamOffload uint64 = 0x4f46464c4f414453
 
+// streamSpec is the stream of the seed that swarm draws speculative
+// decoding from ("SPECDECD").
+const streamSpec uint64 = 0x5350454344454344
+
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
 const chatTurnTokensMax = 100
@@ -256,6 +260,13 @@ func swarm(x *Run) error {
 	}
 	if a := sim.NewPCGChooser(x.Opts.Seed, streamAsync); a.Intn(3) == 0 {
 		cfg.AsyncScheduling = true
+	}
+	if sp := sim.NewPCGChooser(x.Opts.Seed, streamSpec); sp.Intn(4) == 0 && !x.engineConfig(cfg).AsyncScheduling {
+		// Speculative decoding: one to four draft tokens a step, from a
+		// draft model that misses the model's token one time in one to
+		// eight (every time: drafts all rejected).
+		cfg.NumSpeculativeTokens = 1 + sp.Intn(4)
+		cfg.Draft = core.DraftModel{MissOdds: uint64(1 + sp.Intn(8))}
 	}
 	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
 		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
