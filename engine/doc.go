@@ -87,6 +87,17 @@
 // store_threshold: a block is stored only once the lookups of waiting
 // requests have seen it that many times.
 //
+// Config.NumSpeculativeTokens is vLLM's speculative decoding with a draft
+// model: after each step that samples a request's token, Config.Draft
+// proposes its next tokens, the next step computes them, and the model's
+// tokens verify them; the agreeing ones and one token more are kept, each
+// checked for a stop, so that a request's tokens are the same as without
+// and a frame may carry several. A stop string that completes inside a
+// frame's tokens ends the tokens there too, as vLLM's #47616 does (vLLM's
+// behaviour before it is engine/keeps-tokens-past-stop-string). Not with
+// AsyncScheduling. Stats.SpecDecoding counts the drafts, under vLLM's
+// vllm:spec_decode_* metrics.
+//
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its
 // own with its own scheduler and caches, putting their outputs on one
