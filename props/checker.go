@@ -43,6 +43,14 @@ const (
 	// aborted it, finishes with reason length or stop and the right number
 	// of tokens.
 	ReuseFinishesNormally = "reused-id-finishes-normally"
+	// EndsWhereTheModelStops: a request that finished on its own, for
+	// length or stop, ends where its sequence must: no token after its
+	// first MinTokens but its last is one that stops it (eos unless
+	// IgnoreEOS, one of StopTokenIDs), it has at most MaxTokens tokens,
+	// and one that finished for length has MaxTokens or fills the model
+	// length. A step that yields several tokens (speculative decoding)
+	// must take them one by one.
+	EndsWhereTheModelStops = "ends-where-the-model-stops"
 	// WaitIdleMeansIdle: when WaitIdle returns, the core holds nothing,
 	// and every frame it emitted has reached the output handler.
 	WaitIdleMeansIdle = "wait-idle-means-the-core-holds-nothing"
@@ -88,7 +96,7 @@ const (
 // update's, then LoRA's, then data parallelism's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
 	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake, LoRASlotsSuffice,
-	AbortReachesItsCore}
+	AbortReachesItsCore, EndsWhereTheModelStops}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -110,6 +118,7 @@ var docs = map[string]string{
 	UpdateRunsNothing:           "from a weight update's start to its finish the core runs no step, whatever resumes or wake-ups come between: a forward pass would read weights half replaced",
 	WeightsWrittenAwake:         "a weight update writes the executor's weights only while they are awake: while they sleep its calls are refused",
 	LoRASlotsSuffice:            "no step's batch uses more LoRA adapters than the executor has LoRA slots (max_loras): a waiting request of another adapter waits for a slot",
+	EndsWhereTheModelStops:      "a request that finished on its own ends where its sequence must: at its first token past MinTokens that stops it, at MaxTokens, or at the model length, never past them",
 	AbortReachesItsCore:         "with several data-parallel cores, an abort of a request reaches the core its ADD went to, and no other: there it stops the request, which elsewhere runs on for nobody",
 }
 
@@ -494,6 +503,7 @@ func (c *Checker) observe(ev *core.Event) {
 		in.finished, in.reason, in.final = true, ev.Reason, slices.Clone(ev.Tokens)
 		c.checkModel(in, in.final, 0, func() string { return fmt.Sprintf("the final tokens of %q", in.id) })
 		c.checkReuse(in)
+		c.checkEnd(in)
 	case core.EventOutput:
 		c.output(ev)
 	case core.EventRequestOutput:
@@ -944,6 +954,32 @@ func (c *Checker) checkReuse(in *incarnation) {
 	case core.FinishStop:
 	default:
 		c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) ended with reason %q without being aborted", in.id, in.n, in.reason)
+	}
+}
+
+// checkEnd holds a sequence that finished on its own to
+// EndsWhereTheModelStops.
+func (c *Checker) checkEnd(in *incarnation) {
+	if in.reason != core.FinishLength && in.reason != core.FinishStop {
+		return
+	}
+	n := len(in.final)
+	for i := in.sampling.MinTokens; i < n-1; i++ {
+		if in.sampling.StopsOn(in.final[i], core.EOSTokenID) {
+			c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished with reason %s after %d tokens, but its token %d (%d) stops it: it went on past its end",
+				in.id, in.n, in.seqName(), in.reason, n, i, in.final[i])
+			return
+		}
+	}
+	if n > in.params.MaxTokens {
+		c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished with reason %s and %d tokens, more than its MaxTokens %d", in.id, in.n, in.seqName(), in.reason, n, in.params.MaxTokens)
+		return
+	}
+	if in.reason == core.FinishLength && c.modelLen > 0 && !in.reuse { // a reused one's is ReuseFinishesNormally's
+		if want := min(in.params.MaxTokens, c.modelLen-in.promptLen); n != want {
+			c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished for length with %d tokens, where its MaxTokens %d and the model length %d after a %d-token prompt give %d",
+				in.id, in.n, in.seqName(), n, in.params.MaxTokens, c.modelLen, in.promptLen, want)
+		}
 	}
 }
 

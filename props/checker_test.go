@@ -396,3 +396,35 @@ func TestOnGoroutinesWaitIdleAnswersForEachCoresInputs(t *testing.T) {
 	assert.Contains(t, v.Detail, "held incarnation(s) [3/1]", "core 1 waited for its input 2")
 	require.NoError(t, run(append(spread, idle(0, 2), idle(1, 1))...), "core 1 did not wait for its input 2")
 }
+
+// TestARequestEndsWhereTheModelStops: a request that finished on its own
+// ends at its first token that stops it, at MaxTokens, or at the model
+// length: one that went on past a stop token (several tokens a step taken
+// at once, sglang's #31599), past MaxTokens, or stopped short for length
+// breaks ends-where-the-model-stops; an abort may end it anywhere.
+func TestARequestEndsWhereTheModelStops(t *testing.T) {
+	toks := tokens(6)
+	run := func(p engine.Params, modelLen int, reason core.FinishReason, n int) error {
+		c := props.NewChecker(core.ToyModel{})
+		c.SetModelLen(modelLen)
+		for _, ev := range []core.Event{add(1, "a", p), finish(1, reason, toks[:n])} {
+			c.Observe(ev)
+		}
+		return c.Finish()
+	}
+	stopAt2 := engine.Params{MaxTokens: 6, Output: engine.Delta, StopTokenIDs: []int{toks[2]}}
+	require.NoError(t, run(stopAt2, 0, core.FinishStop, 3), "the stop token ends it, its last")
+	v := requireViolation(t, run(stopAt2, 0, core.FinishStop, 5), props.EndsWhereTheModelStops)
+	assert.Contains(t, v.Detail, fmt.Sprintf("its token 2 (%d) stops it", toks[2]))
+	requireViolation(t, run(stopAt2, 0, core.FinishLength, 6), props.EndsWhereTheModelStops)
+	require.NoError(t, run(stopAt2, 0, core.FinishAbort, 5), "an abort may end it anywhere")
+
+	four := engine.Params{MaxTokens: 4, Output: engine.Delta, IgnoreEOS: true}
+	require.NoError(t, run(four, 1000, core.FinishLength, 4))
+	v = requireViolation(t, run(four, 1000, core.FinishLength, 5), props.EndsWhereTheModelStops)
+	assert.Contains(t, v.Detail, "more than its MaxTokens 4")
+	v = requireViolation(t, run(four, 1000, core.FinishLength, 3), props.EndsWhereTheModelStops)
+	assert.Contains(t, v.Detail, "finished for length with 3 tokens")
+	require.NoError(t, run(four, len(prompt)+3, core.FinishLength, 3), "the model length leaves 3")
+	require.NoError(t, run(four, 0, core.FinishLength, 3), "without the model length, fewer may be its cap")
+}
