@@ -1088,6 +1088,17 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 	accepted := len(r.accepted)
 	r.NumComputed -= drafts - accepted
 	s.spec.observe(drafts, accepted)
+	if accepted > 0 && s.cfg.Faults.Fires(failpoints.CoreSpecTakesTokensAtOnce) {
+		// The bug: every kept token appended, the last alone checked.
+		r.Status, r.StopReason = StatusRunning, -1
+		r.Output = append(r.Output, r.accepted...)
+		s.digest(r)
+		stopped = s.checkStop(r)
+		if !stopped && accepted < drafts {
+			s.kvRollback(r, r.NumComputed)
+		}
+		return stopped
+	}
 	for _, t := range r.accepted {
 		if stopped {
 			break

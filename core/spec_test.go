@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/internal/rttest"
 )
 
 // specRun runs one request of prompt 1…9 to its end with k draft tokens
@@ -123,4 +124,20 @@ func TestSpeculativeDecodingIsRefusedWithAsyncScheduling(t *testing.T) {
 	assert.ErrorContains(t, err, "NumSpeculativeTokens (2) with AsyncScheduling is not modelled")
 	err = core.Config{NumSpeculativeTokens: -1}.WithDefaults().Validate()
 	assert.ErrorContains(t, err, "NumSpeculativeTokens must be ≥ 0")
+}
+
+// TestSpeculativeDecodingTakingTokensAtOnceGoesPastTheStop plants
+// core/spec-takes-tokens-at-once: a step's kept tokens appended together
+// and only the last checked for a stop. The stop token, the second of a
+// step's five tokens, no longer ends the request, and MaxTokens is
+// passed by the step that reaches it.
+func TestSpeculativeDecodingTakingTokensAtOnceGoesPastTheStop(t *testing.T) {
+	model := core.Sampled(core.ToyModel{}, seq(1, 9), 40, &core.SamplingParams{MaxTokens: 40, IgnoreEOS: true}, core.EOSTokenID)
+	cfg := core.Config{BlockSize: 4, Faults: rttest.Armed(t, "core/spec-takes-tokens-at-once=return")}
+	never := uint64(math.MaxUint64)
+
+	r, sizes, _ := specRun(t, cfg, 4, never, core.SamplingParams{MaxTokens: 9, IgnoreEOS: true, StopTokenIDs: []int{model[3]}})
+	assert.Equal(t, model[:11], r.Output, "past the stop token at 3, and past MaxTokens 9: 1+5+5 tokens")
+	assert.Equal(t, []int{1, 5, 5}, sizes)
+	assert.Equal(t, core.StatusFinishedLength, r.Status)
 }

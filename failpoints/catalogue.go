@@ -116,6 +116,9 @@ var (
 	EngineDPCallsSplit = register(&Point{Name: "engine/dp-calls-split", Bug: true,
 		Doc:   "a bug, vLLM's data-parallel client (call_utility_async gathers the engines' replies and returns the first): a utility call goes to the cores one after another with nothing ordering two callers' calls, and nothing mends a split outcome; a resume that overtakes a sleep on one core but not another leaves that core asleep while Sleep says the engine runs, and a weight update one core refuses stays open on the others, its caller told it failed: requests on those cores wait for ever (Config.DataParallelSize > 1 only)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreSpecTakesTokensAtOnce = register(&Point{Name: "core/spec-takes-tokens-at-once", Bug: true,
+		Doc:   "a bug, the class of sglang's #31599 and ArcticInference's #161: the tokens a step keeps with speculative decoding (Config.NumSpeculativeTokens) are appended at once and only the last is checked for a stop, so a stop token among them, or MaxTokens reached before the last, lets the tokens after it through: the request goes on past its end; vLLM's _update_request_with_output checks each token, as the engine does",
+		Terms: "return", checkValue: checkNoValue})
 	EngineKeepsTokensPastStopString = register(&Point{Name: "engine/keeps-tokens-past-stop-string", Bug: true,
 		Doc:   "a bug, vLLM's (fixed by its open #47616): with several tokens a step (Config.NumSpeculativeTokens), a stop string that completes in the text of a token before the step's last cuts the text there but leaves the step's later tokens in the output's TokenIDs: the caller gets tokens past the request's end, which its text does not show",
 		Terms: "return", checkValue: checkNoValue})
