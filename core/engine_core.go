@@ -610,6 +610,14 @@ func (c *EngineCore) finishStep(so *SchedulerOutput, sampled []int, step int64) 
 	c.processAborts()
 	out, room := newBatch(len(so.Scheduled))
 	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
+	if c.cfg.NumSpeculativeTokens > 0 {
+		for _, sc := range so.Scheduled {
+			if r := sc.Req; r.cut > 0 {
+				c.emit(Event{Kind: EventTokensCut, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: r.cut, Text: string(r.Status.Reason())})
+				r.cut = 0
+			}
+		}
+	}
 	c.putBatch(out, frames, step)
 }
 

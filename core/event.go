@@ -151,6 +151,13 @@ const (
 	// flight (the connector's back-pressure). Told once for each reason
 	// in a row, until the request is admitted or loads.
 	EventKVLoadWait
+	// EventTokensCut: of the Held+N tokens a step gave the request at
+	// once (speculative decoding), the Held after its end were dropped:
+	// Text "stop" after a stop token and "length" at MaxTokens or the
+	// model length, the tokens taken one by one in the core;
+	// "stop-string" after the token that completed a stop string, in the
+	// frontend.
+	EventTokensCut
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
@@ -158,7 +165,7 @@ var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", 
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
 	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored",
-	"core.kv-store-wait", "core.kv-load-wait"}
+	"core.kv-store-wait", "core.kv-load-wait", "tokens-cut"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -262,6 +269,8 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s %s (call %d) took effect on %d core(s) only, mended %t", e.Kind, e.Text, e.Call, e.Held, e.Finished)
 	case EventKVStore:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventTokensCut:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d token(s) of a step past its end dropped (%s)", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held, e.Text)
 	case EventKVLoadWait:
 		if e.Text == "loads" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): as many loads from host memory in flight as requests may run: it waits for one to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)

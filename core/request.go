@@ -173,6 +173,9 @@ type Request struct {
 	// a step's Sample to its UpdateFromOutput, the tokens the model sampled
 	// after the drafts it agreed with, one a draft.
 	drafts, accepted []int
+	// cut is how many of a step's kept tokens a stop before them dropped,
+	// from UpdateFromOutput to the core's telling of it (EventTokensCut).
+	cut int
 	// discard counts the outputs of steps in flight that Placeholders no
 	// longer counts: steps a reset of the prefix cache preempted the
 	// request under (Scheduler.ResetPrefixCache), whose tokens were

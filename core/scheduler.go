@@ -1099,8 +1099,9 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 		}
 		return stopped
 	}
-	for _, t := range r.accepted {
+	for i, t := range r.accepted {
 		if stopped {
+			r.cut = accepted - i
 			break
 		}
 		r.Output = append(r.Output, t)

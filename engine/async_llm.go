@@ -714,6 +714,9 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 			// the request's end: dropped, as vLLM's #47616 drops them.
 			newTokens = newTokens[:took]
 			st.tokens = st.tokens[:len(st.tokens)-past]
+			if e.obs != nil {
+				e.emit(Event{Kind: core.EventTokensCut, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index, Held: past, Text: "stop-string"})
+			}
 		}
 	}
 	if e.holdsBack(st, finished) {

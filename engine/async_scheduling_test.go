@@ -100,10 +100,12 @@ func asyncWorkload(t *testing.T, async bool, seed uint64, st sim.Strategy, jobs 
 
 // workloadRun is what jobsWorkload saw: each caller's result, the frames
 // that came out of a step older than the last one started, the frames
-// carrying several tokens, and the engine's counts at the end.
+// carrying several tokens, the tokens dropped past a request's end by
+// why (core.EventTokensCut), and the engine's counts at the end.
 type workloadRun struct {
 	results          map[string]asyncResult
 	overlaps, multis int
+	cut              map[string]int
 	stats            engine.Stats
 }
 
@@ -112,7 +114,7 @@ type workloadRun struct {
 // seed and strategy.
 func jobsWorkload(t *testing.T, cfg engine.Config, seed uint64, st sim.Strategy, jobs []asyncJob) workloadRun {
 	t.Helper()
-	w := workloadRun{results: make(map[string]asyncResult, len(jobs))}
+	w := workloadRun{results: make(map[string]asyncResult, len(jobs)), cut: map[string]int{}}
 	started := int64(0)
 	res := sim.Run(sim.Options{Seed: seed, Strategy: st, HangAfter: asyncHang}, func(rt task.Runtime) error {
 		cfg.Runtime, cfg.BlockSize, cfg.NumBlocks, cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = rt, 4, 10, 16, 4
@@ -127,6 +129,8 @@ func jobsWorkload(t *testing.T, cfg engine.Config, seed uint64, st sim.Strategy,
 				if len(ev.Tokens) > 1 {
 					w.multis++
 				}
+			case core.EventTokensCut:
+				w.cut[ev.Text] += ev.Held
 			}
 		}
 		e, err := engine.New(cfg)

@@ -110,14 +110,17 @@ func TestAStopStringInsideAStepsTokensEndsTheTokensThere(t *testing.T) {
 		if bug {
 			cfg.Faults = rttest.Armed(t, "engine/keeps-tokens-past-stop-string=return")
 		}
-		got := jobsWorkload(t, cfg, 1, sim.Random(), jobs).results["a"]
+		w := jobsWorkload(t, cfg, 1, sim.Random(), jobs)
+		got := w.results["a"]
 		assert.Equal(t, before, got.Text[0])
 		assert.Equal(t, engine.FinishStop, got.Reason[0])
 		assert.Equal(t, stop, got.StopReason[0])
 		if bug {
 			assert.Equal(t, want("hello", 6), got.Tokens[0], "the first step's token, then all the second's five")
+			assert.Empty(t, w.cut)
 		} else {
 			assert.Equal(t, want("hello", 3), got.Tokens[0], "the stop string is in the third token, the second step's second")
+			assert.Equal(t, map[string]int{"stop-string": 3}, w.cut, "the frontend tells the three it dropped")
 		}
 	}
 }

@@ -540,6 +540,8 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 	case core.EventCallSplit:
 		c.reach(CallSplitAcrossCores)
+	case core.EventTokensCut:
+		c.reach(TokensCutAtAStop)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:

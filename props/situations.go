@@ -133,6 +133,12 @@ const (
 	// back-pressure holds every waiting request: it waits for one to
 	// land, even a load of a request that ended.
 	KVLoadHeldBack
+	// TokensCutAtAStop: a step gave a request several tokens at once
+	// (speculative decoding) and some came after its end — a stop token,
+	// MaxTokens or the model length before the last, taken one by one in
+	// the core, or a stop string the frontend found — and were dropped:
+	// taken at once, they would have gone past the request's end.
+	TokensCutAtAStop
 
 	situationCount
 )
@@ -144,7 +150,7 @@ var situationNames = [situationCount]string{
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
-	"kv-load-held-back",
+	"kv-load-held-back", "tokens-cut-at-a-stop",
 }
 
 var situationDocs = [situationCount]string{
@@ -177,6 +183,7 @@ var situationDocs = [situationCount]string{
 	"a waiting request waited for another request's load of blocks it would load from host memory, instead of loading them twice",
 	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
 	"a waiting request was held back, not looked up in host memory, while as many KV loads were in flight as requests may run (the connector's back-pressure)",
+	"a step gave a request several tokens at once (speculative decoding) and those after its end — a stop token, MaxTokens, the model length or a stop string before the last — were dropped",
 }
 
 // AllSituations lists every situation, in the order of their constants.

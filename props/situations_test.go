@@ -134,6 +134,7 @@ func TestTheEnginesRarePathsAreReached(t *testing.T) {
 		{props.KVStoreWaitedForLoads, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVStoreWait, RequestID: "a", Incarnation: 1, Held: 2, Text: "loads"}}},
 		{props.KVLoadWaitedForALoad, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVLoadWait, RequestID: "a", Incarnation: 1}}},
 		{props.KVLoadHeldBack, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventKVLoadWait, RequestID: "a", Incarnation: 1, Text: "loads"}}},
+		{props.TokensCutAtAStop, []core.Event{add(1, "a", p), coreAdd(1), {Kind: core.EventTokensCut, RequestID: "a", Incarnation: 1, Held: 2, Text: "stop"}}},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, props.SetOf(tc.want), reached(tc.events...), tc.want.String())

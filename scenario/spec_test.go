@@ -32,3 +32,12 @@ func TestSwarmCatchesTokensTakenAtOnce(t *testing.T) {
 		assert.Contains(t, []string{props.EndsWhereTheModelStops, props.ReuseFinishesNormally, props.DeltasConcatenate}, p, "%d failure(s) of another kind, first seed %d", n, first[p])
 	}
 }
+
+// TestTheStoryTellsTokensCutAtAStop: in swarm's seed 6, which draws draft
+// tokens, a step gives c more tokens than its MaxTokens leaves, and the
+// story says the core dropped them there.
+func TestTheStoryTellsTokensCutAtAStop(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.Swarm, 6),
+		"drops 3 token(s) of the step's several for c#3, past its length limit: it ends there",
+		"reaches tokens-cut-at-a-stop")
+}

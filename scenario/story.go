@@ -235,6 +235,15 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		st.notable(at, who, fmt.Sprintf("preempts %s to free KV blocks", req))
 	case core.EventPrefixHit:
 		st.notable(at, who, fmt.Sprintf("admits %s from the prefix cache: its first %d token(s) are in cached blocks", req, ev.Held))
+	case core.EventTokensCut:
+		after := "a stop token"
+		switch ev.Text {
+		case "length":
+			after = "its length limit"
+		case "stop-string":
+			after = "the token that completed a stop string"
+		}
+		st.notable(at, who, fmt.Sprintf("drops %d token(s) of the step's several for %s, past %s: it ends there", ev.Held, req, after))
 	case core.EventCallSplit:
 		mended := "left so"
 		if ev.Finished {
