@@ -612,9 +612,9 @@ func (c *EngineCore) finishStep(so *SchedulerOutput, sampled []int, step int64) 
 	frames := c.sched.UpdateFromOutputInto(room, so, sampled)
 	if c.cfg.NumSpeculativeTokens > 0 {
 		for _, sc := range so.Scheduled {
-			if r := sc.Req; r.cut > 0 {
-				c.emit(Event{Kind: EventTokensCut, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: r.cut, Text: string(r.Status.Reason())})
-				r.cut = 0
+			if r := sc.Req; r.spec != nil && r.spec.cut > 0 {
+				c.emit(Event{Kind: EventTokensCut, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: r.spec.cut, Text: string(r.Status.Reason())})
+				r.spec.cut = 0
 			}
 		}
 	}

@@ -168,14 +168,9 @@ type Request struct {
 	// applied yet, oldest first: what a GPU keeps of its last step for the
 	// next, which the scheduler only knows as placeholders.
 	sampled []int
-	// drafts are, with Config.NumSpeculativeTokens, the draft tokens
-	// proposed for r's next step (vLLM's spec_token_ids); accepted, from
-	// a step's Sample to its UpdateFromOutput, the tokens the model sampled
-	// after the drafts it agreed with, one a draft.
-	drafts, accepted []int
-	// cut is how many of a step's kept tokens a stop before them dropped,
-	// from UpdateFromOutput to the core's telling of it (EventTokensCut).
-	cut int
+	// spec is r's speculative decoding, with Config.NumSpeculativeTokens
+	// (spec.go), made at its first draft; nil without.
+	spec *reqSpec
 	// discard counts the outputs of steps in flight that Placeholders no
 	// longer counts: steps a reset of the prefix cache preempted the
 	// request under (Scheduler.ResetPrefixCache), whose tokens were
@@ -208,7 +203,15 @@ func (r *Request) tokenAt(p int) int {
 	if p -= len(r.Output); p < len(r.sampled) {
 		return r.sampled[p]
 	}
-	return r.drafts[p-len(r.sampled)]
+	return r.spec.drafts[p-len(r.sampled)]
+}
+
+// numDrafts is how many draft tokens r has for its next step.
+func (r *Request) numDrafts() int {
+	if r.spec == nil {
+		return 0
+	}
+	return len(r.spec.drafts)
 }
 
 // NumTokens is the length of the sequence: prompt and output.

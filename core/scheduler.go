@@ -546,7 +546,7 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 	if r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens {
 		return 0
 	}
-	n := r.NumTokens() + r.Placeholders + len(r.drafts) - r.NumComputed // vLLM's num_tokens_with_spec
+	n := r.NumTokens() + r.Placeholders + r.numDrafts() - r.NumComputed // vLLM's num_tokens_with_spec
 	return min(n, budget, s.cfg.MaxModelLen-1-r.NumComputed)
 }
 
@@ -943,7 +943,9 @@ func (s *Scheduler) preempt(r *Request) {
 	}
 	s.freeBlocks(r)
 	r.NumComputed = 0
-	r.drafts = r.drafts[:0] // vLLM clears a preempted request's spec_token_ids
+	if r.spec != nil {
+		r.spec.drafts = r.spec.drafts[:0] // vLLM clears a preempted request's spec_token_ids
+	}
 	r.Status = StatusPreempted
 	r.Preemptions++
 	s.preemptions++
@@ -989,12 +991,15 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 			if s.cfg.AsyncScheduling { // the next step may compute it before it is applied
 				r.sampled = append(r.sampled, t)
 			}
-			r.accepted = r.accepted[:0]
-			for j := 0; j < sc.Drafts && r.drafts[j] == t; j++ {
-				// The draft agrees with the model: kept, and the model's
-				// token after it is sampled from the KV the step wrote.
-				t = SampleAt(m, key, at+j+1, &r.Params, s.cfg.EOSTokenID)
-				r.accepted = append(r.accepted, t)
+			if sc.Drafts > 0 {
+				sp := r.spec
+				sp.accepted = sp.accepted[:0]
+				for j := 0; j < sc.Drafts && sp.drafts[j] == t; j++ {
+					// The draft agrees with the model: kept, and the model's
+					// token after it is sampled from the KV the step wrote.
+					t = SampleAt(m, key, at+j+1, &r.Params, s.cfg.EOSTokenID)
+					sp.accepted = append(sp.accepted, t)
+				}
 			}
 		}
 	}
@@ -1085,13 +1090,14 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 // tokens roll back past the drafts it did not agree with, vLLM's
 // num_rejected. It reports whether r stopped.
 func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
-	accepted := len(r.accepted)
+	kept := r.spec.accepted
+	accepted := len(kept)
 	r.NumComputed -= drafts - accepted
 	s.spec.observe(drafts, accepted)
 	if accepted > 0 && s.cfg.Faults.Fires(failpoints.CoreSpecTakesTokensAtOnce) {
 		// The bug: every kept token appended, the last alone checked.
 		r.Status, r.StopReason = StatusRunning, -1
-		r.Output = append(r.Output, r.accepted...)
+		r.Output = append(r.Output, kept...)
 		s.digest(r)
 		stopped = s.checkStop(r)
 		if !stopped && accepted < drafts {
@@ -1099,9 +1105,9 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 		}
 		return stopped
 	}
-	for i, t := range r.accepted {
+	for i, t := range kept {
 		if stopped {
-			r.cut = accepted - i
+			r.spec.cut = accepted - i
 			break
 		}
 		r.Output = append(r.Output, t)
@@ -1118,10 +1124,14 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 // update_draft_token_ids after a step: Config.NumSpeculativeTokens of
 // them, from r's key, as a draft model reads what r computed.
 func (s *Scheduler) propose(r *Request) {
-	r.drafts = r.drafts[:0]
+	if r.spec == nil {
+		r.spec = &reqSpec{}
+	}
+	sp := r.spec
+	sp.drafts = sp.drafts[:0]
 	at := len(r.Output)
 	for j := range s.cfg.NumSpeculativeTokens {
-		r.drafts = append(r.drafts, s.cfg.Draft.TokenAt(r.key, at+j))
+		sp.drafts = append(sp.drafts, s.cfg.Draft.TokenAt(r.key, at+j))
 	}
 }
 

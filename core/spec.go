@@ -22,6 +22,17 @@ import "sync/atomic"
 // blocks only up to its known tokens, never a draft's. A preempted
 // request's drafts are dropped.
 
+// reqSpec is a request's speculative decoding: drafts, the draft tokens
+// proposed for its next step (vLLM's spec_token_ids); accepted, from a
+// step's Sample to its UpdateFromOutput, the tokens the model sampled
+// after the drafts it agreed with, one a draft; cut, how many of a step's
+// kept tokens a stop before them dropped, until the core tells of it
+// (EventTokensCut).
+type reqSpec struct {
+	drafts, accepted []int
+	cut              int
+}
+
 // SpecDecodingStats are speculative decoding's counts, vLLM's
 // SpecDecodingStats: the drafts verified, their tokens, the tokens
 // accepted, and of those, how many at each position of a draft.
