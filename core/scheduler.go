@@ -1100,19 +1100,16 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 		r.Output = append(r.Output, kept...)
 		s.digest(r)
 		stopped = s.checkStop(r)
-		if !stopped && accepted < drafts {
-			s.kvRollback(r, r.NumComputed)
+	} else {
+		for i, t := range kept {
+			if stopped {
+				r.spec.cut = accepted - i
+				break
+			}
+			r.Output = append(r.Output, t)
+			s.digest(r)
+			stopped = s.checkStop(r)
 		}
-		return stopped
-	}
-	for i, t := range kept {
-		if stopped {
-			r.spec.cut = accepted - i
-			break
-		}
-		r.Output = append(r.Output, t)
-		s.digest(r)
-		stopped = s.checkStop(r)
 	}
 	if !stopped && accepted < drafts {
 		s.kvRollback(r, r.NumComputed)
