@@ -306,11 +306,7 @@ func TestAStoreIntoTheSlotsALoadReadsCorruptsIt(t *testing.T) {
 func TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain(t *testing.T) {
 	o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 2})
 	s := o.s
-	o.offloadAndForget()
-	o.add("b", 1, 4)
-	o.step()
-	require.Contains(t, s.offload.loads, "b")
-	s.FinishRequests([]string{"b"}, StatusFinishedAborted)
+	o.abortedLoad()
 	_, ok := s.ResetPrefixCache(true)
 	require.True(t, ok, "a reset that may preempt abandons the load")
 	require.Zero(t, s.offload.lru.Len(), "the reset dropped host memory")
@@ -325,6 +321,16 @@ func TestALoadAResetAbandonedLandsAfterItsSlotsAreTakenAgain(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.Zero(t, s.Stats().KVUsedBlocks, "b's blocks went back")
 	require.NoError(t, s.CheckBlocks())
+}
+
+// abortedLoad offloads a's blocks and forgets them (offloadAndForget), then
+// starts b's load of them and aborts b with the load in flight.
+func (o *offloadRun) abortedLoad() {
+	o.offloadAndForget()
+	o.add("b", 1, 4)
+	o.step()
+	require.Contains(o.t, o.s.offload.loads, "b")
+	o.s.FinishRequests([]string{"b"}, StatusFinishedAborted)
 }
 
 // offloadAndForget runs a request "a" of prompt 1…9 to its end, lands its
@@ -677,11 +683,7 @@ func TestALoadForgottenOnAbortHoldsItsReadersForEver(t *testing.T) {
 		}
 		o := newOffloadRun(t, cfg)
 		s := o.s
-		o.offloadAndForget()
-		o.add("b", 1, 4)
-		o.step()
-		require.Contains(t, s.offload.loads, "b")
-		s.FinishRequests([]string{"b"}, StatusFinishedAborted)
+		o.abortedLoad()
 		_, how, _ := s.CompleteLoad("b")
 		require.Equal(t, LoadEnded, how)
 		c := o.add("c", 1, 4)

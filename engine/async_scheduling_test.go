@@ -158,19 +158,19 @@ func jobsWorkload(t *testing.T, cfg engine.Config, seed uint64, st sim.Strategy,
 	return w
 }
 
-// TestAsyncSchedulingGivesTheSameOutputs: with async scheduling every
-// caller gets what it gets without — the tokens, the text, the finish
-// reason, the stop string or token — in every output kind, with stop
-// strings, stop tokens, MinTokens, parallel sampling, chunked prefill and
-// preemption, over 20 seeds of Chaos (a task starved at random) and
-// Random; and the steps really overlap: with it the core starts a step before the
-// output of the one before is out, without it never.
-func TestAsyncSchedulingGivesTheSameOutputs(t *testing.T) {
+// sameOutputJobs is the workload of the tests that run an engine setting
+// against the engine without it and expect the same outputs: every output
+// kind, stop strings (stopD in the sixth token of "hello", textD the text
+// before it; stopC and textC in the fourth of "hello world"), a stop token
+// (stopTok, the fifth of "the quick brown fox") after MinTokens, and
+// parallel sampling.
+func sameOutputJobs(t *testing.T) (jobs []asyncJob, stopD, textD, stopC, textC string, stopTok int) {
+	t.Helper()
 	long := "the of and to in is it you that he was for on are with as his they be at one have this"
-	stopD, textD := stopAt(t, "hello", 5)
-	stopC, textC := stopAt(t, "hello world", 3)
-	stopTok := want("the quick brown fox", 6)[4]
-	jobs := []asyncJob{
+	stopD, textD = stopAt(t, "hello", 5)
+	stopC, textC = stopAt(t, "hello world", 3)
+	stopTok = want("the quick brown fox", 6)[4]
+	jobs = []asyncJob{
 		{"len-c", "hello", engine.Params{MaxTokens: 12}},
 		{"len-d", "the quick brown fox", engine.Params{MaxTokens: 9, Output: engine.Delta}},
 		{"final", long, engine.Params{MaxTokens: 7, Output: engine.FinalOnly}},
@@ -180,6 +180,18 @@ func TestAsyncSchedulingGivesTheSameOutputs(t *testing.T) {
 		{"n2", "a long way home", engine.Params{MaxTokens: 6, N: 2, Output: engine.Delta}},
 		{"n3-final", "hello", engine.Params{MaxTokens: 5, N: 3, Output: engine.FinalOnly}},
 	}
+	return jobs, stopD, textD, stopC, textC, stopTok
+}
+
+// TestAsyncSchedulingGivesTheSameOutputs: with async scheduling every
+// caller gets what it gets without — the tokens, the text, the finish
+// reason, the stop string or token — in every output kind, with stop
+// strings, stop tokens, MinTokens, parallel sampling, chunked prefill and
+// preemption, over 20 seeds of Chaos (a task starved at random) and
+// Random; and the steps really overlap: with it the core starts a step before the
+// output of the one before is out, without it never.
+func TestAsyncSchedulingGivesTheSameOutputs(t *testing.T) {
+	jobs, stopD, textD, _, textC, stopTok := sameOutputJobs(t)
 	preemptions := int64(0)
 	for seed := uint64(1); seed <= 20; seed++ {
 		st := sim.Chaos()
@@ -201,7 +213,7 @@ func TestAsyncSchedulingGivesTheSameOutputs(t *testing.T) {
 		assert.Equal(t, want("hello", 12), asyncRes["len-c"].Tokens[0])
 		assert.Equal(t, []engine.FinishReason{engine.FinishLength}, asyncRes["len-c"].Reason)
 		assert.Equal(t, want("the quick brown fox", 9), asyncRes["len-d"].Tokens[0])
-		assert.Equal(t, want(long, 7), asyncRes["final"].Tokens[0])
+		assert.Equal(t, want(jobs[2].prompt, 7), asyncRes["final"].Tokens[0])
 		assert.Equal(t, 1, asyncRes["final"].FinalOnlyN)
 		assert.Equal(t, 1, asyncRes["n3-final"].FinalOnlyN)
 		for _, id := range []string{"stop-d", "stop-c"} {

@@ -21,17 +21,7 @@ import (
 // parallel sampling, chunked prefill and preemption, over 20 seeds of
 // Chaos and Random; and steps do carry several tokens.
 func TestSpeculativeDecodingGivesTheSameOutputs(t *testing.T) {
-	long := "the of and to in is it you that he was for on are with as his they be at one have this"
-	stopD, _ := stopAt(t, "hello", 5)
-	stopTok := want("the quick brown fox", 6)[4]
-	jobs := []asyncJob{
-		{"len-c", "hello", engine.Params{MaxTokens: 12}},
-		{"len-d", "the quick brown fox", engine.Params{MaxTokens: 9, Output: engine.Delta}},
-		{"final", long, engine.Params{MaxTokens: 7, Output: engine.FinalOnly}},
-		{"stop-d", "hello", engine.Params{MaxTokens: 30, Output: engine.Delta, Stop: []string{"no such words here", stopD}}},
-		{"stop-token", "the quick brown fox", engine.Params{MaxTokens: 30, MinTokens: 2, StopTokenIDs: []int{stopTok}, Output: engine.Delta}},
-		{"n2", "a long way home", engine.Params{MaxTokens: 6, N: 2, Output: engine.Delta}},
-	}
+	jobs, _, textD, _, textC, _ := sameOutputJobs(t)
 	var multis int
 	var accepted, drafts int64
 	for seed := uint64(1); seed <= 20; seed++ {
@@ -46,6 +36,8 @@ func TestSpeculativeDecodingGivesTheSameOutputs(t *testing.T) {
 			assert.Empty(t, spec.results[j.id].Err, "seed %d: %s", seed, j.id)
 		}
 		assert.Equal(t, want("hello", 6), spec.results["stop-d"].Tokens[0], "seed %d: the stop string is in the sixth token", seed)
+		assert.Equal(t, textD, spec.results["stop-d"].Text[0], "seed %d", seed)
+		assert.Equal(t, textC, spec.results["stop-c"].Text[0], "seed %d", seed)
 		assert.Equal(t, want("the quick brown fox", 5), spec.results["stop-token"].Tokens[0], "seed %d: the stop token is the fifth", seed)
 		assert.Zero(t, plain.multis)
 		multis += spec.multis
