@@ -57,8 +57,10 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // stored a later step; in half, from a stream of its own, host memory
 // puts out blocks by vLLM's ARC policy rather than least recently used
 // first, in a quarter stores only blocks two lookups saw (vLLM's
-// store_threshold), and in an eighth runs one request at a time, where a
-// load in flight holds back every waiting request (kv-load-held-back).
+// store_threshold), in an eighth runs one request at a time, where a
+// load in flight holds back every waiting request (kv-load-held-back),
+// and in a sixth of those without async scheduling decodes with one to
+// three draft tokens (speculative decoding).
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -96,6 +98,13 @@ func kvOffload(x *Run) error {
 		// every waiting request before its lookup (the connector's
 		// back-pressure), a load of a reader that gave up too.
 		cfg.MaxNumSeqs = 1
+	}
+	if pol.Intn(6) == 4 && !x.engineConfig(cfg).AsyncScheduling { // a sixth, not the seeds the tests and docs name
+		// Speculative decoding: draft tokens computed with the readers'
+		// decodes, their blocks rolled back where the model disagrees,
+		// while loads and stores of the document run.
+		cfg.NumSpeculativeTokens = 1 + pol.Intn(3)
+		cfg.Draft = core.DraftModel{MissOdds: uint64(2 + pol.Intn(4))}
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {
