@@ -131,12 +131,18 @@ type Violation struct {
 	// Task and Point say where the violation was detected, when the checker
 	// runs under the simulator (see Checker.Where).
 	Task, Point string
+	// AtDeadlock: the run ended with every task blocked, and the checker
+	// found the violation in what that left (a request never ended).
+	AtDeadlock bool
 }
 
 func (v *Violation) Error() string {
 	where := ""
-	if v.Task != "" {
+	switch {
+	case v.Task != "":
 		where = fmt.Sprintf(" (detected in task %s after %s)", v.Task, v.Point)
+	case v.AtDeadlock:
+		where = " (at a deadlock: every task blocked)"
 	}
 	return fmt.Sprintf("property %s violated: %s%s", v.Property, v.Detail, where)
 }
@@ -145,8 +151,11 @@ func (v *Violation) Error() string {
 // property and where it was detected, without the detail's numbers and
 // requests.
 func (v *Violation) Signature() string {
-	if v.Task != "" {
+	switch {
+	case v.Task != "":
 		return fmt.Sprintf("%s (in %s after %s)", v.Property, v.Task, v.Point)
+	case v.AtDeadlock:
+		return v.Property + " (at a deadlock)"
 	}
 	return v.Property
 }

@@ -65,6 +65,22 @@ func TestKVOffloadCatchesALoadForgottenOnAbort(t *testing.T) {
 	}
 }
 
+// TestAForgottenLoadsHangIsNamedADeadlock: kv-offload's seed 10 under
+// core/kv-load-forgotten-on-abort ends with every task blocked; the
+// request it left unended is the failure, whose mode and message say it
+// was found at a deadlock, and the error names the blocked tasks.
+func TestAForgottenLoadsHangIsNamedADeadlock(t *testing.T) {
+	_, err := reachedWith(t, scenario.KVOffload, scenario.Options{Seed: 10, Failpoints: []string{"core/kv-load-forgotten-on-abort=return"}})
+	var v *props.Violation
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, props.EndsExactlyOnce, v.Property)
+	assert.Equal(t, "each-request-ends-exactly-once (at a deadlock)", sim.Signature(err))
+	assert.Contains(t, err.Error(), "was accepted but never ended (at a deadlock: every task blocked)")
+	var dl *sim.DeadlockError
+	require.ErrorAs(t, err, &dl)
+	assert.Contains(t, err.Error(), `task 1 "engine-core" waits at "core-input.get"`)
+}
+
 // TestKVOffloadCatchesAnEvictionWhileALoadReads plants
 // core/kv-evict-while-loading: host memory puts out blocks a load still
 // reads to make room for a store, whose copy lands in their slots before

@@ -152,6 +152,12 @@ func (o *Outcome) Err(runErr error) error {
 	cut := errors.As(runErr, &diverged) || errors.As(runErr, &limited)
 	if runErr != nil && !cut && o.Checker.Err() == nil && !errors.Is(runErr, o.ScenarioErr) {
 		o.Checker.Finish()
+		var dl *sim.DeadlockError
+		if errors.As(runErr, &dl) {
+			for _, v := range o.Checker.Violations() {
+				v.AtDeadlock = true // what a deadlock left: its failure mode says so
+			}
+		}
 	}
 	v := o.Checker.Err()
 	switch {
