@@ -711,7 +711,7 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 		if past := len(newTokens) - took; past > 0 && !e.cfg.Faults.Fires(failpoints.EngineKeepsTokensPastStopString) {
 			// The frame's tokens after the one that completed the stop
 			// string (several a step with speculative decoding) are past
-			// the request's end: dropped, as vLLM's #47616 drops them.
+			// the request's end: dropped, as vLLM's open #47616 would.
 			newTokens = newTokens[:took]
 			st.tokens = st.tokens[:len(st.tokens)-past]
 			if e.obs != nil {

@@ -93,8 +93,8 @@
 // tokens verify them; the agreeing ones and one token more are kept, each
 // checked for a stop, so that a request's tokens are the same as without
 // and a frame may carry several. A stop string that completes inside a
-// frame's tokens ends the tokens there too, as vLLM's #47616 does (vLLM's
-// behaviour before it is engine/keeps-tokens-past-stop-string). Not with
+// frame's tokens ends the tokens there too, as vLLM's open #47616 would
+// (vLLM's behaviour is engine/keeps-tokens-past-stop-string). Not with
 // AsyncScheduling. Stats.SpecDecoding counts the drafts, under vLLM's
 // vllm:spec_decode_* metrics.
 //

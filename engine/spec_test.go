@@ -90,8 +90,8 @@ func TestSpeculativeDecodingConfigIsChecked(t *testing.T) {
 // TestAStopStringInsideAStepsTokensEndsTheTokensThere: a stop string
 // found in the text of a token inside a step's several tokens ends the
 // request, its text before the string and its tokens at the token that
-// completed it, as vLLM's #47616 trims them; under
-// engine/keeps-tokens-past-stop-string, vLLM's behaviour before it, the
+// completed it, as vLLM's open #47616 would trim them; under
+// engine/keeps-tokens-past-stop-string, vLLM's behaviour without it, the
 // step's later tokens stay in TokenIDs.
 func TestAStopStringInsideAStepsTokensEndsTheTokensThere(t *testing.T) {
 	stop, before := stopAt(t, "hello", 2)
