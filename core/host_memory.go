@@ -418,10 +418,11 @@ func (s *Scheduler) protect(r *Request, from, to int, on bool) {
 // word returns the KV b's slot holds now.
 func (o *kvOffload) word(b *offloaded) uint64 { return o.words[b.slot] }
 
-// lacks reports whether a store would copy b: it is cached, and host
-// memory neither holds its KV nor has it on its way.
+// lacks reports whether a store would copy b: it is cached, lookups saw
+// it often enough (a store threshold's), and host memory neither holds
+// its KV nor has it on its way.
 func (o *kvOffload) lacks(b *kvBlock) bool {
-	return b.hashed && o.byHash[b.hash] == nil
+	return b.hashed && o.reuse.eligible(b.hash) && o.byHash[b.hash] == nil
 }
 
 // ready returns the KV host memory holds under hash, if a load can find it.

@@ -535,10 +535,10 @@ func (s *Scheduler) storeFilled(r *Request) {
 	need := 0
 	for _, id := range r.table[next:full] {
 		switch b := &s.pool.blocks[id]; {
-		case b.hashed && !s.offload.reuse.eligible(b.hash):
-			s.offload.counts.StoresSkipped++ // seen too seldom: vLLM's filter passes it over
 		case s.offload.lacks(b):
 			need++
+		case b.hashed && !s.offload.reuse.eligible(b.hash):
+			s.offload.counts.StoresSkipped++ // seen too seldom: vLLM's filter passes it over
 		}
 	}
 	// vLLM's prepare_store chooses the blocks to copy, then makes room
@@ -573,7 +573,7 @@ func (s *Scheduler) storeFilled(r *Request) {
 	}
 	from := len(st.copies)
 	for i := next; i < full; i++ {
-		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) && s.offload.reuse.eligible(b.hash) {
+		if b := &s.pool.blocks[r.table[i]]; s.offload.lacks(b) {
 			st.copies = append(st.copies, storedBlock{at: i, hash: b.hash, dst: s.offload.reserve(b.hash)})
 		}
 	}

@@ -511,7 +511,6 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 		in.finished, in.reason, in.final = true, ev.Reason, slices.Clone(ev.Tokens)
 		c.checkModel(in, in.final, 0, func() string { return fmt.Sprintf("the final tokens of %q", in.id) })
-		c.checkReuse(in)
 		c.checkEnd(in)
 	case core.EventOutput:
 		c.output(ev)
@@ -941,55 +940,45 @@ func (c *Checker) checkCoreAbort(ev *core.Event) {
 		in.id, in.n, ev.InternalID)
 }
 
-func (c *Checker) checkReuse(in *incarnation) {
-	if !in.reuse || in.aborted || c.dead {
-		return
-	}
-	switch in.reason {
-	case core.FinishLength:
-		// Fewer than MaxTokens is normal when the model length capped it;
-		// more can only be someone else's tokens.
-		if len(in.final) > in.params.MaxTokens {
-			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) finished with %d tokens, more than its MaxTokens %d", in.id, in.n, len(in.final), in.params.MaxTokens)
-			return
-		}
-		if c.modelLen == 0 {
-			return
-		}
-		// The core ends a request at the first step that reaches
-		// MaxTokens or the model length: any other count was cut short.
-		if want := min(in.params.MaxTokens, c.modelLen-in.promptLen); len(in.final) != want {
-			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) finished for length with %d tokens, where its MaxTokens %d and the model length %d after a %d-token prompt give %d",
-				in.id, in.n, len(in.final), in.params.MaxTokens, c.modelLen, in.promptLen, want)
-		}
-	case core.FinishStop:
-	default:
-		c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) ended with reason %q without being aborted", in.id, in.n, in.reason)
-	}
-}
-
-// checkEnd holds a sequence that finished on its own to
-// EndsWhereTheModelStops.
+// checkEnd holds a finished sequence to how it must have ended. A reused
+// id's request, unless its caller aborted it or the engine died, finishes
+// for length or stop (ReuseFinishesNormally). One that finished on its own
+// ends where its sequence must (EndsWhereTheModelStops): no more than
+// MaxTokens tokens — more can only be someone else's, or tokens past its
+// end —, for length MaxTokens or what the model length leaves (the core
+// ends a request at the first step that reaches either: fewer was cut
+// short), and no token past MinTokens but its last that stops it. A
+// reused id's length finish answers for its counts to
+// ReuseFinishesNormally.
 func (c *Checker) checkEnd(in *incarnation) {
+	reuse := in.reuse && !in.aborted && !c.dead
 	if in.reason != core.FinishLength && in.reason != core.FinishStop {
+		if reuse {
+			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) ended with reason %q without being aborted", in.id, in.n, in.reason)
+		}
 		return
 	}
 	n := len(in.final)
-	for i := in.sampling.MinTokens; i < n-1; i++ {
-		if in.sampling.StopsOn(in.final[i], core.EOSTokenID) {
-			c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished with reason %s after %d tokens, but its token %d (%d) stops it: it went on past its end",
-				in.id, in.n, in.seqName(), in.reason, n, i, in.final[i])
+	prop, who := EndsWhereTheModelStops, fmt.Sprintf("%q (incarnation %d%s)", in.id, in.n, in.seqName())
+	if reuse && in.reason == core.FinishLength {
+		prop, who = ReuseFinishesNormally, "reused "+who
+	}
+	if n > in.params.MaxTokens {
+		c.fail(prop, "%s finished with reason %s and %d tokens, more than its MaxTokens %d", who, in.reason, n, in.params.MaxTokens)
+		return
+	}
+	if in.reason == core.FinishLength && c.modelLen > 0 {
+		if want := min(in.params.MaxTokens, c.modelLen-in.promptLen); n != want {
+			c.fail(prop, "%s finished for length with %d tokens, where its MaxTokens %d and the model length %d after a %d-token prompt give %d",
+				who, n, in.params.MaxTokens, c.modelLen, in.promptLen, want)
 			return
 		}
 	}
-	if n > in.params.MaxTokens {
-		c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished with reason %s and %d tokens, more than its MaxTokens %d", in.id, in.n, in.seqName(), in.reason, n, in.params.MaxTokens)
-		return
-	}
-	if in.reason == core.FinishLength && c.modelLen > 0 && !in.reuse { // a reused one's is ReuseFinishesNormally's
-		if want := min(in.params.MaxTokens, c.modelLen-in.promptLen); n != want {
-			c.fail(EndsWhereTheModelStops, "%q (incarnation %d%s) finished for length with %d tokens, where its MaxTokens %d and the model length %d after a %d-token prompt give %d",
-				in.id, in.n, in.seqName(), n, in.params.MaxTokens, c.modelLen, in.promptLen, want)
+	for i := in.sampling.MinTokens; i < n-1; i++ {
+		if in.sampling.StopsOn(in.final[i], core.EOSTokenID) {
+			c.fail(EndsWhereTheModelStops, "%s finished with reason %s after %d tokens, but its token %d (%d) stops it: it went on past its end",
+				who, in.reason, n, i, in.final[i])
+			return
 		}
 	}
 }

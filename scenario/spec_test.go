@@ -3,8 +3,6 @@ package scenario_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 )
@@ -26,11 +24,7 @@ func TestSwarmCatchesTokensPastAStopString(t *testing.T) {
 // seeds; 11.2% in all, a reused id's request by reused-id-finishes-normally
 // first, a rare one by deltas-concatenate; without that property, 7.1%).
 func TestSwarmCatchesTokensTakenAtOnce(t *testing.T) {
-	counts, first := sweepFailures(t, scenario.Swarm, "chaos", pauseSeeds(), withFailpoint("core/spec-takes-tokens-at-once=return"))
-	assert.Positive(t, counts[props.EndsWhereTheModelStops], "%v", counts)
-	for p, n := range counts {
-		assert.Contains(t, []string{props.EndsWhereTheModelStops, props.ReuseFinishesNormally, props.DeltasConcatenate}, p, "%d failure(s) of another kind, first seed %d", n, first[p])
-	}
+	assertCaughtOnlyAs(t, scenario.Swarm, "chaos", withFailpoint("core/spec-takes-tokens-at-once=return"), props.EndsWhereTheModelStops, props.ReuseFinishesNormally, props.DeltasConcatenate)
 }
 
 // TestTheStoryTellsTokensCutAtAStop: in swarm's seed 6, which draws draft
