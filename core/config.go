@@ -120,8 +120,10 @@ type Config struct {
 	// up to this many, and the next step computes them with it; the
 	// model's tokens verify them, the agreeing prefix and one token more
 	// are kept, and the request's computed tokens roll back past the
-	// rejected ones (Scheduler.UpdateFromOutput). 0 means off. Not with
-	// AsyncScheduling.
+	// rejected ones (Scheduler.UpdateFromOutput). 0 means off. With
+	// AsyncScheduling the model proposes the drafts as it samples and the
+	// scheduler gives each request's next step placeholders for them
+	// (spec.go).
 	NumSpeculativeTokens int
 	// Draft proposes the draft tokens; nil means DraftModel{Target: Model,
 	// MissOdds: DefaultDraftMissOdds}, and a DraftModel without a Target
@@ -225,8 +227,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: unknown SchedulingPolicy %d: want PolicyFCFS or PolicyPriority", c.SchedulingPolicy)
 	case c.NumSpeculativeTokens < 0:
 		return fmt.Errorf("core: NumSpeculativeTokens must be ≥ 0 (0: speculative decoding off), got %d", c.NumSpeculativeTokens)
-	case c.NumSpeculativeTokens > 0 && c.AsyncScheduling:
-		return fmt.Errorf("core: NumSpeculativeTokens (%d) with AsyncScheduling is not modelled: draft tokens are proposed after a step's output is applied", c.NumSpeculativeTokens)
 	case c.DataParallelSize < 1:
 		return fmt.Errorf("core: DataParallelSize must be ≥ 1 (0: 1), got %d", c.DataParallelSize)
 	case c.DataParallelRank < 0 || c.DataParallelRank >= c.DataParallelSize:

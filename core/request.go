@@ -206,14 +206,6 @@ func (r *Request) tokenAt(p int) int {
 	return r.spec.drafts[p-len(r.sampled)]
 }
 
-// numDrafts is how many draft tokens r has for its next step.
-func (r *Request) numDrafts() int {
-	if r.spec == nil {
-		return 0
-	}
-	return len(r.spec.drafts)
-}
-
 // NumTokens is the length of the sequence: prompt and output.
 func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.Output) }
 

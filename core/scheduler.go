@@ -22,6 +22,9 @@ type Scheduled struct {
 	// after its sequence (Config.NumSpeculativeTokens): their KV, and the
 	// model's tokens that verify them (Scheduler.Sample).
 	Drafts int
+	// Accepted is how many of those drafts the model agreed with: set by
+	// Scheduler.Sample.
+	Accepted int
 	// Cached is, for a request admitted this step, the tokens it found in
 	// the prefix cache and starts after; 0 otherwise.
 	Cached int
@@ -546,7 +549,7 @@ func (s *Scheduler) newTokens(r *Request, budget int) int {
 	if r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens {
 		return 0
 	}
-	n := r.NumTokens() + r.Placeholders + r.numDrafts() - r.NumComputed // vLLM's num_tokens_with_spec
+	n := r.NumTokens() + r.Placeholders + s.numDrafts(r) - r.NumComputed // vLLM's num_tokens_with_spec
 	return min(n, budget, s.cfg.MaxModelLen-1-r.NumComputed)
 }
 
@@ -728,10 +731,51 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	for _, sc := range out.Scheduled {
 		sc.Req.NumComputed += sc.NumTokens
 		if sc.Sample && s.cfg.AsyncScheduling {
-			sc.Req.Placeholders++
+			sc.Req.Placeholders += 1 + sc.Drafts // its token, and the drafts the model may keep
 		}
 	}
+	if s.spec != nil && s.cfg.AsyncScheduling {
+		s.placeDrafts(out)
+	}
 	return out
+}
+
+// placeDrafts gives, with AsyncScheduling and speculative decoding, every
+// request whose step out samples draft placeholders for its next step, as
+// vLLM's AsyncScheduler does after it schedules; a running request out
+// passes over loses its own, which the worker would have no drafts for
+// (vLLM's #46899), unless core/spec-placeholders-outlive-their-window
+// keeps them.
+func (s *Scheduler) placeDrafts(out *SchedulerOutput) {
+	if !s.cfg.Faults.Fires(failpoints.CoreSpecPlaceholdersOutliveTheirWindow) {
+		for _, r := range s.running {
+			if r.spec != nil {
+				r.spec.slots = 0
+			}
+		}
+	}
+	for _, sc := range out.Scheduled {
+		if sc.Sample {
+			r := sc.Req
+			if r.spec == nil {
+				r.spec = &reqSpec{}
+			}
+			r.spec.slots = s.cfg.NumSpeculativeTokens
+		}
+	}
+}
+
+// numDrafts is how many draft tokens r has for its next step: with
+// AsyncScheduling the placeholders the scheduler gave it, else the drafts
+// proposed after its last step.
+func (s *Scheduler) numDrafts(r *Request) int {
+	switch {
+	case r.spec == nil:
+		return 0
+	case s.cfg.AsyncScheduling:
+		return r.spec.slots
+	}
+	return len(r.spec.drafts)
 }
 
 // CountLoRAs fills running and waiting, cleared first, with how many
@@ -944,7 +988,10 @@ func (s *Scheduler) preempt(r *Request) {
 	s.freeBlocks(r)
 	r.NumComputed = 0
 	if r.spec != nil {
-		r.spec.drafts = r.spec.drafts[:0] // vLLM clears a preempted request's spec_token_ids
+		// vLLM clears a preempted request's spec_token_ids; it computes
+		// from its first token, where no rejection of a step in flight
+		// moves it.
+		r.spec.drafts, r.spec.slots, r.spec.rejected = r.spec.drafts[:0], 0, 0
 	}
 	r.Status = StatusPreempted
 	r.Preemptions++
@@ -970,16 +1017,22 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 	}
 	tokens = tokens[:len(so.Scheduled)]
 	so.sampled = tokens
+	async := s.cfg.AsyncScheduling && s.spec != nil // the worker proposes the drafts
+	if async {
+		s.spec.samples++
+	}
 	// The pass writes every scheduled token's KV, then attention reads it.
 	for _, sc := range so.Scheduled {
 		if sc.Req.Status == StatusRunning { // not finished since Schedule
-			s.kvWrite(sc.Req, sc.Start, sc.NumTokens)
+			s.kvWrite(sc.Req, s.startOf(sc), sc.NumTokens)
 		}
 	}
-	for i, sc := range so.Scheduled {
+	for i := range so.Scheduled {
+		sc := &so.Scheduled[i]
 		tokens[i] = -1
 		if r := sc.Req; sc.Sample && r.Status == StatusRunning {
-			key := s.kvRead(r, sc.Start+sc.NumTokens)
+			start := s.startOf(*sc)
+			key := s.kvRead(r, start+sc.NumTokens)
 			at := len(r.Output) + len(r.sampled)
 			t := SampleAt(m, key, at, &r.Params, s.cfg.EOSTokenID)
 			if t < 0 {
@@ -991,8 +1044,14 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 			if s.cfg.AsyncScheduling { // the next step may compute it before it is applied
 				r.sampled = append(r.sampled, t)
 			}
+			sc.Accepted = 0
 			if sc.Drafts > 0 {
 				sp := r.spec
+				if async && sp.proposedAt != s.spec.samples-1 {
+					// The worker holds its last step's drafts only.
+					panic(fmt.Sprintf("core: draft token -1 reached the model's input: request %q (incarnation %d) was scheduled %d draft placeholder(s) the worker has no drafts for, as it was not in the step before (a device-side assert)",
+						r.InternalID, r.Incarnation, sc.Drafts))
+				}
 				sp.accepted = sp.accepted[:0]
 				for j := 0; j < sc.Drafts && sp.drafts[j] == t; j++ {
 					// The draft agrees with the model: kept, and the model's
@@ -1000,10 +1059,33 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 					t = SampleAt(m, key, at+j+1, &r.Params, s.cfg.EOSTokenID)
 					sp.accepted = append(sp.accepted, t)
 				}
+				sc.Accepted = len(sp.accepted)
+				if async {
+					r.sampled = append(r.sampled, sp.accepted...)
+					if rejected := sc.Drafts - sc.Accepted; rejected > 0 {
+						sp.rejected += rejected
+						s.kvRollback(r, start+1+sc.Accepted)
+					}
+				}
+			}
+			if async {
+				s.proposeAt(r, at+1+sc.Accepted)
+				r.spec.proposedAt = s.spec.samples
 			}
 		}
 	}
 	return tokens
+}
+
+// startOf is where the model computes sc's tokens from: where the
+// scheduler put them, but with AsyncScheduling and speculative decoding
+// before that by the drafts the worker rejected in the request's steps
+// whose outputs the scheduler has not applied (reqSpec's rejected).
+func (s *Scheduler) startOf(sc Scheduled) int {
+	if r := sc.Req; s.cfg.AsyncScheduling && r.spec != nil {
+		return sc.Start - r.spec.rejected
+	}
+	return sc.Start
 }
 
 // UpdateFromOutput applies a step's sampled tokens: each scheduled request
@@ -1036,24 +1118,29 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		}
 		if s.cfg.AsyncScheduling {
 			if r.discard > 0 {
-				r.discard-- // sampled before a reset preempted it (ResetPrefixCache)
+				// Sampled before a reset preempted it (ResetPrefixCache):
+				// its token and drafts were counted as placeholders.
+				r.discard = max(r.discard-1-sc.Drafts, 0)
 				continue
 			}
-			if r.Placeholders == 0 {
+			if r.Placeholders < 1+sc.Drafts {
 				// vLLM's assert num_output_placeholders >= 0.
 				panic(fmt.Sprintf("core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", r.InternalID, r.Incarnation))
 			}
-			r.Placeholders--
-			if len(r.sampled) > 0 {
-				r.sampled = r.sampled[:copy(r.sampled, r.sampled[1:])]
+			r.Placeholders -= 1 + sc.Drafts
+			took := min(1+sc.Accepted, len(r.sampled))
+			if sc.Drafts > 0 {
+				// The step's kept tokens, out of the worker's hands.
+				r.spec.accepted = append(r.spec.accepted[:0], r.sampled[1:took]...)
 			}
+			r.sampled = r.sampled[:copy(r.sampled, r.sampled[took:])]
 		}
-		first := len(r.Output)
+		first, running := len(r.Output), r.Status == StatusRunning
 		r.Output = append(r.Output, sampled[i])
 		s.digest(r)
 		stopped := s.checkStop(r)
 		if sc.Drafts > 0 {
-			stopped = s.verified(r, sc.Drafts, stopped)
+			stopped = s.verified(r, sc.Drafts, stopped, running)
 		}
 		n := len(r.Output)
 		// NewTokens is the request's own output, which only grows: the
@@ -1065,8 +1152,8 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		if stopped {
 			f.Finished, f.Reason = true, r.Status.Reason()
 			s.finish(r, r.Status)
-		} else if s.cfg.NumSpeculativeTokens > 0 {
-			s.propose(r)
+		} else if s.cfg.NumSpeculativeTokens > 0 && !s.cfg.AsyncScheduling {
+			s.proposeAt(r, len(r.Output))
 		}
 	}
 	if s.offload != nil {
@@ -1088,11 +1175,21 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 // with are appended one by one, each checked for a stop, and what follows
 // a stop is dropped, as vLLM's _update_request_with_output; r's computed
 // tokens roll back past the drafts it did not agree with, vLLM's
-// num_rejected. It reports whether r stopped.
-func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
+// num_rejected, unless it is no longer running (preempted since the step
+// was scheduled: it computes from its first token). It reports whether r
+// stopped.
+func (s *Scheduler) verified(r *Request, drafts int, stopped, running bool) bool {
 	kept := r.spec.accepted
 	accepted := len(kept)
-	r.NumComputed -= drafts - accepted
+	if running {
+		// Not for a request preempted since: it computes from its first
+		// token. With AsyncScheduling the worker rolled its KV back, and
+		// is told the scheduler heard of the rejection.
+		r.NumComputed -= drafts - accepted
+		if s.cfg.AsyncScheduling {
+			r.spec.rejected -= drafts - accepted
+		}
+	}
 	s.spec.observe(drafts, accepted)
 	if accepted > 0 && s.cfg.Faults.Fires(failpoints.CoreSpecTakesTokensAtOnce) {
 		// The bug: every kept token appended, the last alone checked.
@@ -1111,22 +1208,23 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped bool) bool {
 			stopped = s.checkStop(r)
 		}
 	}
-	if !stopped && accepted < drafts {
+	if !stopped && accepted < drafts && !s.cfg.AsyncScheduling {
 		s.kvRollback(r, r.NumComputed)
 	}
 	return stopped
 }
 
-// propose asks the draft model for r's next draft tokens, vLLM's
-// update_draft_token_ids after a step: Config.NumSpeculativeTokens of
-// them, from r's key, as a draft model reads what r computed.
-func (s *Scheduler) propose(r *Request) {
+// proposeAt asks the draft model for r's next draft tokens, from output
+// position at on: Config.NumSpeculativeTokens of them, from r's key, as a
+// draft model reads what r computed. Without AsyncScheduling it runs after
+// a step's output is applied, vLLM's update_draft_token_ids; with it the
+// worker runs it as it samples.
+func (s *Scheduler) proposeAt(r *Request, at int) {
 	if r.spec == nil {
 		r.spec = &reqSpec{}
 	}
 	sp := r.spec
 	sp.drafts = sp.drafts[:0]
-	at := len(r.Output)
 	for j := range s.cfg.NumSpeculativeTokens {
 		sp.drafts = append(sp.drafts, s.cfg.Draft.TokenAt(r.key, at+j))
 	}

@@ -21,6 +21,26 @@ import "sync/atomic"
 // _update_request_with_output does. The prefix cache caches a request's
 // blocks only up to its known tokens, never a draft's. A preempted
 // request's drafts are dropped.
+//
+// With Config.AsyncScheduling the step after a request's step is
+// scheduled before that step's output is applied, so the scheduler knows
+// neither the drafts nor how many of them the model kept: it gives the
+// request's next step NumSpeculativeTokens draft placeholders (reqSpec's
+// slots, vLLM's spec_token_ids of -1s) and counts, as placeholders of
+// output, the step's token and its drafts (vLLM's AsyncScheduler). The
+// model — a GPU worker — proposes the drafts as it samples (reqSpec's
+// drafts, proposed at the step it numbers proposedAt) and puts them in the
+// placeholders' place at the request's next step, which it computes from
+// where the request's kept tokens really end: the scheduler counted every
+// draft as computed, and the worker takes back those it rejected and the
+// scheduler has not yet heard of (reqSpec's rejected), as vLLM's runner
+// corrects its positions from its last step's acceptances. The worker holds
+// only its last step's drafts: a request that was not in that step gets
+// none, and placeholders left to it from an older step would reach the
+// model's input as token -1 — a GPU's device-side assert (vLLM's #37159),
+// the engine dead. So a running request the scheduler passes over loses
+// its placeholders (vLLM's #46899); core/spec-placeholders-outlive-their-
+// window plants keeping them.
 
 // reqSpec is a request's speculative decoding: drafts, the draft tokens
 // proposed for its next step (vLLM's spec_token_ids); accepted, from a
@@ -28,9 +48,19 @@ import "sync/atomic"
 // after the drafts it agreed with, one a draft; cut, how many of a step's
 // kept tokens a stop before them dropped, until the core tells of it
 // (EventTokensCut).
+//
+// With Config.AsyncScheduling, slots is how many draft placeholders the
+// scheduler gives r's next step; drafts are the worker's, proposed at its
+// step numbered proposedAt (Scheduler.samples); rejected counts the drafts
+// the worker rejected in r's steps that the scheduler has not applied, by
+// which the next step's start, counted with every draft kept, is past
+// where r's KV really ends; and accepted is a step's kept tokens only
+// while UpdateFromOutput applies them.
 type reqSpec struct {
 	drafts, accepted []int
 	cut              int
+	slots, rejected  int
+	proposedAt       uint64
 }
 
 // SpecDecodingStats are speculative decoding's counts, vLLM's
@@ -47,8 +77,12 @@ type SpecDecodingStats struct {
 }
 
 // specCounts are the scheduler's speculative decoding counts, made only
-// with Config.NumSpeculativeTokens.
-type specCounts struct{ st SpecDecodingStats }
+// with Config.NumSpeculativeTokens, and with Config.AsyncScheduling the
+// number of the worker's last step (samples: Sample calls).
+type specCounts struct {
+	st      SpecDecodingStats
+	samples uint64
+}
 
 func newSpecCounts(k int) *specCounts {
 	return &specCounts{st: SpecDecodingStats{AcceptedPerPos: make([]int64, k)}}

@@ -22,15 +22,32 @@ func specRun(t *testing.T, cfg core.Config, k int, miss uint64, p core.SamplingP
 	r := &core.Request{InternalID: "a", ExternalID: "a", Prompt: seq(1, 9), Params: p}
 	require.NoError(t, s.AddRequest(r))
 	var sizes []int
-	for step := 0; !r.Status.Finished(); step++ {
+	pl := &pipeline{s: s}
+	for step := 0; !r.Status.Finished() || pl.so != nil; step++ {
 		require.Less(t, step, 100, "the request never ended")
-		so := s.Schedule()
-		for _, f := range s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{})) {
+		var frames []core.Frame
+		if cfg.AsyncScheduling {
+			frames = pl.step()
+		} else {
+			so := s.Schedule()
+			frames = s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+		}
+		for _, f := range frames {
 			sizes = append(sizes, len(f.NewTokens))
 		}
 		require.NoError(t, s.CheckBlocks(), "step %d", step)
 	}
 	return r, sizes, s.Stats().SpecDecoding
+}
+
+// inBothModes runs f as a subtest with cfg as it is and with
+// AsyncScheduling: speculative decoding takes the same tokens either way.
+func inBothModes(t *testing.T, cfg core.Config, f func(t *testing.T, cfg core.Config)) {
+	t.Helper()
+	for _, async := range []bool{false, true} {
+		cfg.AsyncScheduling = async
+		t.Run(map[bool]string{false: "sync", true: "async"}[async], func(t *testing.T) { f(t, cfg) })
+	}
 }
 
 // TestSpeculativeDecodingKeepsTheModelsTokens: a request decoded with
@@ -54,40 +71,42 @@ func TestSpeculativeDecodingKeepsTheModelsTokens(t *testing.T) {
 		{"one in four wrong", 3, 4, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, sizes, st := specRun(t, core.Config{BlockSize: 4, EnablePrefixCaching: true}, tc.k, tc.miss, p)
-			assert.Equal(t, want, r.Output, "the model's tokens")
-			assert.Equal(t, core.StatusFinishedLength, r.Status)
-			if tc.steps > 0 {
-				assert.Len(t, sizes, tc.steps, "steps with tokens: %v", sizes)
-			}
-			if tc.k == 0 {
-				assert.Zero(t, st.Drafts)
-				return
-			}
-			assert.Equal(t, int64(len(sizes)-1), st.Drafts, "every step after the first verified a draft")
-			// Each step keeps its accepted drafts and one token more, but
-			// the last, which MaxTokens may cut short after its drafts
-			// were counted accepted, as vLLM counts them.
-			kept := int64(len(want) - len(sizes))
-			assert.GreaterOrEqual(t, st.AcceptedTokens, kept)
-			assert.LessOrEqual(t, st.AcceptedTokens, kept+int64(tc.k))
-			var perPos int64
-			for i, n := range st.AcceptedPerPos {
-				perPos += n
-				if i > 0 {
-					assert.LessOrEqual(t, n, st.AcceptedPerPos[i-1], "a draft's token is accepted only after those before it")
+			inBothModes(t, core.Config{BlockSize: 4, EnablePrefixCaching: true}, func(t *testing.T, cfg core.Config) {
+				r, sizes, st := specRun(t, cfg, tc.k, tc.miss, p)
+				assert.Equal(t, want, r.Output, "the model's tokens")
+				assert.Equal(t, core.StatusFinishedLength, r.Status)
+				if tc.steps > 0 {
+					assert.Len(t, sizes, tc.steps, "steps with tokens: %v", sizes)
 				}
-			}
-			assert.Equal(t, st.AcceptedTokens, perPos)
-			switch tc.miss {
-			case 1:
-				assert.Zero(t, st.AcceptedTokens)
-			case math.MaxUint64:
-				assert.Equal(t, st.DraftTokens, st.AcceptedTokens)
-			default:
-				assert.Positive(t, st.AcceptedTokens)
-				assert.Less(t, st.AcceptedTokens, st.DraftTokens)
-			}
+				if tc.k == 0 {
+					assert.Zero(t, st.Drafts)
+					return
+				}
+				assert.Equal(t, int64(len(sizes)-1), st.Drafts, "every step after the first verified a draft")
+				// Each step keeps its accepted drafts and one token more, but
+				// the last, which MaxTokens may cut short after its drafts
+				// were counted accepted, as vLLM counts them.
+				kept := int64(len(want) - len(sizes))
+				assert.GreaterOrEqual(t, st.AcceptedTokens, kept)
+				assert.LessOrEqual(t, st.AcceptedTokens, kept+int64(tc.k))
+				var perPos int64
+				for i, n := range st.AcceptedPerPos {
+					perPos += n
+					if i > 0 {
+						assert.LessOrEqual(t, n, st.AcceptedPerPos[i-1], "a draft's token is accepted only after those before it")
+					}
+				}
+				assert.Equal(t, st.AcceptedTokens, perPos)
+				switch tc.miss {
+				case 1:
+					assert.Zero(t, st.AcceptedTokens)
+				case math.MaxUint64:
+					assert.Equal(t, st.DraftTokens, st.AcceptedTokens)
+				default:
+					assert.Positive(t, st.AcceptedTokens)
+					assert.Less(t, st.AcceptedTokens, st.DraftTokens)
+				}
+			})
 		})
 	}
 }
@@ -100,30 +119,92 @@ func TestSpeculativeDecodingKeepsTheModelsTokens(t *testing.T) {
 func TestSpeculativeDecodingStopsWhereTheModelStops(t *testing.T) {
 	model := core.Sampled(core.ToyModel{}, seq(1, 9), 40, &core.SamplingParams{MaxTokens: 40, IgnoreEOS: true}, core.EOSTokenID)
 	never := uint64(math.MaxUint64)
+	inBothModes(t, core.Config{BlockSize: 4}, func(t *testing.T, cfg core.Config) {
 
-	stop := core.SamplingParams{MaxTokens: 20, IgnoreEOS: true, StopTokenIDs: []int{model[3]}}
-	r, sizes, _ := specRun(t, core.Config{BlockSize: 4}, 4, never, stop)
-	assert.Equal(t, model[:4], r.Output, "the stop token, the second of the step's tokens, ends it")
-	assert.Equal(t, core.StatusFinishedStopped, r.Status)
-	assert.Equal(t, model[3], r.StopReason)
-	assert.Equal(t, []int{1, 3}, sizes, "the step's tokens after the stop token are dropped")
+		stop := core.SamplingParams{MaxTokens: 20, IgnoreEOS: true, StopTokenIDs: []int{model[3]}}
+		r, sizes, _ := specRun(t, cfg, 4, never, stop)
+		assert.Equal(t, model[:4], r.Output, "the stop token, the second of the step's tokens, ends it")
+		assert.Equal(t, core.StatusFinishedStopped, r.Status)
+		assert.Equal(t, model[3], r.StopReason)
+		assert.Equal(t, []int{1, 3}, sizes, "the step's tokens after the stop token are dropped")
 
-	r, sizes, _ = specRun(t, core.Config{BlockSize: 4}, 4, never, core.SamplingParams{MaxTokens: 7, IgnoreEOS: true})
-	assert.Equal(t, model[:7], r.Output)
-	assert.Equal(t, []int{1, 5, 1}, sizes, "MaxTokens cuts the second verification's five tokens to one")
+		r, sizes, _ = specRun(t, cfg, 4, never, core.SamplingParams{MaxTokens: 7, IgnoreEOS: true})
+		assert.Equal(t, model[:7], r.Output)
+		assert.Equal(t, []int{1, 5, 1}, sizes, "MaxTokens cuts the second verification's five tokens to one")
 
-	r, _, _ = specRun(t, core.Config{BlockSize: 4, MaxModelLen: 15}, 4, never, core.SamplingParams{MaxTokens: 20, IgnoreEOS: true})
-	assert.Equal(t, model[:6], r.Output, "the model length leaves room for 6 tokens after the prompt")
-	assert.Equal(t, core.StatusFinishedLength, r.Status)
+		r, _, _ = specRun(t, withModelLen(cfg, 15), 4, never, core.SamplingParams{MaxTokens: 20, IgnoreEOS: true})
+		assert.Equal(t, model[:6], r.Output, "the model length leaves room for 6 tokens after the prompt")
+		assert.Equal(t, core.StatusFinishedLength, r.Status)
+	})
 }
 
-// TestSpeculativeDecodingIsRefusedWithAsyncScheduling: the engine does not
-// model draft tokens with async scheduling, and says so.
-func TestSpeculativeDecodingIsRefusedWithAsyncScheduling(t *testing.T) {
-	err := core.Config{NumSpeculativeTokens: 2, AsyncScheduling: true}.WithDefaults().Validate()
-	assert.ErrorContains(t, err, "NumSpeculativeTokens (2) with AsyncScheduling is not modelled")
-	err = core.Config{NumSpeculativeTokens: -1}.WithDefaults().Validate()
+func withModelLen(cfg core.Config, n int) core.Config {
+	cfg.MaxModelLen = n
+	return cfg
+}
+
+// TestSpeculativeDecodingIsChecked: a negative number of draft tokens is
+// refused, saying what was wrong.
+func TestSpeculativeDecodingIsChecked(t *testing.T) {
+	err := core.Config{NumSpeculativeTokens: -1}.WithDefaults().Validate()
 	assert.ErrorContains(t, err, "NumSpeculativeTokens must be ≥ 0")
+	assert.NoError(t, core.Config{NumSpeculativeTokens: 2, AsyncScheduling: true}.WithDefaults().Validate())
+}
+
+// TestAsyncSpeculativeDecodingDropsThePlaceholdersOfARequestPassedOver:
+// with async scheduling a step gives its requests draft placeholders for
+// their next step, which the model fills with the drafts it proposed as it
+// sampled them. Under a budget of three tokens, x's token and two drafts
+// take every step after the first, and r is passed over until x ends; the
+// model holds drafts only for its last step's requests, so r's next step
+// computes one token and no draft. Under
+// core/spec-placeholders-outlive-their-window r keeps its placeholders,
+// and that step gives the model two drafts it does not have: token -1 at
+// its input (vLLM's #37159), whose panic kills the engine core.
+func TestAsyncSpeculativeDecodingDropsThePlaceholdersOfARequestPassedOver(t *testing.T) {
+	run := func(t *testing.T, cfg core.Config) (*core.Request, *pipeline) {
+		cfg.AsyncScheduling, cfg.BlockSize, cfg.MaxNumBatchedTokens = true, 4, 3
+		cfg.NumSpeculativeTokens, cfg.Draft = 2, core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
+		s := core.NewScheduler(cfg.WithDefaults())
+		x := &core.Request{InternalID: "x", ExternalID: "x", Prompt: []int{1}, Params: core.SamplingParams{MaxTokens: 7, IgnoreEOS: true}}
+		r := &core.Request{InternalID: "r", ExternalID: "r", Prompt: []int{2, 3}, Params: core.SamplingParams{MaxTokens: 10, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(x))
+		require.NoError(t, s.AddRequest(r))
+		p := &pipeline{s: s}
+		p.step() // both prompts, each sampling its first token
+		require.Len(t, p.so.Scheduled, 2)
+		for range 3 {
+			// x's token and drafts, the last step scheduled in case the
+			// one before it keeps too few: r passed over.
+			p.step()
+			require.Len(t, p.so.Scheduled, 1)
+			require.Equal(t, x, p.so.Scheduled[0].Req)
+			require.Equal(t, 2, p.so.Scheduled[0].Drafts)
+		}
+		require.True(t, x.Status.Finished())
+		require.Len(t, x.Output, 7, "one token, then two steps of three")
+		return r, p
+	}
+	t.Run("fixed", func(t *testing.T) {
+		r, p := run(t, core.Config{})
+		p.step()
+		require.Len(t, p.so.Scheduled, 1)
+		assert.Equal(t, r, p.so.Scheduled[0].Req)
+		assert.Equal(t, 0, p.so.Scheduled[0].Drafts, "no drafts: the model has none for it")
+		assert.Equal(t, 1, p.so.Scheduled[0].NumTokens)
+		p.step()
+		assert.Equal(t, 2, p.so.Scheduled[0].Drafts, "placeholders again, after a step with it")
+		p.drain(t)
+		assert.Equal(t, core.Sampled(core.ToyModel{}, []int{2, 3}, 10, &r.Params, core.EOSTokenID), r.Output)
+	})
+	t.Run("bug", func(t *testing.T) {
+		defer func() {
+			assert.Equal(t, `core: draft token -1 reached the model's input: request "r" (incarnation 0) was scheduled 2 draft placeholder(s) the worker has no drafts for, as it was not in the step before (a device-side assert)`, recover())
+		}()
+		_, p := run(t, core.Config{Faults: rttest.Armed(t, "core/spec-placeholders-outlive-their-window=return")})
+		p.step()
+		t.Error("the step that passed r over ran, and r's next step did not reach the model")
+	})
 }
 
 // TestSpeculativeDecodingTakingTokensAtOnceGoesPastTheStop plants

@@ -166,8 +166,6 @@ func New(cfg Config) (*AsyncLLM, error) {
 		return nil, &configError{fmt.Errorf("engine: KVOffloadTrackerSize must be ≥ 0 (0: %d), got %d", core.DefaultKVOffloadTrackerSize, cfg.KVOffloadTrackerSize)}
 	case cfg.NumSpeculativeTokens < 0:
 		return nil, &configError{fmt.Errorf("engine: NumSpeculativeTokens must be ≥ 0 (0: speculative decoding off), got %d", cfg.NumSpeculativeTokens)}
-	case cfg.NumSpeculativeTokens > 0 && cfg.AsyncScheduling:
-		return nil, &configError{fmt.Errorf("engine: NumSpeculativeTokens (%d) with AsyncScheduling is not modelled: turn one off", cfg.NumSpeculativeTokens)}
 	}
 	if cfg.DataParallelSize < 0 || cfg.DataParallelSize > MaxDataParallelSize {
 		return nil, &configError{fmt.Errorf("engine: DataParallelSize must be from 0 (one core) to %d, got %d", MaxDataParallelSize, cfg.DataParallelSize)}

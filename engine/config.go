@@ -140,7 +140,7 @@ type Config struct {
 	// to this many; the next step computes them, the model verifies them,
 	// and the agreeing ones and one token more are kept, so that a
 	// request's tokens are the same as without and come several a step
-	// when the drafts agree. 0 means off; not with AsyncScheduling. Draft
+	// when the drafts agree. 0 means off; with AsyncScheduling too. Draft
 	// nil means core.DraftModel{Target: Model, MissOdds: 4}. See
 	// core.Config.NumSpeculativeTokens.
 	NumSpeculativeTokens int

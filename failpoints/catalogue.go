@@ -119,6 +119,9 @@ var (
 	CoreSpecTakesTokensAtOnce = register(&Point{Name: "core/spec-takes-tokens-at-once", Bug: true,
 		Doc:   "a bug, the class of sglang's #31599 and ArcticInference's #161: the tokens a step keeps with speculative decoding (Config.NumSpeculativeTokens) are appended at once and only the last is checked for a stop, so a stop token among them, or MaxTokens reached before the last, lets the tokens after it through: the request goes on past its end; vLLM's _update_request_with_output checks each token, as the engine does",
 		Terms: "return", checkValue: checkNoValue})
+	CoreSpecPlaceholdersOutliveTheirWindow = register(&Point{Name: "core/spec-placeholders-outlive-their-window", Bug: true,
+		Doc:   "a bug, vLLM's before its #46899 (its issue #37159): with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling) a running request keeps the draft placeholders a step gave it when the next step passes it over (its token budget spent, a pause, a step that schedules nothing), and when it is scheduled again they reach the model, whose worker holds drafts only for the requests of its last step: token -1 at the model's input, a device-side assert, the engine dead",
+		Terms: "return", checkValue: checkNoValue})
 	EngineKeepsTokensPastStopString = register(&Point{Name: "engine/keeps-tokens-past-stop-string", Bug: true,
 		Doc:   "a bug, vLLM's behaviour (its open #47616 would mend it): with several tokens a step (Config.NumSpeculativeTokens), a stop string that completes in the text of a token before the step's last cuts the text there but leaves the step's later tokens in the output's TokenIDs: the caller gets tokens past the request's end, which its text does not show",
 		Terms: "return", checkValue: checkNoValue})
