@@ -339,7 +339,9 @@ func (s *Scheduler) leave(r *Request, status Status) {
 // after a Schedule that scheduled nothing: when that step preempted, the
 // request that could not be scheduled is the last it preempted — its own
 // victim, alone in the cache — which under PolicyFCFS is the head and
-// under PolicyPriority need not be.
+// under PolicyPriority need not be; with speculative decoding it is not
+// rejected then if its sequence alone fits, as it asked for room for its
+// drafts.
 func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
 	if len(s.running) > 0 || len(s.waiting) == 0 || s.pause != Unpaused || s.waitingHoldBlocks() || s.WaitsForLoad() {
 		return nil, false
@@ -347,6 +349,13 @@ func (s *Scheduler) RejectUnschedulable() (*Request, bool) {
 	r := s.waiting[0]
 	if n := len(s.out.Preempted); n > 0 && s.out.Preempted[n-1].Status == StatusPreempted {
 		r = s.out.Preempted[n-1]
+		if s.spec != nil && s.cfg.BlocksFor(r.NumTokens()) <= s.cfg.UsableBlocks() {
+			// It asked for room for draft tokens too (and with
+			// AsyncScheduling for those in flight, counted as kept):
+			// admitted again it asks for its sequence's alone, which
+			// fits.
+			return nil, false
+		}
 	}
 	s.finish(r, StatusFinishedError)
 	return r, true

@@ -30,6 +30,9 @@ func specRun(t *testing.T, cfg core.Config, k int, miss uint64, p core.SamplingP
 			frames = pl.step()
 		} else {
 			so := s.Schedule()
+			if len(so.Scheduled) == 0 {
+				s.RejectUnschedulable() // as the core does after a step of nothing
+			}
 			frames = s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
 		}
 		for _, f := range frames {
@@ -135,6 +138,21 @@ func TestSpeculativeDecodingStopsWhereTheModelStops(t *testing.T) {
 		r, _, _ = specRun(t, withModelLen(cfg, 15), 4, never, core.SamplingParams{MaxTokens: 20, IgnoreEOS: true})
 		assert.Equal(t, model[:6], r.Output, "the model length leaves room for 6 tokens after the prompt")
 		assert.Equal(t, core.StatusFinishedLength, r.Status)
+	})
+}
+
+// TestADraftThatDoesNotFitIsNoReasonToReject: a request alone in a
+// cache of 12 slots, whose prompt of 9 and 3 tokens more fit, asks room
+// for its 3 drafts too: past the cache it preempts itself. It was then
+// rejected as unschedulable; admitted again it computes its sequence
+// alone, which fits, and ends with the model's tokens.
+func TestADraftThatDoesNotFitIsNoReasonToReject(t *testing.T) {
+	p := core.SamplingParams{MaxTokens: 3, IgnoreEOS: true}
+	inBothModes(t, core.Config{BlockSize: 4, NumBlocks: 4}, func(t *testing.T, cfg core.Config) {
+		r, _, _ := specRun(t, cfg, 3, 1, p)
+		assert.Equal(t, core.StatusFinishedLength, r.Status)
+		assert.Equal(t, core.Sampled(core.ToyModel{}, seq(1, 9), 3, &p, core.EOSTokenID), r.Output)
+		assert.Positive(t, r.Preemptions, "the drafts did not fit")
 	})
 }
 

@@ -81,13 +81,8 @@ var configKeys = []configKey{
 	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", core.NumBlocksMax),
 		"the KV cache in blocks, vLLM's num_gpu_blocks, one of them the null block (NumBlocks; the default holds two sequences of max-model-len): when it runs out the scheduler preempts",
 		intValue(2, core.NumBlocksMax, func(c *engine.Config, n int) { c.NumBlocks = n })},
-	{"num-speculative-tokens", "a whole number of tokens from 0 to 64", "vLLM's speculative decoding with a draft model, its num_speculative_tokens (NumSpeculativeTokens; 0, the default, off): a draft model proposes each running request's next tokens and the step after computes them, keeping those the model agrees with and one more; the engine does not model it with async scheduling, which it turns off where a scenario draws it (async-scheduling=on with it is refused)",
-		intValue(0, 64, func(c *engine.Config, n int) {
-			c.NumSpeculativeTokens = n
-			if n > 0 {
-				c.AsyncScheduling = false // over a scenario's draw: the engine refuses both
-			}
-		})},
+	{"num-speculative-tokens", "a whole number of tokens from 0 to 64", "vLLM's speculative decoding with a draft model, its num_speculative_tokens (NumSpeculativeTokens; 0, the default, off): a draft model proposes each running request's next tokens and the step after computes them, keeping those the model agrees with and one more; not with async scheduling (a scenario that draws it needs async-scheduling=off too)",
+		intValue(0, 64, func(c *engine.Config, n int) { c.NumSpeculativeTokens = n })},
 	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},
 	{"policy", "fcfs or priority", "vLLM's --scheduling-policy (SchedulingPolicy): fcfs serves requests in order of arrival, priority by their priority, and each preempts the request it would serve last",
@@ -198,15 +193,6 @@ func parseConfig(kvs []string) ([]engineSetting, error) {
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b engineSetting) int { return strings.Compare(a.key, b.key) })
-	value := func(key string) string {
-		if i := slices.IndexFunc(out, func(s engineSetting) bool { return s.key == key }); i >= 0 {
-			return out[i].value
-		}
-		return ""
-	}
-	if n := value("num-speculative-tokens"); value("async-scheduling") == "on" && n != "" && n != "0" {
-		return nil, usagef("-config async-scheduling=on with num-speculative-tokens=%s: the engine models draft tokens without async scheduling; drop one", n)
-	}
 	return out, nil
 }
 

@@ -87,26 +87,6 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 	// Settings the engine takes together pass its check.
 	code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-out", t.TempDir(), "-config", "max-num-batched-tokens=4", "-config", "max-num-seqs=4")
 	assert.Equal(t, 0, code, errOut)
-	// Draft tokens and async scheduling, which the engine does not model
-	// together, asked for together.
-	code, _, errOut = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-2", "-out", t.TempDir(), "-config", "async-scheduling=on", "-config", "num-speculative-tokens=2")
-	assert.Equal(t, 2, code, errOut)
-	assert.Contains(t, errOut, "-config async-scheduling=on with num-speculative-tokens=2: the engine models draft tokens without async scheduling; drop one")
-}
-
-// TestDraftTokensTurnOffTheAsyncSchedulingAScenarioDraws: kv-offload draws
-// async scheduling in half its seeds, which the engine refuses with draft
-// tokens; -config num-speculative-tokens turns it off there, so that every
-// seed runs.
-func TestDraftTokensTurnOffTheAsyncSchedulingAScenarioDraws(t *testing.T) {
-	settings, err := parseConfig([]string{"num-speculative-tokens=2"})
-	require.NoError(t, err)
-	cfg := engine.Config{AsyncScheduling: true}
-	settings[0].set(&cfg)
-	assert.Equal(t, engine.Config{NumSpeculativeTokens: 2}, cfg)
-	code, out, errOut := simrun(t, "sweep", "-scenario", "kv-offload", "-seeds", "1-40", "-out", t.TempDir(), "-config", "num-speculative-tokens=2")
-	assert.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "failures: 0/40")
 }
 
 // TestConfigTheScenarioRefusesIsExitTwo: settings the engine takes on its
