@@ -81,7 +81,7 @@ var configKeys = []configKey{
 	{"num-blocks", fmt.Sprintf("a whole number of blocks from 2 to %d", core.NumBlocksMax),
 		"the KV cache in blocks, vLLM's num_gpu_blocks, one of them the null block (NumBlocks; the default holds two sequences of max-model-len): when it runs out the scheduler preempts",
 		intValue(2, core.NumBlocksMax, func(c *engine.Config, n int) { c.NumBlocks = n })},
-	{"num-speculative-tokens", "a whole number of tokens from 0 to 64", "vLLM's speculative decoding with a draft model, its num_speculative_tokens (NumSpeculativeTokens; 0, the default, off): a draft model proposes each running request's next tokens and the step after computes them, keeping those the model agrees with and one more; not with async scheduling (a scenario that draws it needs async-scheduling=off too)",
+	{"num-speculative-tokens", "a whole number of tokens from 0 to 64", "vLLM's speculative decoding with a draft model, its num_speculative_tokens (NumSpeculativeTokens; 0, the default, off): a draft model proposes each running request's next tokens and the step after computes them, keeping those the model agrees with and one more; with async scheduling the model proposes the drafts as it samples and the scheduler gives placeholders for them",
 		intValue(0, 64, func(c *engine.Config, n int) { c.NumSpeculativeTokens = n })},
 	{"output-chunk-size", "a whole number of frames ≥ 1", "frames the output handler processes before it yields (OutputChunkSize; the default 128)",
 		intValue(1, math.MaxInt, func(c *engine.Config, n int) { c.OutputChunkSize = n })},

@@ -89,6 +89,15 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 	assert.Equal(t, 0, code, errOut)
 }
 
+// TestDraftTokensRunWhereAScenarioDrawsAsyncScheduling: kv-offload draws
+// async scheduling in half its seeds; -config num-speculative-tokens
+// runs draft tokens with it there, and every seed passes.
+func TestDraftTokensRunWhereAScenarioDrawsAsyncScheduling(t *testing.T) {
+	code, out, errOut := simrun(t, "sweep", "-scenario", "kv-offload", "-seeds", "1-40", "-out", t.TempDir(), "-config", "num-speculative-tokens=2")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "failures: 0/40")
+}
+
 // TestConfigTheScenarioRefusesIsExitTwo: settings the engine takes on its
 // defaults but not over the scenario's own configuration (prefix-chat's
 // budget of 12 tokens a step against 20 requests at once) are bad input,

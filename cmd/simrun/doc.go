@@ -196,9 +196,8 @@
 //     decoding with a draft model, from 0 (off, the default) to 64: a draft
 //     model proposes each running request's next N tokens, the step after
 //     computes them, and those the model agrees with are kept with one
-//     more; not with async scheduling (a scenario that draws it needs
-//     async-scheduling=off too; swarm draws draft tokens in a sixth of its
-//     runs without it).
+//     more, with async scheduling or without (swarm draws draft tokens in
+//     a quarter of its runs).
 //   - draft-miss-odds=N: with num-speculative-tokens, the draft model
 //     misses the model's token one time in N, N ≥ 1 (default 4; 1: every
 //     draft token wrong).
