@@ -158,6 +158,11 @@ const (
 	// "stop-string" after the token that completed a stop string, in the
 	// frontend.
 	EventTokensCut
+	// EventDraftsDropped: with async scheduling and speculative decoding,
+	// a step that ran passed over the running request, which had Held
+	// draft placeholders: the model has no drafts for it at its next
+	// step, and it loses them (vLLM's #46899).
+	EventDraftsDropped
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
@@ -165,7 +170,7 @@ var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", 
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
 	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored",
-	"core.kv-store-wait", "core.kv-load-wait", "tokens-cut"}
+	"core.kv-store-wait", "core.kv-load-wait", "tokens-cut", "core.drafts-dropped"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -271,6 +276,8 @@ func (e Event) text() string {
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV copied to host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventTokensCut:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d token(s) of a step past its end dropped (%s)", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held, e.Text)
+	case EventDraftsDropped:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): passed over with %d draft placeholder(s), which the model has no drafts for", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoadWait:
 		if e.Text == "loads" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): as many loads from host memory in flight as requests may run: it waits for one to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)

@@ -206,6 +206,15 @@ func (r *Request) tokenAt(p int) int {
 	return r.spec.drafts[p-len(r.sampled)]
 }
 
+// endsInFlight reports, under AsyncScheduling, whether a step in flight
+// samples r's last token (MaxTokens) whatever it keeps of its drafts: vLLM
+// schedules r no step that could only be dropped.
+func (r *Request) endsInFlight() bool {
+	// (NumComputed+1) − (Placeholders−1): the tokens known once the steps
+	// in flight land, should every draft among them be rejected.
+	return r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens
+}
+
 // NumTokens is the length of the sequence: prompt and output.
 func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.Output) }
 

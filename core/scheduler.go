@@ -53,6 +53,11 @@ type SchedulerOutput struct {
 	// in flight (the connector's back-pressure: once one lands, they look
 	// up again).
 	LoadWaiting []*Request
+	// DraftsDropped are, with AsyncScheduling and speculative decoding,
+	// the running requests with draft placeholders the step passed over:
+	// the model has no drafts for them at their next step, and they lose
+	// the placeholders (EventDraftsDropped).
+	DraftsDropped []*Request
 	// LoadHeld counts the waiting requests the step held back for a load
 	// to land, told or not (Scheduler.WaitsForLoad).
 	LoadHeld int
@@ -555,7 +560,7 @@ func (s *Scheduler) admitLoaded(r *Request, n int) bool {
 // AsyncScheduling it is 0 when the step in flight samples r's last token
 // (MaxTokens), as vLLM schedules no step that could only be dropped.
 func (s *Scheduler) newTokens(r *Request, budget int) int {
-	if r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= len(r.Prompt)+r.Params.MaxTokens {
+	if r.endsInFlight() {
 		return 0
 	}
 	n := r.NumTokens() + r.Placeholders + s.numDrafts(r) - r.NumComputed // vLLM's num_tokens_with_spec
@@ -591,6 +596,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	if len(out.LoadWaiting) > 0 {
 		clear(out.LoadWaiting)
 		out.LoadWaiting = out.LoadWaiting[:0]
+	}
+	if len(out.DraftsDropped) > 0 {
+		clear(out.DraftsDropped)
+		out.DraftsDropped = out.DraftsDropped[:0]
 	}
 	if len(out.Loads) > 0 {
 		clear(out.Loads)
@@ -754,22 +763,29 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 // vLLM's AsyncScheduler does after it schedules; a running request out
 // passes over loses its own, which the worker would have no drafts for
 // (vLLM's #46899), unless core/spec-placeholders-outlive-their-window
-// keeps them.
+// keeps them. Those passed over by a step that runs, not for a step in
+// flight that ends them, are out's DraftsDropped.
 func (s *Scheduler) placeDrafts(out *SchedulerOutput) {
-	if !s.cfg.Faults.Fires(failpoints.CoreSpecPlaceholdersOutliveTheirWindow) {
-		for _, r := range s.running {
-			if r.spec != nil {
-				r.spec.slots = 0
-			}
-		}
-	}
+	s.spec.schedules++
 	for _, sc := range out.Scheduled {
 		if sc.Sample {
 			r := sc.Req
 			if r.spec == nil {
 				r.spec = &reqSpec{}
 			}
-			r.spec.slots = s.cfg.NumSpeculativeTokens
+			r.spec.slots, r.spec.placedAt = s.cfg.NumSpeculativeTokens, s.spec.schedules
+		}
+	}
+	for _, r := range s.running {
+		if sp := r.spec; sp != nil && sp.slots > 0 && sp.placedAt != s.spec.schedules {
+			if len(out.Scheduled) > 0 && !r.endsInFlight() {
+				// Passed over, and not because the step in flight ends
+				// it.
+				out.DraftsDropped = append(out.DraftsDropped, r)
+			}
+			if !s.cfg.Faults.Fires(failpoints.CoreSpecPlaceholdersOutliveTheirWindow) {
+				sp.slots = 0
+			}
 		}
 	}
 }

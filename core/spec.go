@@ -61,6 +61,7 @@ type reqSpec struct {
 	cut              int
 	slots, rejected  int
 	proposedAt       uint64
+	placedAt         uint64 // the Schedule (specCounts' schedules) that gave it slots
 }
 
 // SpecDecodingStats are speculative decoding's counts, vLLM's
@@ -78,10 +79,11 @@ type SpecDecodingStats struct {
 
 // specCounts are the scheduler's speculative decoding counts, made only
 // with Config.NumSpeculativeTokens, and with Config.AsyncScheduling the
-// number of the worker's last step (samples: Sample calls).
+// numbers of the worker's last step (samples: Sample calls) and of the
+// scheduler's (schedules).
 type specCounts struct {
-	st      SpecDecodingStats
-	samples uint64
+	st                 SpecDecodingStats
+	samples, schedules uint64
 }
 
 func newSpecCounts(k int) *specCounts {

@@ -550,6 +550,8 @@ func (c *Checker) observe(ev *core.Event) {
 		c.reach(CallSplitAcrossCores)
 	case core.EventTokensCut:
 		c.reach(TokensCutAtAStop)
+	case core.EventDraftsDropped:
+		c.reach(DraftPlaceholdersDropped)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:

@@ -139,6 +139,12 @@ const (
 	// the core, or a stop string the frontend found — and were dropped:
 	// taken at once, they would have gone past the request's end.
 	TokensCutAtAStop
+	// DraftPlaceholdersDropped: with async scheduling and speculative
+	// decoding, a step that ran passed over a running request that had
+	// draft placeholders; the model holds drafts only for its last step's
+	// requests, so they had to go, or its next step would give the model
+	// tokens it does not have.
+	DraftPlaceholdersDropped
 
 	situationCount
 )
@@ -150,7 +156,7 @@ var situationNames = [situationCount]string{
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
-	"kv-load-held-back", "tokens-cut-at-a-stop",
+	"kv-load-held-back", "tokens-cut-at-a-stop", "draft-placeholders-dropped",
 }
 
 var situationDocs = [situationCount]string{
@@ -184,6 +190,7 @@ var situationDocs = [situationCount]string{
 	"a control call took effect on some data-parallel cores and not on others (a resume overtook it there, or a core refused it), which must be brought back into step",
 	"a waiting request was held back, not looked up in host memory, while as many KV loads were in flight as requests may run (the connector's back-pressure)",
 	"a step gave a request several tokens at once (speculative decoding) and those after its end — a stop token, MaxTokens, the model length or a stop string before the last — were dropped",
+	"with async scheduling and speculative decoding, a step that ran passed over a running request with draft placeholders, which the model has no drafts for at its next step: they were dropped",
 }
 
 // AllSituations lists every situation, in the order of their constants.
