@@ -99,7 +99,7 @@ func kvOffload(x *Run) error {
 		// back-pressure), a load of a reader that gave up too.
 		cfg.MaxNumSeqs = 1
 	}
-	if pol.Intn(6) == 4 && !x.engineConfig(cfg).AsyncScheduling { // a sixth, not the seeds the tests and docs name
+	if pol.Intn(6) == 4 { // a sixth, not the seeds the tests and docs name
 		// Speculative decoding: draft tokens computed with the readers'
 		// decodes, their blocks rolled back where the model disagrees,
 		// while loads and stores of the document run.

@@ -261,12 +261,22 @@ func swarm(x *Run) error {
 	if a := sim.NewPCGChooser(x.Opts.Seed, streamAsync); a.Intn(3) == 0 {
 		cfg.AsyncScheduling = true
 	}
-	if sp := sim.NewPCGChooser(x.Opts.Seed, streamSpec); sp.Intn(4) == 0 && !x.engineConfig(cfg).AsyncScheduling {
+	if sp := sim.NewPCGChooser(x.Opts.Seed, streamSpec); sp.Intn(4) == 0 {
 		// Speculative decoding: one to four draft tokens a step, from a
 		// draft model that misses the model's token one time in one to
-		// eight (every time: drafts all rejected).
+		// eight (every time: drafts all rejected); with async scheduling
+		// in a third of these runs.
 		cfg.NumSpeculativeTokens = 1 + sp.Intn(4)
 		cfg.Draft = core.DraftModel{MissOdds: uint64(1 + sp.Intn(8))}
+		if x.engineConfig(cfg).AsyncScheduling && sp.Intn(2) == 0 {
+			// A step's budget of about one request's token and drafts:
+			// the requests behind the first are passed over, and their
+			// draft placeholders must go (vLLM's #46899).
+			cfg.MaxNumBatchedTokens = cfg.NumSpeculativeTokens + 1 + sp.Intn(2)
+			if cfg.MaxNumSeqs == 0 || cfg.MaxNumSeqs > cfg.MaxNumBatchedTokens {
+				cfg.MaxNumSeqs = min(4, cfg.MaxNumBatchedTokens)
+			}
+		}
 	}
 	if iv := sim.NewPCGChooser(x.Opts.Seed, streamInterval); iv.Intn(4) == 0 {
 		cfg.StreamInterval = 2 + iv.Intn(4) // Delta outputs of 2 to 5 tokens
