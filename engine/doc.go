@@ -94,9 +94,11 @@
 // checked for a stop, so that a request's tokens are the same as without
 // and a frame may carry several. A stop string that completes inside a
 // frame's tokens ends the tokens there too, as vLLM's open #47616 would
-// (vLLM's behaviour is engine/keeps-tokens-past-stop-string). Not with
-// AsyncScheduling. Stats.SpecDecoding counts the drafts, under vLLM's
-// vllm:spec_decode_* metrics.
+// (vLLM's behaviour is engine/keeps-tokens-past-stop-string). With
+// AsyncScheduling the model proposes the drafts as it samples, and the
+// scheduler gives each request's next step placeholders for them, as
+// vLLM's AsyncScheduler. Stats.SpecDecoding counts the drafts, under
+// vLLM's vllm:spec_decode_* metrics.
 //
 // Config.DataParallelSize is vLLM's --data-parallel-size for a dense
 // model: several engine cores behind this frontend, each a task of its

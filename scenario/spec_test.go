@@ -13,9 +13,9 @@ import (
 
 // TestSwarmCatchesTokensPastAStopString plants vLLM's behaviour before its
 // #47616, engine/keeps-tokens-past-stop-string: in the runs where swarm
-// draws draft tokens (a sixth), a stop string that completes inside a
+// draws draft tokens (a quarter), a stop string that completes inside a
 // step's several tokens leaves the later ones in the caller's tokens,
-// which its text does not show (1.9% of the first 20,000 seeds, seed 31
+// which its text does not show (2.9% of the first 20,000 seeds, seed 31
 // first), and only deltas-concatenate sees it.
 func TestSwarmCatchesTokensPastAStopString(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.Swarm, "chaos", withFailpoint("engine/keeps-tokens-past-stop-string=return"), props.DeltasConcatenate)
@@ -24,9 +24,9 @@ func TestSwarmCatchesTokensPastAStopString(t *testing.T) {
 // TestSwarmCatchesTokensTakenAtOnce plants core/spec-takes-tokens-at-once:
 // a step's kept tokens appended together and only the last checked for a
 // stop, so that a request goes on past its stop token or its MaxTokens.
-// ends-where-the-model-stops catches it (7.9% of swarm's first 20,000
-// seeds; 11.2% in all, a reused id's request by reused-id-finishes-normally
-// first, a rare one by deltas-concatenate; without that property, 7.1%).
+// ends-where-the-model-stops catches it (11.7% of swarm's first 20,000
+// seeds; 16.8% in all, a reused id's request by reused-id-finishes-normally
+// first, a rare one by deltas-concatenate).
 func TestSwarmCatchesTokensTakenAtOnce(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.Swarm, "chaos", withFailpoint("core/spec-takes-tokens-at-once=return"), props.EndsWhereTheModelStops, props.ReuseFinishesNormally, props.DeltasConcatenate)
 }
