@@ -519,7 +519,7 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	if len(so.Loads) > 0 {
 		c.startLoads(so.Loads)
 	}
-	for _, r := range so.DraftsDropped {
+	for _, r := range c.sched.DraftsDropped() {
 		c.emit(Event{Kind: EventDraftsDropped, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: c.cfg.NumSpeculativeTokens})
 	}
 	for _, r := range so.LoadWaiting { // after the loads they wait for

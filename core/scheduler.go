@@ -18,13 +18,13 @@ type Scheduled struct {
 	Start     int  // the position of the first token the step computes
 	NumTokens int  // tokens computed this step
 	Sample    bool // the step reaches the end of the sequence (placeholders included) and samples a token
+	// Accepted is how many of the step's drafts the model agreed with:
+	// set by Scheduler.Sample.
+	Accepted int32
 	// Drafts is how many of the request's draft tokens the step computes
 	// after its sequence (Config.NumSpeculativeTokens): their KV, and the
 	// model's tokens that verify them (Scheduler.Sample).
 	Drafts int
-	// Accepted is how many of those drafts the model agreed with: set by
-	// Scheduler.Sample.
-	Accepted int
 	// Cached is, for a request admitted this step, the tokens it found in
 	// the prefix cache and starts after; 0 otherwise.
 	Cached int
@@ -53,11 +53,6 @@ type SchedulerOutput struct {
 	// in flight (the connector's back-pressure: once one lands, they look
 	// up again).
 	LoadWaiting []*Request
-	// DraftsDropped are, with AsyncScheduling and speculative decoding,
-	// the running requests with draft placeholders the step passed over:
-	// the model has no drafts for them at their next step, and they lose
-	// the placeholders (EventDraftsDropped).
-	DraftsDropped []*Request
 	// LoadHeld counts the waiting requests the step held back for a load
 	// to land, told or not (Scheduler.WaitsForLoad).
 	LoadHeld int
@@ -597,10 +592,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		clear(out.LoadWaiting)
 		out.LoadWaiting = out.LoadWaiting[:0]
 	}
-	if len(out.DraftsDropped) > 0 {
-		clear(out.DraftsDropped)
-		out.DraftsDropped = out.DraftsDropped[:0]
-	}
+
 	if len(out.Loads) > 0 {
 		clear(out.Loads)
 		out.Loads = out.Loads[:0]
@@ -764,9 +756,11 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 // passes over loses its own, which the worker would have no drafts for
 // (vLLM's #46899), unless core/spec-placeholders-outlive-their-window
 // keeps them. Those passed over by a step that runs, not for a step in
-// flight that ends them, are out's DraftsDropped.
+// flight that ends them, are DraftsDropped.
 func (s *Scheduler) placeDrafts(out *SchedulerOutput) {
 	s.spec.schedules++
+	clear(s.spec.dropped)
+	s.spec.dropped = s.spec.dropped[:0]
 	for _, sc := range out.Scheduled {
 		if sc.Sample {
 			r := sc.Req
@@ -781,13 +775,25 @@ func (s *Scheduler) placeDrafts(out *SchedulerOutput) {
 			if len(out.Scheduled) > 0 && !r.endsInFlight() {
 				// Passed over, and not because the step in flight ends
 				// it.
-				out.DraftsDropped = append(out.DraftsDropped, r)
+				s.spec.dropped = append(s.spec.dropped, r)
 			}
 			if !s.cfg.Faults.Fires(failpoints.CoreSpecPlaceholdersOutliveTheirWindow) {
 				sp.slots = 0
 			}
 		}
 	}
+}
+
+// DraftsDropped returns, with AsyncScheduling and speculative decoding,
+// the running requests with draft placeholders the last Schedule passed
+// over in a step that runs: the model has no drafts for them at their
+// next step, and they lose the placeholders (EventDraftsDropped). Valid
+// until the next Schedule.
+func (s *Scheduler) DraftsDropped() []*Request {
+	if s.spec == nil {
+		return nil
+	}
+	return s.spec.dropped
 }
 
 // numDrafts is how many draft tokens r has for its next step: with
@@ -1084,17 +1090,17 @@ func (s *Scheduler) Sample(so *SchedulerOutput, m Model) []int {
 					t = SampleAt(m, key, at+j+1, &r.Params, s.cfg.EOSTokenID)
 					sp.accepted = append(sp.accepted, t)
 				}
-				sc.Accepted = len(sp.accepted)
+				sc.Accepted = int32(len(sp.accepted))
 				if async {
 					r.sampled = append(r.sampled, sp.accepted...)
-					if rejected := sc.Drafts - sc.Accepted; rejected > 0 {
+					if rejected := sc.Drafts - len(sp.accepted); rejected > 0 {
 						sp.rejected += rejected
-						s.kvRollback(r, start+1+sc.Accepted)
+						s.kvRollback(r, start+1+len(sp.accepted))
 					}
 				}
 			}
 			if async {
-				s.proposeAt(r, at+1+sc.Accepted)
+				s.proposeAt(r, at+1+int(sc.Accepted))
 				r.spec.proposedAt = s.spec.samples
 			}
 		}
@@ -1153,7 +1159,7 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 				panic(fmt.Sprintf("core: request %q (incarnation %d) got an output of a step that did not schedule it: no output placeholder left", r.InternalID, r.Incarnation))
 			}
 			r.Placeholders -= 1 + sc.Drafts
-			took := min(1+sc.Accepted, len(r.sampled))
+			took := min(1+int(sc.Accepted), len(r.sampled))
 			if sc.Drafts > 0 {
 				// The step's kept tokens, out of the worker's hands.
 				r.spec.accepted = append(r.spec.accepted[:0], r.sampled[1:took]...)

@@ -84,6 +84,7 @@ type SpecDecodingStats struct {
 type specCounts struct {
 	st                 SpecDecodingStats
 	samples, schedules uint64
+	dropped            []*Request // Scheduler.DraftsDropped
 }
 
 func newSpecCounts(k int) *specCounts {
