@@ -84,6 +84,7 @@ func drawLoRAEngine(x *Run) engine.Config {
 	if r.Intn(4) == 0 {
 		cfg.SchedulingPolicy = engine.PolicyPriority
 	}
+	drawSpec(x, &cfg)
 	return cfg
 }
 

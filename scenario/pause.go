@@ -96,7 +96,7 @@ type pauseRun struct {
 // drawRLEngine draws the engine and the clients of the RL loops that
 // stream over a shared system prompt (live-reload, colocate): prefix
 // caching on, a third of the runs under KV pressure, half with async
-// scheduling.
+// scheduling, a quarter with draft tokens.
 func drawRLEngine(x *Run) (engine.Config, [][]pauseRequest) {
 	r := x.Rand
 	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
@@ -106,6 +106,7 @@ func drawRLEngine(x *Run) (engine.Config, [][]pauseRequest) {
 	if r.Intn(2) == 0 {
 		cfg.AsyncScheduling = true
 	}
+	drawSpec(x, &cfg) // a reset's stale steps carry drafts
 	return cfg, drawPauseClients(x, swarmSystemPrompt)
 }
 

@@ -115,6 +115,22 @@ const streamOffload uint64 = 0x4f46464c4f414453
 // decoding from ("SPECDECD").
 const streamSpec uint64 = 0x5350454344454344
 
+// drawSpec draws speculative decoding into cfg in a quarter of the runs,
+// from the seed's stream "SPECDECD", so that the draws before it keep
+// their runs: one to four draft tokens a step, from a draft model that
+// misses the model's token one time in one to eight (every time: drafts
+// all rejected). It returns the stream for further draws, or nil when it
+// drew none.
+func drawSpec(x *Run, cfg *engine.Config) *sim.PCGChooser {
+	sp := sim.NewPCGChooser(x.Opts.Seed, streamSpec)
+	if sp.Intn(4) != 0 {
+		return nil
+	}
+	cfg.NumSpeculativeTokens = 1 + sp.Intn(4)
+	cfg.Draft = core.DraftModel{MissOdds: uint64(1 + sp.Intn(8))}
+	return sp
+}
+
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
 const chatTurnTokensMax = 100
@@ -261,13 +277,8 @@ func swarm(x *Run) error {
 	if a := sim.NewPCGChooser(x.Opts.Seed, streamAsync); a.Intn(3) == 0 {
 		cfg.AsyncScheduling = true
 	}
-	if sp := sim.NewPCGChooser(x.Opts.Seed, streamSpec); sp.Intn(4) == 0 {
-		// Speculative decoding: one to four draft tokens a step, from a
-		// draft model that misses the model's token one time in one to
-		// eight (every time: drafts all rejected); with async scheduling
-		// in a third of these runs.
-		cfg.NumSpeculativeTokens = 1 + sp.Intn(4)
-		cfg.Draft = core.DraftModel{MissOdds: uint64(1 + sp.Intn(8))}
+	if sp := drawSpec(x, &cfg); sp != nil {
+		// With async scheduling in a third of these runs.
 		if x.engineConfig(cfg).AsyncScheduling && sp.Intn(2) == 0 {
 			// A step's budget of about one request's token and drafts:
 			// the requests behind the first are passed over, and their

@@ -54,15 +54,15 @@ func TestWeightSyncCatchesAnUpdateWhileAsleep(t *testing.T) {
 }
 
 // TestTheStoryTellsAWeightUpdate: weight-sync's seed 6 starts an update
-// with requests held, takes the trainer's resume in the middle of it and
-// finishes it; its story tells each call in that order, and that the
+// with requests held, writes a batch, takes the trainer's resume in the
+// middle of it and finishes it; its story tells each call in that order, and that the
 // resume schedules again only once the update finished.
 func TestTheStoryTellsAWeightUpdate(t *testing.T) {
 	assertToldInOrder(t, storyOf(t, scenario.WeightSync, 6),
 		"starts a weight update (call 4): no step until its finish",
 		"reaches "+props.UpdateWithRequests.String(),
-		"takes resume 5: it schedules again once the weight update finishes",
-		"writes batch 1 of the new weights (call 6)",
+		"writes batch 1 of the new weights (call 5)",
+		"takes resume 6: it schedules again once the weight update finishes",
 		"finishes the weight update (call 7) after 1 batch(es): its hold on scheduling ends")
 }
 
