@@ -1149,9 +1149,24 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		}
 		if s.cfg.AsyncScheduling {
 			if r.discard > 0 {
+				if sc.Drafts > 0 && s.cfg.Faults.Fires(failpoints.CoreSpecRejectsBeforeDiscard) {
+					// The bug: the stale step's rejections taken off the
+					// request as it is now.
+					rejected := sc.Drafts - int(sc.Accepted)
+					if r.NumComputed > 0 {
+						r.NumComputed -= rejected
+					}
+					if r.Placeholders > 0 {
+						r.Placeholders -= rejected
+					}
+				}
 				// Sampled before a reset preempted it (ResetPrefixCache):
 				// its token and drafts were counted as placeholders.
-				r.discard = max(r.discard-1-sc.Drafts, 0)
+				if s.cfg.Faults.Fires(failpoints.CoreDiscardCountsFrames) {
+					r.discard-- // the bug: a step's output counted as one
+				} else {
+					r.discard = max(r.discard-1-sc.Drafts, 0)
+				}
 				continue
 			}
 			if r.Placeholders < 1+sc.Drafts {

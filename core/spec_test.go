@@ -240,3 +240,45 @@ func TestSpeculativeDecodingTakingTokensAtOnceGoesPastTheStop(t *testing.T) {
 	assert.Equal(t, []int{1, 5, 5}, sizes)
 	assert.Equal(t, core.StatusFinishedLength, r.Status)
 }
+
+// TestAResetWithDraftsInFlightDropsTheStaleStepAlone: with async
+// scheduling and draft tokens, a reset of the prefix cache preempts r
+// while its step of a token and two drafts is in flight; that step's
+// output is stale when it comes back, and three output placeholders are
+// marked to drop with it. The engine drops that step alone, its token and
+// drafts together, and r, admitted again, ends with the model's tokens.
+// core/discard-counts-frames drops one output a placeholder — vLLM's, its
+// open #49620 — so that r's next two outputs are lost while the model goes
+// on from them: its tokens are not the model's. Under
+// core/spec-rejects-before-discard (vLLM's before #46066) the stale step's
+// two rejected drafts are taken off r as admitted again, whose next output
+// then finds no placeholder left.
+func TestAResetWithDraftsInFlightDropsTheStaleStepAlone(t *testing.T) {
+	run := func(t *testing.T, fp string, miss uint64) *core.Request {
+		cfg := core.Config{AsyncScheduling: true, BlockSize: 4, NumSpeculativeTokens: 2, Draft: core.DraftModel{Target: core.ToyModel{}, MissOdds: miss}}
+		if fp != "" {
+			cfg.Faults = rttest.Armed(t, fp+"=return")
+		}
+		s := core.NewScheduler(cfg.WithDefaults())
+		r := &core.Request{InternalID: "r", ExternalID: "r", Prompt: seq(1, 9), Params: core.SamplingParams{MaxTokens: 12, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(r))
+		p := &pipeline{s: s}
+		p.step() // the prefill
+		p.step() // a token and two drafts, in flight
+		require.Equal(t, 2, p.so.Scheduled[0].Drafts)
+		_, ok := s.ResetPrefixCache(true)
+		require.True(t, ok)
+		require.Equal(t, 3, r.Discard(), "the step's token and drafts")
+		p.drain(t)
+		assert.Equal(t, core.StatusFinishedLength, r.Status)
+		return r
+	}
+	want := core.Sampled(core.ToyModel{}, seq(1, 9), 12, &core.SamplingParams{MaxTokens: 12, IgnoreEOS: true}, core.EOSTokenID)
+	for _, miss := range []uint64{1, math.MaxUint64} {
+		assert.Equal(t, want, run(t, "", miss).Output, "drafts missed one in %d", miss)
+		assert.NotEqual(t, want, run(t, "core/discard-counts-frames", miss).Output, "drafts missed one in %d", miss)
+	}
+	assert.Equal(t, want, run(t, "core/spec-rejects-before-discard", math.MaxUint64).Output, "no draft rejected: nothing taken off")
+	assert.PanicsWithValue(t, `core: request "r" (incarnation 0) got an output of a step that did not schedule it: no output placeholder left`,
+		func() { run(t, "core/spec-rejects-before-discard", 1) })
+}

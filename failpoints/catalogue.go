@@ -122,6 +122,12 @@ var (
 	CoreSpecPlaceholdersOutliveTheirWindow = register(&Point{Name: "core/spec-placeholders-outlive-their-window", Bug: true,
 		Doc:   "a bug, vLLM's before its #46899 (its issue #37159): with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling) a running request keeps the draft placeholders a step gave it when the next step passes it over (its token budget spent, a pause, a step that schedules nothing), and when it is scheduled again they reach the model, whose worker holds drafts only for the requests of its last step: token -1 at the model's input, a device-side assert, the engine dead",
 		Terms: "return", checkValue: checkNoValue})
+	CoreSpecRejectsBeforeDiscard = register(&Point{Name: "core/spec-rejects-before-discard", Bug: true,
+		Doc:   "a bug, vLLM's before its #46066: with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling), the output of a step in flight when a reset of the prefix cache preempted its request takes the step's rejected drafts off the request as it is now — its computed tokens and output placeholders, which count its steps since it was admitted again — before it is dropped: the placeholders fall short of the steps in flight, and the request's next output finds none left (vLLM's assert), the engine dead",
+		Terms: "return", checkValue: checkNoValue})
+	CoreDiscardCountsFrames = register(&Point{Name: "core/discard-counts-frames", Bug: true,
+		Doc:   "a bug, vLLM's (its open #49620 would mend it): with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling), a reset of the prefix cache marks a preempted request's output placeholders to drop — a step in flight counts its token and its drafts — and each output that comes back drops one: after the stale step, as many of the request's later outputs as the step had drafts are dropped too, their tokens lost to the scheduler while the model goes on from them",
+		Terms: "return", checkValue: checkNoValue})
 	EngineKeepsTokensPastStopString = register(&Point{Name: "engine/keeps-tokens-past-stop-string", Bug: true,
 		Doc:   "a bug, vLLM's behaviour (its open #47616 would mend it): with several tokens a step (Config.NumSpeculativeTokens), a stop string that completes in the text of a token before the step's last cuts the text there but leaves the step's later tokens in the output's TokenIDs: the caller gets tokens past the request's end, which its text does not show",
 		Terms: "return", checkValue: checkNoValue})

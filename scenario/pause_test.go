@@ -129,7 +129,14 @@ func TestPauseResumeCatchesATokenDroppedAfterAClearingKeep(t *testing.T) {
 // failures property named.
 func assertCaughtAsOrByDeath(t *testing.T, s *scenario.Scenario, fp, property string) int {
 	t.Helper()
-	counts, first := sweepFailures(t, s, "chaos", pauseSeeds(), withFailpoint(fp))
+	return assertCaughtAsOrByDeathIn(t, s, pauseSeeds(), fp, property)
+}
+
+// assertCaughtAsOrByDeathIn is assertCaughtAsOrByDeath over the first
+// seeds seeds.
+func assertCaughtAsOrByDeathIn(t *testing.T, s *scenario.Scenario, seeds uint64, fp, property string) int {
+	t.Helper()
+	counts, first := sweepFailures(t, s, "chaos", seeds, withFailpoint(fp))
 	for p, n := range counts {
 		if p != "" {
 			assert.Equal(t, property, p, "%d failure(s) of another kind, first seed %d", n, first[p])

@@ -61,3 +61,27 @@ func TestSwarmCatchesDraftPlaceholdersThatOutliveTheirWindow(t *testing.T) {
 		"passes over b#5/1, which had 2 draft placeholder(s): the model holds drafts only for its last step's requests, and they go",
 		"reaches draft-placeholders-dropped")
 }
+
+// TestLiveReloadCatchesADiscardThatCountsFrames plants
+// core/discard-counts-frames, vLLM's behaviour that its open #49620 would
+// mend: a reset marks a request's placeholders to drop, a step's token and
+// drafts each, and each output that comes back drops one, so that outputs
+// of the request admitted again are lost while the model goes on from
+// them. live-reload draws draft tokens in a quarter of its runs, async
+// scheduling in half: 12.0% of its first 2,000 seeds fail, by wrong
+// tokens or, rarer, the core's death or a livelock (seeds 644, 1098 and
+// 1356 reach the simulator's step limit, ten seconds each: the test
+// sweeps the first 600).
+func TestLiveReloadCatchesADiscardThatCountsFrames(t *testing.T) {
+	assertCaughtAsOrByDeathIn(t, scenario.LiveReload, min(pauseSeeds(), 600), "core/discard-counts-frames=return", props.ModelTokens)
+}
+
+// TestLiveReloadCatchesRejectionsTakenBeforeTheDiscard plants
+// core/spec-rejects-before-discard, vLLM's before its #46066: a stale
+// step's rejected drafts taken off the request admitted again, its computed
+// tokens and placeholders. 8.6% of live-reload's first 2,000 seeds fail,
+// by wrong tokens or, rarer, the core's death when an output finds no
+// placeholder left.
+func TestLiveReloadCatchesRejectionsTakenBeforeTheDiscard(t *testing.T) {
+	assertCaughtAsOrByDeath(t, scenario.LiveReload, "core/spec-rejects-before-discard=return", props.ModelTokens)
+}
