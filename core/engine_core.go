@@ -520,7 +520,11 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 		c.startLoads(so.Loads)
 	}
 	for _, r := range c.sched.DraftsDropped() {
-		c.emit(Event{Kind: EventDraftsDropped, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: c.cfg.NumSpeculativeTokens})
+		kept := "" // core/spec-placeholders-outlive-their-window keeps them
+		if r.spec.slots > 0 {
+			kept = "kept"
+		}
+		c.emit(Event{Kind: EventDraftsDropped, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: c.cfg.NumSpeculativeTokens, Text: kept})
 	}
 	for _, r := range so.LoadWaiting { // after the loads they wait for
 		why := ""

@@ -161,7 +161,8 @@ const (
 	// EventDraftsDropped: with async scheduling and speculative decoding,
 	// a step that ran passed over the running request, which had Held
 	// draft placeholders: the model has no drafts for it at its next
-	// step, and it loses them (vLLM's #46899).
+	// step, and it loses them (vLLM's #46899); Text "kept" when
+	// core/spec-placeholders-outlive-their-window kept them.
 	EventDraftsDropped
 )
 
@@ -277,6 +278,9 @@ func (e Event) text() string {
 	case EventTokensCut:
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d token(s) of a step past its end dropped (%s)", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held, e.Text)
 	case EventDraftsDropped:
+		if e.Text == "kept" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): passed over with %d draft placeholder(s), which the model has no drafts for, and kept them", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): passed over with %d draft placeholder(s), which the model has no drafts for", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoadWait:
 		if e.Text == "loads" {

@@ -245,7 +245,11 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		}
 		st.notable(at, who, fmt.Sprintf("drops %d token(s) of the step's several for %s, past %s: it ends there", ev.Held, req, after))
 	case core.EventDraftsDropped:
-		st.notable(at, who, fmt.Sprintf("passes over %s, which had %d draft placeholder(s): the model holds drafts only for its last step's requests, and they go", req, ev.Held))
+		fate := "they go"
+		if ev.Text == "kept" {
+			fate = "it keeps them"
+		}
+		st.notable(at, who, fmt.Sprintf("passes over %s, which had %d draft placeholder(s): the model holds drafts only for its last step's requests, and %s", req, ev.Held, fate))
 	case core.EventCallSplit:
 		mended := "left so"
 		if ev.Finished {
