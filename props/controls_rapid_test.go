@@ -199,13 +199,15 @@ func (m *controlModel) check(t *rapid.T) {
 // every request ends (with the model's tokens, or aborted by a pause of
 // mode abort) once nothing holds the engine, and the checker finds every
 // property held: no step while paused, asleep or in an update among them.
+// It draws async scheduling and up to three draft tokens a step.
 func TestControlCallsAgainstAModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		async := rapid.Bool().Draw(t, "async")
+		spec := rapid.IntRange(0, 3).Draw(t, "spec-tokens") // a reset's stale steps carry drafts
 		res := sim.Run(sim.Options{Chooser: props.RapidChooser(t, "schedule"), Strategy: sim.Chaos(), HangAfter: hangAfter}, func(rt task.Runtime) error {
 			c := props.NewChecker(core.ToyModel{})
 			c.SetModelLen(core.DefaultMaxModelLen)
-			e, err := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: 200 * 1000, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4})
+			e, err := engine.New(engine.Config{Runtime: rt, Observer: c.Observe, StepTime: 200 * 1000, AsyncScheduling: async, EnablePrefixCaching: true, BlockSize: 4, NumSpeculativeTokens: spec})
 			if err != nil {
 				return err
 			}
