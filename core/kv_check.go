@@ -43,8 +43,13 @@ func (s *Scheduler) CheckBlocks() error {
 		} else if want := s.cfg.BlocksFor(r.NumComputed); len(r.table) != want {
 			// With speculative decoding a request keeps the blocks a step
 			// took for the drafts it rejected, as vLLM's does: its next
-			// step writes them.
-			if k := s.cfg.NumSpeculativeTokens; k == 0 || len(r.table) < want || len(r.table) > s.cfg.BlocksFor(r.NumComputed+k) {
+			// step writes them. With AsyncScheduling a step took blocks
+			// for the drafts of the step before it as if kept too.
+			k := s.cfg.NumSpeculativeTokens
+			if s.cfg.AsyncScheduling {
+				k *= 2
+			}
+			if k == 0 || len(r.table) < want || len(r.table) > s.cfg.BlocksFor(r.NumComputed+k) {
 				return fmt.Errorf("request %s (%s): %d blocks for %d computed tokens, want %d", r.InternalID, r.Status, len(r.table), r.NumComputed, want)
 			}
 		}
