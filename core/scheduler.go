@@ -592,7 +592,6 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		clear(out.LoadWaiting)
 		out.LoadWaiting = out.LoadWaiting[:0]
 	}
-
 	if len(out.Loads) > 0 {
 		clear(out.Loads)
 		out.Loads = out.Loads[:0]
@@ -1228,9 +1227,8 @@ func (s *Scheduler) verified(r *Request, drafts int, stopped, running bool) bool
 	kept := r.spec.accepted
 	accepted := len(kept)
 	if running {
-		// Not for a request preempted since: it computes from its first
-		// token. With AsyncScheduling the worker rolled its KV back, and
-		// is told the scheduler heard of the rejection.
+		// With AsyncScheduling the worker rolled its KV back as it
+		// sampled, and no longer counts these rejections as unheard of.
 		r.NumComputed -= drafts - accepted
 		if s.cfg.AsyncScheduling {
 			r.spec.rejected -= drafts - accepted

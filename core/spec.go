@@ -51,7 +51,7 @@ import "sync/atomic"
 //
 // With Config.AsyncScheduling, slots is how many draft placeholders the
 // scheduler gives r's next step; drafts are the worker's, proposed at its
-// step numbered proposedAt (Scheduler.samples); rejected counts the drafts
+// step numbered proposedAt (specCounts' samples); rejected counts the drafts
 // the worker rejected in r's steps that the scheduler has not applied, by
 // which the next step's start, counted with every draft kept, is past
 // where r's KV really ends; and accepted is a step's kept tokens only
