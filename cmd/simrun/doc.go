@@ -196,8 +196,9 @@
 //     decoding with a draft model, from 0 (off, the default) to 64: a draft
 //     model proposes each running request's next N tokens, the step after
 //     computes them, and those the model agrees with are kept with one
-//     more, with async scheduling or without (swarm draws draft tokens in
-//     a quarter of its runs).
+//     more, with async scheduling or without (swarm, live-reload,
+//     colocate, weight-sync and the LoRA scenarios draw draft tokens in a
+//     quarter of their runs, kv-offload in a sixth).
 //   - draft-miss-odds=N: with num-speculative-tokens, the draft model
 //     misses the model's token one time in N, N ≥ 1 (default 4; 1: every
 //     draft token wrong).
