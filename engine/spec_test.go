@@ -63,17 +63,22 @@ func TestSpeculativeDecodingGivesTheSameOutputs(t *testing.T) {
 func TestSpeculativeDecodingIsCounted(t *testing.T) {
 	jobs := []asyncJob{{"a", "hello", engine.Params{MaxTokens: 9, IgnoreEOS: true}}}
 	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
-	w := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 2, Draft: never}, 1, sim.Random(), jobs)
-	assert.Equal(t, want("hello", 9), w.results["a"].Tokens[0])
-	// The prefill samples the first token; each later step keeps its two
-	// drafts and one more: 3+3+2, the last cut short by MaxTokens.
-	assert.Equal(t, engine.SpecDecodingStats{Drafts: 3, DraftTokens: 6, AcceptedTokens: 6, AcceptedPerPos: []int64{3, 3}}, w.stats.SpecDecoding)
 	var b strings.Builder
-	require.NoError(t, w.stats.WritePrometheus(&b))
-	assert.Contains(t, b.String(), "vllm:spec_decode_num_drafts_total 3\nvllm:spec_decode_num_draft_tokens_total 6\nvllm:spec_decode_num_accepted_tokens_total 6\n")
-	assert.Contains(t, b.String(), `vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3`+"\n"+`vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 3`+"\n")
+	for _, async := range []bool{false, true} {
+		w := jobsWorkload(t, engine.Config{NumSpeculativeTokens: 2, Draft: never, AsyncScheduling: async}, 1, sim.Random(), jobs)
+		assert.Equal(t, want("hello", 9), w.results["a"].Tokens[0])
+		// The prefill samples the first token; each later step keeps its
+		// two drafts and one more: 3+3+2, the last cut short by
+		// MaxTokens. With async scheduling a step scheduled past the end
+		// is dropped, its drafts not counted.
+		assert.Equal(t, engine.SpecDecodingStats{Drafts: 3, DraftTokens: 6, AcceptedTokens: 6, AcceptedPerPos: []int64{3, 3}}, w.stats.SpecDecoding, "async scheduling %v", async)
+		b.Reset()
+		require.NoError(t, w.stats.WritePrometheus(&b))
+		assert.Contains(t, b.String(), "vllm:spec_decode_num_drafts_total 3\nvllm:spec_decode_num_draft_tokens_total 6\nvllm:spec_decode_num_accepted_tokens_total 6\n")
+		assert.Contains(t, b.String(), `vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3`+"\n"+`vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 3`+"\n")
+	}
 
-	w = jobsWorkload(t, engine.Config{}, 1, sim.Random(), jobs)
+	w := jobsWorkload(t, engine.Config{}, 1, sim.Random(), jobs)
 	assert.Zero(t, w.stats.SpecDecoding)
 	b.Reset()
 	require.NoError(t, w.stats.WritePrometheus(&b))
