@@ -528,8 +528,11 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	}
 	for _, r := range so.LoadWaiting { // after the loads they wait for
 		why := ""
-		if r.loadHeld == loadHeldBack {
+		switch r.loadHeld {
+		case loadHeldBack:
 			why = "loads"
+		case loadPending:
+			why = "store"
 		}
 		c.emit(Event{Kind: EventKVLoadWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Text: why})
 	}

@@ -148,7 +148,9 @@ const (
 	// vLLM's connector delays a request whose hits are being loaded: once
 	// that load lands, the GPU's cache has them. With Text "loads" it
 	// held it back, not looked up, because Config.MaxNumSeqs loads were in
-	// flight (the connector's back-pressure). Told once for each reason
+	// flight (the connector's back-pressure); with Text "store" because a
+	// preempted request's store still has copies in flight, its own or of
+	// blocks it would load (vLLM's HIT_PENDING). Told once for each reason
 	// in a row, until the request is admitted or loads.
 	EventKVLoadWait
 	// EventTokensCut: of the Held+N tokens a step gave the request at
@@ -285,6 +287,9 @@ func (e Event) text() string {
 	case EventKVLoadWait:
 		if e.Text == "loads" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): as many loads from host memory in flight as requests may run: it waits for one to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
+		}
+		if e.Text == "store" {
+			return fmt.Sprintf("%s %s (%s, incarnation %d): a preempted request's store to host memory, of its KV, still has copies in flight: it waits for the last to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
 		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): a load in flight reads blocks of its KV in host memory: it waits for it", e.Kind, e.RequestID, e.InternalID, e.Incarnation)
 	case EventKVStoreWait:

@@ -426,6 +426,16 @@ func (o *kvOffload) lacks(b *kvBlock) bool {
 }
 
 // ready returns the KV host memory holds under hash, if a load can find it.
+// lookup returns the block host memory holds or has on its way under
+// hash: a pending one is a store's copy in flight.
+func (o *kvOffload) lookup(hash uint64) (*offloaded, bool) {
+	e, ok := o.byHash[hash]
+	if !ok {
+		return nil, false
+	}
+	return e.Value.(*offloaded), true
+}
+
 func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
 	e, ok := o.byHash[hash]
 	if !ok || e.Value.(*offloaded).pending {

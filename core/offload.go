@@ -59,8 +59,18 @@ import (
 // under the ended request's hashes (core/kv-store-frees-early), which a
 // later load brings back. An ended request whose store is in flight is
 // still the core's, as one whose load is. A preempted request's copies
-// land at once, its store complete: vLLM's worker waits for them before
-// the blocks are reused. A reset of the prefix cache that may preempt
+// read its blocks at once, as vLLM's worker waits for them before the
+// blocks are reused (handle_preemptions), but the scheduler learns they
+// landed only from the output of the step it preempted the request in
+// (vLLM's store jobs reported done with a step's output): until then its
+// blocks are on their way, and the request waits to be admitted again,
+// as vLLM's connector defers a request whose own transfer jobs are in
+// flight, and so does one whose lookup finds them (vLLM's HIT_PENDING,
+// which has no deadline: a report lost holds them for ever, planted as
+// core/kv-store-forgotten-on-preempt, the class of vLLM's #49829). A
+// live or ended request's block on its way is no hit: its GPU blocks
+// hold it, which the GPU's prefix cache finds first. A reset of the
+// prefix cache that may preempt
 // abandons the stores in flight, as it does the loads: what they copy is
 // of the weights before it.
 //
@@ -177,6 +187,10 @@ type offloaded struct {
 	t2      bool // in ARC's T2
 	// protected: a store making room passes over it, stored already.
 	protected bool
+	// flushed: pending for a preempted request's store, which a lookup
+	// finds and waits for (HIT_PENDING); a live or ended request's pending
+	// block is no hit.
+	flushed bool
 }
 
 // pinned reports whether o cannot be put out: a store copies into it, a
@@ -195,8 +209,16 @@ type kvStore struct {
 	copies []storedBlock // the blocks its copies take
 	jobs   []StoreJob    // its copies in flight
 	ended  bool          // r ended: the store completes as its last copy lands
-	blocks []int32       // r's table when it ended: in use until the last copy lands
-	freed  bool          // core/kv-store-frees-early gave blocks back at the end
+	// flushed: r was preempted with copies in flight. The worker waited
+	// for them, which read r's blocks before their reuse, but the
+	// scheduler learns it only from the output of flushedOut's step
+	// (vLLM's store jobs of a preempted request stay in flight until
+	// reported): until then r waits to be admitted again, and so does a
+	// request that would load its blocks (HIT_PENDING).
+	flushed    bool
+	flushedOut *SchedulerOutput // the step that preempted r: its output reports the copies done
+	blocks     []int32          // r's table when it ended: in use until the last copy lands
+	freed      bool             // core/kv-store-frees-early gave blocks back at the end
 	// abandoned: a reset of the prefix cache came while a copy was in
 	// flight; what it copies is of the weights before, and it keeps none.
 	abandoned bool
@@ -269,6 +291,9 @@ func newKVOffload(cfg Config) *kvOffload {
 // the load itself is no use (prepare_load). A load started is counted as
 // vLLM's scheduler counts it (recordLookup).
 func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
+	if st := s.offload.stores[r.InternalID]; st != nil && st.flushed {
+		return loadPending // vLLM: a request whose own transfer jobs are in flight waits
+	}
 	if len(s.offload.loads) >= s.cfg.MaxNumSeqs {
 		return loadHeldBack // before the lookup: it touches nothing
 	}
@@ -279,15 +304,20 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
 		t.record(r.hashes[first:], salt) // vLLM looks up nothing when less than a block is past the hits
 	}
 	var reads []*offloaded
+	pending := false
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
-		o, ok := s.offload.ready(h ^ salt)
-		if !ok {
-			break
+		o, ok := s.offload.lookup(h ^ salt)
+		if !ok || o.pending && !o.flushed {
+			break // a live or ended request's copy in flight: no load finds it yet
 		}
+		pending = pending || o.pending
 		reads = append(reads, o)
 	}
 	if len(reads) == 0 {
 		return loadNone
+	}
+	if pending {
+		return loadPending // vLLM's HIT_PENDING: it waits for the store's copy to land
 	}
 	if slices.ContainsFunc(reads, func(o *offloaded) bool { return o.reads > 0 }) {
 		return loadDelayed // vLLM's connector: "hit blocks are being loaded, delay request"
@@ -336,11 +366,20 @@ const (
 	// None before its lookup while max_num_seqs requests are being loaded,
 	// for every waiting request).
 	loadHeldBack
+	// loadPending: a preempted request's store, its own or one of blocks
+	// it would load, is not yet reported landed; it waits for the report,
+	// and those behind it may be admitted meanwhile (vLLM's lookup
+	// answers HIT_PENDING and its connector None, with no deadline: its
+	// #49829).
+	loadPending
 )
 
 // holds reports whether the request waits in the queue, skipped, for a
-// load in flight to land, and the requests behind it may be admitted.
-func (h loadStart) holds() bool { return h == loadDelayed || h == loadHeldBack }
+// load or a store in flight to land, and the requests behind it may be
+// admitted.
+func (h loadStart) holds() bool {
+	return h == loadDelayed || h == loadHeldBack || h == loadPending
+}
 
 // WaitsForLoad reports whether the last step held a waiting request back
 // for a KV load in flight to land (a load of blocks it would load, or the
@@ -612,9 +651,11 @@ func (s *Scheduler) endStore(r *Request) bool {
 	return true
 }
 
-// flushStore lands the copies of a request's store at once, for its
-// preemption: vLLM's worker waits for a preempted request's stores before
-// its blocks are reused, and the scheduler completes them.
+// flushStore is a request's preemption for its store: vLLM's worker waits
+// for a preempted request's copies before its blocks are reused, so they
+// read its blocks now; the scheduler completes the store at once when
+// none is in flight, else with the output of the step being scheduled
+// (kvStore's flushed, completeFlushed).
 func (s *Scheduler) flushStore(r *Request) {
 	st := s.offload.stores[r.InternalID]
 	if st == nil {
@@ -623,8 +664,36 @@ func (s *Scheduler) flushStore(r *Request) {
 	for _, j := range st.jobs {
 		s.readCopies(st, j, r.table)
 	}
-	st.jobs = st.jobs[:0]
-	s.completeStore(st)
+	if len(st.jobs) == 0 {
+		s.completeStore(st)
+		return
+	}
+	st.flushed, st.flushedOut = true, s.out
+	for _, c := range st.copies {
+		if c.dst != nil && s.offload.byHash[c.hash] == c.dst {
+			c.dst.Value.(*offloaded).flushed = true
+		}
+	}
+}
+
+// completeFlushed completes the stores of requests that so's step
+// preempted: the worker waited for their copies before it ran the step,
+// and the step's output tells the scheduler (vLLM's store jobs reported
+// done with a step's output). Their copies land on the link later and
+// find nothing.
+func (s *Scheduler) completeFlushed(so *SchedulerOutput) {
+	for _, id := range sortedIDs(s.offload.stores) {
+		st := s.offload.stores[id]
+		if !st.flushed || st.flushedOut != so {
+			continue
+		}
+		if !st.abandoned && s.cfg.Faults.Fires(failpoints.CoreKVStoreForgottenOnPreempt) {
+			st.flushedOut = nil // the bug: never told
+			continue
+		}
+		st.jobs = st.jobs[:0]
+		s.completeStore(st)
+	}
 }
 
 // TakeStores returns the copies stores started since the last call, in
@@ -663,8 +732,10 @@ func (s *Scheduler) CompleteStore(id string, job uint64) (r *Request, n int, don
 	if st.ended {
 		table = st.blocks
 	}
-	s.readCopies(st, j, table)
-	if st.ended && len(st.jobs) == 0 {
+	if !st.flushed { // a preempted request's copies read its blocks as it was preempted
+		s.readCopies(st, j, table)
+	}
+	if st.ended && len(st.jobs) == 0 && !st.flushed {
 		s.completeStore(st)
 		return st.r, j.Blocks(), true, st.abandoned
 	}
@@ -692,7 +763,7 @@ func (s *Scheduler) completeStore(st *kvStore) {
 			continue
 		}
 		o := c.dst.Value.(*offloaded)
-		s.offload.words[o.slot], o.pending = c.word, false
+		s.offload.words[o.slot], o.pending, o.flushed = c.word, false, false
 	}
 	s.pool.freeAll(st.held())
 }

@@ -705,3 +705,51 @@ func TestALoadForgottenOnAbortHoldsItsReadersForEver(t *testing.T) {
 		assert.ErrorContains(t, s.CheckBlocks(), "counts 1 loads reading it, 0 in flight do")
 	}
 }
+
+// TestAPreemptedRequestsStoreHoldsItsReadersUntilTheStepReportsIt: a's
+// first step starts the copy of its two full blocks to host memory; a is
+// preempted with the copy in flight. The worker waits for the copy before
+// the blocks are reused, but the scheduler learns it landed only from the
+// output of the step after (vLLM's store jobs reported done): until then
+// a, whose own store is in flight, and b, whose prompt would load a's
+// blocks (vLLM's HIT_PENDING), both wait. A step of nothing reports it as
+// well: then a loads its blocks back, and b waits for that load. Under
+// core/kv-store-forgotten-on-preempt the report is lost and both wait for
+// ever, the class of vLLM's #49829.
+func TestAPreemptedRequestsStoreHoldsItsReadersUntilTheStepReportsIt(t *testing.T) {
+	run := func(t *testing.T, cfg Config) (*offloadRun, *Request, *Request) {
+		cfg.BlockSize, cfg.NumBlocks, cfg.EnablePrefixCaching, cfg.KVOffloadBlocks = 4, 32, true, 8
+		o := newOffloadRun(t, cfg)
+		s := o.s
+		a := o.add("a", 1, 4)
+		o.step() // the prompt: blocks 0 and 1 full, their copy in flight
+		require.Len(t, o.jobs, 1)
+		s.preempt(a)
+		require.True(t, s.offload.stores["a"].flushed)
+		s.pool.resetCache() // the GPU's cache lost a's blocks: b looks in host memory
+		b := o.add("b", 1, 4)
+		so := s.Schedule()
+		assert.Empty(t, so.Scheduled)
+		assert.Equal(t, []*Request{a, b}, so.LoadWaiting, "a waits for its own store, b for a's blocks")
+		assert.Equal(t, loadPending, a.loadHeld)
+		assert.Equal(t, loadPending, b.loadHeld)
+		return o, a, b
+	}
+	t.Run("fixed", func(t *testing.T) {
+		o, a, b := run(t, Config{})
+		assert.NotContains(t, o.s.offload.stores, "a", "the step of nothing reported the copy")
+		o.step()
+		assert.Contains(t, o.s.offload.loads, "a", "a loads its blocks back from host memory")
+		assert.Equal(t, kvLoading, a.kvLoad)
+		assert.Equal(t, loadDelayed, b.loadHeld, "b waits for a's load of them")
+	})
+	t.Run("bug", func(t *testing.T) {
+		o, a, b := run(t, Config{Faults: rttest.Armed(t, failpoints.CoreKVStoreForgottenOnPreempt.Name+"=return")})
+		for range 5 {
+			o.step()
+		}
+		assert.Equal(t, StatusPreempted, a.Status, "a waits for its store for ever")
+		assert.Equal(t, StatusWaiting, b.Status)
+		assert.True(t, o.s.WaitsForLoad(), "nothing is rejected: they wait for a store")
+	})
+}

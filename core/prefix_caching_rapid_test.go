@@ -180,8 +180,14 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 				if offload {
 					// A load or store in flight, or a waiting request whose
 					// KV landed, holds blocks: a reset that may not preempt
-					// fails; one that may abandons the copies.
-					copies := len(p.inFlight())
+					// fails; one that may abandons the copies. A preempted
+					// request's store holds none: its copies read them.
+					copies := 0
+					for _, c := range p.inFlight() {
+						if !c.store || !s.StoreFlushed(c.id) {
+							copies++
+						}
+					}
 					bad := !ok || len(preempted) != running // a reset that may preempt always succeeds
 					if !resetRunning {
 						bad = len(preempted) != 0 || ok && (running > 0 || copies > 0)

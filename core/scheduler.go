@@ -746,6 +746,9 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	if s.spec != nil && s.cfg.AsyncScheduling {
 		s.placeDrafts(out)
 	}
+	if s.offload != nil && len(out.Scheduled) == 0 && len(s.offload.stores) > 0 {
+		s.completeFlushed(out) // a step of nothing runs for the connector alone, and reports
+	}
 	return out
 }
 
@@ -1202,6 +1205,9 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		}
 	}
 	if s.offload != nil {
+		if len(s.offload.stores) > 0 {
+			s.completeFlushed(so)
+		}
 		// The blocks the step filled go to host memory, as vLLM's
 		// connector stores them step by step: those of the requests
 		// that ended went with their end.

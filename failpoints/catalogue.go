@@ -122,6 +122,9 @@ var (
 	CoreSpecPlaceholdersOutliveTheirWindow = register(&Point{Name: "core/spec-placeholders-outlive-their-window", Bug: true,
 		Doc:   "a bug, vLLM's before its #46899 (its issue #37159): with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling) a running request keeps the draft placeholders a step gave it when the next step passes it over (its token budget spent, a pause, a step that schedules nothing), and when it is scheduled again they reach the model, whose worker holds drafts only for the requests of its last step: token -1 at the model's input, a device-side assert, the engine dead",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVStoreForgottenOnPreempt = register(&Point{Name: "core/kv-store-forgotten-on-preempt", Bug: true,
+		Doc:   "a bug, the class of vLLM's #49829 (HIT_PENDING has no deadline) and #46019 (store jobs never reported): with KV offloading (Config.KVOffloadBlocks), the last copy of a preempted request's store lands and host memory is never told it completed, so its blocks stay on their way for ever: the request waits for its own store to be admitted again, and so does every request that would load those blocks — for ever",
+		Terms: "return", checkValue: checkNoValue})
 	CoreSpecRejectsBeforeDiscard = register(&Point{Name: "core/spec-rejects-before-discard", Bug: true,
 		Doc:   "a bug, vLLM's before its #46066: with speculative decoding and async scheduling (Config.NumSpeculativeTokens, Config.AsyncScheduling), the output of a step in flight when a reset of the prefix cache preempted its request takes the step's rejected drafts off the request as it is now — its computed tokens and output placeholders, which count its steps since it was admitted again — before it is dropped: the placeholders fall short of the steps in flight, and the request's next output finds none left (vLLM's assert), the engine dead",
 		Terms: "return", checkValue: checkNoValue})

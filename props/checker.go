@@ -541,9 +541,12 @@ func (c *Checker) observe(ev *core.Event) {
 			c.reach(KVStoreWaitedForLoads)
 		}
 	case core.EventKVLoadWait:
-		if ev.Text == "loads" {
+		switch ev.Text {
+		case "loads":
 			c.reach(KVLoadHeldBack)
-		} else {
+		case "store":
+			c.reach(KVLoadWaitedForAStore)
+		default:
 			c.reach(KVLoadWaitedForALoad)
 		}
 	case core.EventCallSplit:

@@ -145,6 +145,11 @@ const (
 	// requests, so they had to go, or its next step would give the model
 	// tokens it does not have.
 	DraftPlaceholdersDropped
+	// KVLoadWaitedForAStore: a waiting request waited for a preempted
+	// request's store, its own or one of blocks it would load from host
+	// memory, to land before it was admitted (vLLM's HIT_PENDING): a
+	// store never completed would hold it for ever (vLLM's #49829).
+	KVLoadWaitedForAStore
 
 	situationCount
 )
@@ -156,7 +161,7 @@ var situationNames = [situationCount]string{
 	"partial-wake-with-requests", "resume-while-asleep", "update-with-requests", "resume-during-an-update", "update-while-asleep",
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
-	"kv-load-held-back", "tokens-cut-at-a-stop", "draft-placeholders-dropped",
+	"kv-load-held-back", "tokens-cut-at-a-stop", "draft-placeholders-dropped", "kv-load-waited-for-a-store",
 }
 
 var situationDocs = [situationCount]string{
@@ -191,6 +196,7 @@ var situationDocs = [situationCount]string{
 	"a waiting request was held back, not looked up in host memory, while as many KV loads were in flight as requests may run (the connector's back-pressure)",
 	"a step gave a request several tokens at once (speculative decoding) and those after its end — a stop token, MaxTokens, the model length or a stop string before the last — were dropped",
 	"with async scheduling and speculative decoding, a step that ran passed over a running request with draft placeholders, which the model has no drafts for at its next step: they were dropped",
+	"a waiting request waited for a preempted request's store to host memory, its own or one of blocks it would load, to land (vLLM's HIT_PENDING)",
 }
 
 // AllSituations lists every situation, in the order of their constants.

@@ -265,6 +265,10 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 			st.notable(at, who, fmt.Sprintf("holds %s back before it looks in host memory: as many loads are in flight as requests may run, and it waits for one to land", req))
 			break
 		}
+		if ev.Text == "store" {
+			st.notable(at, who, fmt.Sprintf("holds %s back: a preempted request's store to host memory, of its KV, still has copies in flight, and it waits for the last to land", req))
+			break
+		}
 		st.notable(at, who, fmt.Sprintf("holds %s back: a load in flight reads blocks of its KV in host memory, which it waits for instead of loading them again", req))
 	case core.EventKVStoreWait:
 		why := "too many of its blocks on their way there"
