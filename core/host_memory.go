@@ -436,14 +436,6 @@ func (o *kvOffload) lookup(hash uint64) (*offloaded, bool) {
 	return e.Value.(*offloaded), true
 }
 
-func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
-	e, ok := o.byHash[hash]
-	if !ok || e.Value.(*offloaded).pending {
-		return nil, false
-	}
-	return e.Value.(*offloaded), true
-}
-
 // drop forgets every block host memory holds, every slot free, and ARC's
 // ghosts and target (vLLM's reset_cache); what the slots hold stays
 // until a store overwrites it, as a load a reset abandoned may still

@@ -753,3 +753,13 @@ func TestAPreemptedRequestsStoreHoldsItsReadersUntilTheStepReportsIt(t *testing.
 		assert.True(t, o.s.WaitsForLoad(), "nothing is rejected: they wait for a store")
 	})
 }
+
+// ready returns the block host memory holds under hash for a load to read:
+// held, not on its way.
+func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
+	b, ok := o.lookup(hash)
+	if !ok || b.pending {
+		return nil, false
+	}
+	return b, true
+}

@@ -134,9 +134,14 @@ func TestEveryEvictionWhileALoadReadsOpenedItsWindow(t *testing.T) {
 // landed, and loads it back for a reader; another reader's blocks are
 // stored as its steps fill them, the copy landing before it ends, and the
 // store completes as it ends with no copy in flight. The story says when
-// each copy starts and when it lands.
+// each copy starts and when it lands. Earlier, reader-3#8 is preempted
+// with the copy of its block in flight; the scheduler learns it landed
+// only from the next step's output, and holds reader-3#8 back until then
+// (vLLM's connector defers a request whose own transfer jobs are in
+// flight), then admits it.
 func TestTheStoryTellsAKVLoad(t *testing.T) {
-	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 7),
+	told := storyOf(t, scenario.KVOffload, 7)
+	assertToldInOrder(t, told,
 		"starts to copy 6 block(s) of batch-0#9's KV to host memory",
 		"lands the last copy of batch-0#9's KV, 6 block(s): its store is complete, host memory holds it, and its blocks go back",
 		"starts to load 5 block(s) of reader-0#12's KV from host memory: it waits for them",
@@ -144,15 +149,7 @@ func TestTheStoryTellsAKVLoad(t *testing.T) {
 		"starts to copy 2 block(s) of reader-3-aside#15's KV to host memory",
 		"lands a copy of 2 block(s) of reader-3-aside#15's KV in host memory: a load finds them once the request ended and its last copy landed",
 		"completes the store of reader-3-aside#15's KV as it ends, no copy in flight: host memory holds its 2 block(s) for loads to find")
-}
-
-// TestTheStoryTellsAWaitForAPreemptedRequestsStore: in kv-offload's seed
-// 7, reader-3#8 is preempted with the copy of its block to host memory in
-// flight; the scheduler learns it landed only from the next step's output,
-// and holds reader-3#8 back until then (vLLM's connector defers a request
-// whose own transfer jobs are in flight), then admits it.
-func TestTheStoryTellsAWaitForAPreemptedRequestsStore(t *testing.T) {
-	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 7),
+	assertToldInOrder(t, told,
 		"starts to copy 1 block(s) of reader-3#8's KV to host memory",
 		"preempts reader-3#8 to free KV blocks",
 		"holds reader-3#8 back: a preempted request's store to host memory, of its KV, still has copies in flight, and it waits for the last to land",
