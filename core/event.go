@@ -135,7 +135,9 @@ const (
 	// find, and the blocks went back; or, Text "abandoned", a reset of
 	// the prefix cache came meanwhile, and host memory keeps none of them.
 	// With Text "ended" the request ended with no copy in flight and its
-	// store completed then, Held the blocks its copies brought.
+	// store completed then, Held the blocks its copies brought; with Text
+	// "preempted" the output of the step that preempted it reported its
+	// copies landed, which completed its store.
 	EventKVStored
 	// EventKVStoreWait: host memory could not make room for the Held
 	// blocks the request's step filled, too many of its blocks on their
@@ -304,6 +306,8 @@ func (e Event) text() string {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; host memory keeps none", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		case e.Text == "ended":
 			return fmt.Sprintf("%s %s (%s, incarnation %d): ended with no copy in flight, the store of %d block(s) complete", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		case e.Text == "preempted":
+			return fmt.Sprintf("%s %s (%s, incarnation %d): preempted, the step's output reports its copies landed, the store of %d block(s) complete", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		case e.Finished:
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory, the store complete; its blocks go back", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		}

@@ -155,11 +155,13 @@ type kvOffload struct {
 	jobs  uint64 // copies ever started, for their numbers
 }
 
-// StoreDone is a store completed as its request ended: how many blocks
-// host memory keeps for it.
+// StoreDone is a store completed as its request ended, with no copy in
+// flight, or, Preempted, with the output of the step that preempted it:
+// how many blocks host memory keeps for it.
 type StoreDone struct {
-	R      *Request
-	Blocks int
+	R         *Request
+	Blocks    int
+	Preempted bool
 }
 
 // StoreWait is a request whose step filled Blocks blocks host memory
@@ -693,6 +695,7 @@ func (s *Scheduler) completeFlushed(so *SchedulerOutput) {
 		}
 		st.jobs = st.jobs[:0]
 		s.completeStore(st)
+		s.offload.done = append(s.offload.done, StoreDone{R: st.r, Blocks: len(st.copies), Preempted: true})
 	}
 }
 
@@ -895,8 +898,11 @@ func (c *EngineCore) startStores() {
 		c.emit(ev)
 	}
 	for _, d := range done {
-		r := d.R
-		c.emit(Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: d.Blocks, Finished: true, Text: "ended"})
+		r, how := d.R, "ended"
+		if d.Preempted {
+			how = "preempted"
+		}
+		c.emit(Event{Kind: EventKVStored, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: d.Blocks, Finished: true, Text: how})
 	}
 	for _, j := range jobs {
 		r, n := c.sched.offload.stores[j.ID].r, j.Blocks()

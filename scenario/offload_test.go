@@ -136,9 +136,9 @@ func TestEveryEvictionWhileALoadReadsOpenedItsWindow(t *testing.T) {
 // store completes as it ends with no copy in flight. The story says when
 // each copy starts and when it lands. Earlier, reader-3#8 is preempted
 // with the copy of its block in flight; the scheduler learns it landed
-// only from the next step's output, and holds reader-3#8 back until then
+// only from the step's output, and holds reader-3#8 back until then
 // (vLLM's connector defers a request whose own transfer jobs are in
-// flight), then admits it.
+// flight), then admits it; the story tells each.
 func TestTheStoryTellsAKVLoad(t *testing.T) {
 	told := storyOf(t, scenario.KVOffload, 7)
 	assertToldInOrder(t, told,
@@ -154,6 +154,7 @@ func TestTheStoryTellsAKVLoad(t *testing.T) {
 		"preempts reader-3#8 to free KV blocks",
 		"holds reader-3#8 back: a preempted request's store to host memory, of its KV, still has copies in flight, and it waits for the last to land",
 		"reaches kv-load-waited-for-a-store",
+		"learns from the step's output that the copies of preempted reader-3#8's KV landed: its store is complete, host memory holds its 1 block(s) for loads to find",
 		"admits reader-3#8 from the prefix cache: its first 24 token(s) are in cached blocks")
 }
 

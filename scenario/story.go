@@ -282,6 +282,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 			st.notable(at, who, fmt.Sprintf("lands a copy of %d block(s) of %s's KV after a reset of the prefix cache: of the weights before it, host memory keeps none of its store", ev.Held, req))
 		case ev.Text == "ended":
 			st.notable(at, who, fmt.Sprintf("completes the store of %s's KV as it ends, no copy in flight: host memory holds its %d block(s) for loads to find", req, ev.Held))
+		case ev.Text == "preempted":
+			st.notable(at, who, fmt.Sprintf("learns from the step's output that the copies of preempted %s's KV landed: its store is complete, host memory holds its %d block(s) for loads to find", req, ev.Held))
 		case ev.Finished:
 			st.notable(at, who, fmt.Sprintf("lands the last copy of %s's KV, %d block(s): its store is complete, host memory holds it, and its blocks go back", req, ev.Held))
 		default:
