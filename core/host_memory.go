@@ -425,7 +425,6 @@ func (o *kvOffload) lacks(b *kvBlock) bool {
 	return b.hashed && o.reuse.eligible(b.hash) && o.byHash[b.hash] == nil
 }
 
-// ready returns the KV host memory holds under hash, if a load can find it.
 // lookup returns the block host memory holds or has on its way under
 // hash: a pending one is a store's copy in flight.
 func (o *kvOffload) lookup(hash uint64) (*offloaded, bool) {

@@ -144,7 +144,10 @@ type kvOffload struct {
 	loads  map[string]*kvLoad // by the internal id of the request that started it
 	// stores are the requests' stores, by internal id: a live request's
 	// from its first copy on, an ended one's until its last copy landed.
-	stores  map[string]*kvStore
+	stores map[string]*kvStore
+	// flushed are the stores of preempted requests not yet reported
+	// landed (kvStore's flushed), in order of preemption.
+	flushed []*kvStore
 	started []StoreJob // the copies started since the core last took them (TakeStores)
 	// done are the stores completed as their requests ended, with no copy
 	// in flight, since the core last took them (TakeStores).
@@ -671,6 +674,7 @@ func (s *Scheduler) flushStore(r *Request) {
 		return
 	}
 	st.flushed, st.flushedOut = true, s.out
+	s.offload.flushed = append(s.offload.flushed, st)
 	for _, c := range st.copies {
 		if c.dst != nil && s.offload.byHash[c.hash] == c.dst {
 			c.dst.Value.(*offloaded).flushed = true
@@ -684,19 +688,18 @@ func (s *Scheduler) flushStore(r *Request) {
 // done with a step's output). Their copies land on the link later and
 // find nothing.
 func (s *Scheduler) completeFlushed(so *SchedulerOutput) {
-	for _, id := range sortedIDs(s.offload.stores) {
-		st := s.offload.stores[id]
-		if !st.flushed || st.flushedOut != so {
-			continue
-		}
-		if !st.abandoned && s.cfg.Faults.Fires(failpoints.CoreKVStoreForgottenOnPreempt) {
-			st.flushedOut = nil // the bug: never told
-			continue
+	s.offload.flushed = slices.DeleteFunc(s.offload.flushed, func(st *kvStore) bool {
+		switch {
+		case st.flushedOut != so:
+			return false // another step's: its output tells
+		case !st.abandoned && s.cfg.Faults.Fires(failpoints.CoreKVStoreForgottenOnPreempt):
+			return true // the bug: never told
 		}
 		st.jobs = st.jobs[:0]
 		s.completeStore(st)
 		s.offload.done = append(s.offload.done, StoreDone{R: st.r, Blocks: len(st.copies), Preempted: true})
-	}
+		return true
+	})
 }
 
 // TakeStores returns the copies stores started since the last call, in
@@ -787,7 +790,8 @@ func (s *Scheduler) DropTransfers() {
 		s.pool.freeAll(s.offload.stores[id].held())
 	}
 	clear(s.offload.stores)
-	s.offload.started, s.offload.done = nil, nil
+	clear(s.offload.flushed)
+	s.offload.started, s.offload.done, s.offload.flushed = nil, nil, s.offload.flushed[:0]
 }
 
 // releaseEnded gives back the blocks an ended request's load held, unless

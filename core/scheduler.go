@@ -746,7 +746,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	if s.spec != nil && s.cfg.AsyncScheduling {
 		s.placeDrafts(out)
 	}
-	if s.offload != nil && len(out.Scheduled) == 0 && len(s.offload.stores) > 0 {
+	if s.offload != nil && len(out.Scheduled) == 0 && len(s.offload.flushed) > 0 {
 		s.completeFlushed(out) // a step of nothing runs for the connector alone, and reports
 	}
 	return out
@@ -1205,7 +1205,7 @@ func (s *Scheduler) UpdateFromOutputInto(dst []Frame, so *SchedulerOutput, sampl
 		}
 	}
 	if s.offload != nil {
-		if len(s.offload.stores) > 0 {
+		if len(s.offload.flushed) > 0 {
 			s.completeFlushed(so)
 		}
 		// The blocks the step filled go to host memory, as vLLM's
