@@ -82,9 +82,10 @@ func (p *pipeline) inFlight() []copyInFlight {
 }
 
 // holds reports whether a copy in flight is the ended request of internal
-// id's: the scheduler refuses the id until it lands.
+// id's, or its store, which a preemption flushed, waits for the output of
+// the step that preempted it: the scheduler refuses the id until then.
 func (p *pipeline) holds(id string) bool {
-	return slices.ContainsFunc(p.inFlight(), func(c copyInFlight) bool { return c.id == id })
+	return p.s.StoreFlushed(id) || slices.ContainsFunc(p.inFlight(), func(c copyInFlight) bool { return c.id == id })
 }
 
 // land lands the oldest copy in flight, if there is one.

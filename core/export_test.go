@@ -53,15 +53,16 @@ func (s *Scheduler) DebugState() string {
 	return out
 }
 
-// StoreCopyInFlight reports whether copy job of the store of internal id
-// has not landed: a preemption lands its request's copies at once.
 // StoreFlushed reports whether the store of the request of internal id is
-// a preempted request's, whose copies hold no blocks.
+// a preempted request's, whose copies hold no blocks and which the output
+// of the step that preempted it completes.
 func (s *Scheduler) StoreFlushed(id string) bool {
 	st, ok := s.offload.stores[id]
 	return ok && st.flushed
 }
 
+// StoreCopyInFlight reports whether copy job of the store of internal id
+// has not landed: a preemption lands its request's copies at once.
 func (s *Scheduler) StoreCopyInFlight(id string, job uint64) bool {
 	st, ok := s.offload.stores[id]
 	return ok && slices.ContainsFunc(st.jobs, func(j StoreJob) bool { return j.Job == job })
