@@ -109,6 +109,15 @@ type Config struct {
 	// KVOffloadBlocks neither has an effect.
 	KVOffloadStoreThreshold int
 	KVOffloadTrackerSize    int
+	// KVOffloadMaxRecomputePendingTokens bounds the wait for blocks a
+	// preempted request's store still copies to host memory (vLLM's
+	// HIT_PENDING), as vLLM's max_recompute_pending_tokens
+	// (kv_connector_extra_config, its PR #57959): when the blocks of a
+	// lookup's hit from the first pending one on hold at most this many
+	// tokens, the hit is cut before that block, the request loads what
+	// lies before it and computes the rest. 0, the default, always waits.
+	// It never bounds a request's wait for its own store.
+	KVOffloadMaxRecomputePendingTokens int
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -221,6 +230,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got %d", c.KVOffloadStoreThreshold)
 	case c.KVOffloadTrackerSize < 0:
 		return fmt.Errorf("core: KVOffloadTrackerSize must be ≥ 0 (0: %d), got %d", DefaultKVOffloadTrackerSize, c.KVOffloadTrackerSize)
+	case c.KVOffloadMaxRecomputePendingTokens < 0:
+		return fmt.Errorf("core: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got %d", c.KVOffloadMaxRecomputePendingTokens)
 	case c.KVOffloadPolicy > OffloadARC:
 		return fmt.Errorf("core: unknown KVOffloadPolicy %d: want OffloadLRU or OffloadARC", c.KVOffloadPolicy)
 	case c.SchedulingPolicy > PolicyPriority:

@@ -168,6 +168,13 @@ const (
 	// step, and it loses them (vLLM's #46899); Text "kept" when
 	// core/spec-placeholders-outlive-their-window kept them.
 	EventDraftsDropped
+	// EventKVPendingCut: the waiting request's hit in host memory ended
+	// with Held blocks a preempted request's store still copies there
+	// (vLLM's HIT_PENDING), few enough that it computes them again rather
+	// than wait for the copy (Config.KVOffloadMaxRecomputePendingTokens):
+	// told as it is admitted, or as its load of the blocks before them
+	// starts.
+	EventKVPendingCut
 )
 
 var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", "core.abort", "core.step", "core.preempt",
@@ -175,7 +182,8 @@ var eventKindNames = [...]string{"", "add", "abort", "core.add", "core.reject", 
 	"core.pause", "core.pause-done", "core.resume", "paused", "core.kv-leak", "core.cache-reset",
 	"core.sleep", "core.wake-up", "core.resume-refused", "core.weight-update", "core.lora-wait", "core.lora-load",
 	"core.lora-pin", "core.lora-remove", "core.kv-load", "core.kv-loaded", "call-split", "core.kv-store", "core.kv-stored",
-	"core.kv-store-wait", "core.kv-load-wait", "tokens-cut", "core.drafts-dropped"}
+	"core.kv-store-wait", "core.kv-load-wait", "tokens-cut", "core.drafts-dropped",
+	"core.kv-pending-cut"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && k > 0 {
@@ -286,6 +294,8 @@ func (e Event) text() string {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): passed over with %d draft placeholder(s), which the model has no drafts for, and kept them", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): passed over with %d draft placeholder(s), which the model has no drafts for", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+	case EventKVPendingCut:
+		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) of its KV a preempted request's store still copies to host memory: it computes them again rather than wait", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoadWait:
 		if e.Text == "loads" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): as many loads from host memory in flight as requests may run: it waits for one to land", e.Kind, e.RequestID, e.InternalID, e.Incarnation)

@@ -67,7 +67,11 @@ import (
 // as vLLM's connector defers a request whose own transfer jobs are in
 // flight, and so does one whose lookup finds them (vLLM's HIT_PENDING,
 // which has no deadline: a report lost holds them for ever, planted as
-// core/kv-store-forgotten-on-preempt, the class of vLLM's #49829). A
+// core/kv-store-forgotten-on-preempt, the class of vLLM's #49829), unless
+// Config.KVOffloadMaxRecomputePendingTokens bounds a reader's wait: a hit
+// that ends with that many tokens of such blocks or fewer is cut before
+// them, and the reader computes them (vLLM's max_recompute_pending_tokens;
+// it never bounds the request's wait for its own store). A
 // live or ended request's block on its way is no hit: its GPU blocks
 // hold it, which the GPU's prefix cache finds first. A reset of the
 // prefix cache that may preempt
@@ -148,6 +152,10 @@ type kvOffload struct {
 	// flushed are the stores of preempted requests not yet reported
 	// landed (kvStore's flushed), in order of preemption.
 	flushed []*kvStore
+	// cut is how many blocks a preempted request's store still copies the
+	// last lookup left out of its hit, to compute them again
+	// (Config.KVOffloadMaxRecomputePendingTokens); 0 when it left none.
+	cut     int
 	started []StoreJob // the copies started since the core last took them (TakeStores)
 	// done are the stores completed as their requests ended, with no copy
 	// in flight, since the core last took them (TakeStores).
@@ -296,6 +304,7 @@ func newKVOffload(cfg Config) *kvOffload {
 // the load itself is no use (prepare_load). A load started is counted as
 // vLLM's scheduler counts it (recordLookup).
 func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
+	s.offload.cut = 0
 	if st := s.offload.stores[r.InternalID]; st != nil && st.flushed {
 		return loadPending // vLLM: a request whose own transfer jobs are in flight waits
 	}
@@ -309,20 +318,29 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
 		t.record(r.hashes[first:], salt) // vLLM looks up nothing when less than a block is past the hits
 	}
 	var reads []*offloaded
-	pending := false
+	pending := -1 // the first block of the hit a preempted request's store still copies
 	for _, h := range r.hashes[first : (r.NumTokens()-1)/s.cfg.BlockSize] {
 		o, ok := s.offload.lookup(h ^ salt)
 		if !ok || o.pending && !o.flushed {
 			break // a live or ended request's copy in flight: no load finds it yet
 		}
-		pending = pending || o.pending
+		if o.pending && pending < 0 {
+			pending = len(reads)
+		}
 		reads = append(reads, o)
+	}
+	if pending >= 0 {
+		tail := len(reads) - pending
+		if tail*s.cfg.BlockSize > s.cfg.KVOffloadMaxRecomputePendingTokens {
+			return loadPending // vLLM's HIT_PENDING: it waits for the store's copy to land
+		}
+		// vLLM's max_recompute_pending_tokens: computing the tail again
+		// is cheaper than the wait; the hit ends before it.
+		s.offload.cut = tail
+		reads = reads[:pending]
 	}
 	if len(reads) == 0 {
 		return loadNone
-	}
-	if pending {
-		return loadPending // vLLM's HIT_PENDING: it waits for the store's copy to land
 	}
 	if slices.ContainsFunc(reads, func(o *offloaded) bool { return o.reads > 0 }) {
 		return loadDelayed // vLLM's connector: "hit blocks are being loaded, delay request"
@@ -351,6 +369,23 @@ func (s *Scheduler) startLoad(r *Request, hits []int32) loadStart {
 	s.offload.loads[r.InternalID] = ld
 	s.offload.recordLookup(r, first*s.cfg.BlockSize, len(reads)*s.cfg.BlockSize)
 	return loadStarted
+}
+
+// PendingCut is a waiting request whose hit in host memory was cut
+// before Blocks blocks a preempted request's store still copies there,
+// which it computes again rather than wait for the copy
+// (Config.KVOffloadMaxRecomputePendingTokens).
+type PendingCut struct {
+	R      *Request
+	Blocks int
+}
+
+// cutPending tells of r's hit cut before cut pending blocks, if it was,
+// once r is admitted or its load started.
+func (so *SchedulerOutput) cutPending(r *Request, cut int) {
+	if cut > 0 {
+		so.PendingCut = append(so.PendingCut, PendingCut{R: r, Blocks: cut})
+	}
 }
 
 // loadStart is what a waiting request's lookup of host memory came to.

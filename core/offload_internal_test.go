@@ -2,10 +2,11 @@ package core
 
 import (
 	"container/list"
-	"github.com/llmdst/llmdst/failpoints"
-	"github.com/llmdst/llmdst/internal/rttest"
+	"slices"
 	"testing"
 
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,6 +68,7 @@ func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 	assert.NoError(t, Config{KVOffloadPolicy: OffloadARC}.WithDefaults().Validate(), "no host memory: the policy has no effect")
 	assert.EqualError(t, Config{KVOffloadStoreThreshold: -1}.WithDefaults().Validate(), "core: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got -1")
 	assert.EqualError(t, Config{KVOffloadTrackerSize: -3}.WithDefaults().Validate(), "core: KVOffloadTrackerSize must be ≥ 0 (0: 64000), got -3")
+	assert.EqualError(t, Config{KVOffloadMaxRecomputePendingTokens: -4}.WithDefaults().Validate(), "core: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got -4")
 	assert.EqualError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: 7}.WithDefaults().Validate(), "core: unknown KVOffloadPolicy 7: want OffloadLRU or OffloadARC")
 }
 
@@ -762,4 +764,93 @@ func (o *kvOffload) ready(hash uint64) (*offloaded, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// TestAShortPendingTailIsComputedAgainRatherThanWaitedFor: vLLM's
+// max_recompute_pending_tokens (Config.KVOffloadMaxRecomputePendingTokens)
+// bounds HIT_PENDING's wait. b's prompt is a's, whose store of its two
+// full blocks a preemption left in flight: with room for both blocks'
+// tokens b computes them at once rather than wait, with room for one
+// block's it waits; a waits for its own store either way. When the first
+// block of the hit is ready in host memory, another request's, b loads it
+// and computes the pending one. b's tokens are the model's throughout.
+func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
+	preempted := func(t *testing.T, max int) (*offloadRun, *Request) {
+		o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, KVOffloadMaxRecomputePendingTokens: max})
+		a := o.add("a", 1, 4)
+		o.step() // the prompt: blocks 0 and 1 full, their copy in flight
+		require.Len(t, o.jobs, 1)
+		o.s.preempt(a)
+		require.True(t, o.s.offload.stores["a"].flushed)
+		o.s.pool.resetCache() // the GPU's cache lost a's blocks: b looks in host memory
+		return o, a
+	}
+	t.Run("both blocks", func(t *testing.T) {
+		o, a := preempted(t, 8)
+		b := o.add("b", 1, 4)
+		so := o.s.Schedule()
+		require.Len(t, so.Scheduled, 1)
+		assert.Same(t, b, so.Scheduled[0].Req, "b is admitted at once")
+		assert.Equal(t, 0, so.Scheduled[0].Start, "b computes its prompt from its first token")
+		assert.Equal(t, []PendingCut{{R: b, Blocks: 2}}, so.PendingCut)
+		assert.Equal(t, []*Request{a}, so.LoadWaiting, "a waits for its own store")
+		assert.Empty(t, so.Loads)
+		o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
+		require.NoError(t, o.s.CheckBlocks())
+		for range 8 {
+			o.step()
+		}
+		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
+		assert.Equal(t, Tokens(ToyModel{}, a.Prompt, 4), a.Output, "a loaded its blocks back once its store was reported")
+	})
+	t.Run("one block's tokens", func(t *testing.T) {
+		o, a := preempted(t, 7)
+		b := o.add("b", 1, 4)
+		so := o.s.Schedule()
+		assert.Empty(t, so.Scheduled)
+		assert.Empty(t, so.PendingCut)
+		assert.Equal(t, []*Request{a, b}, so.LoadWaiting, "8 tokens pending are more than 7: b waits")
+		assert.Equal(t, loadPending, b.loadHeld)
+	})
+	t.Run("a ready block before the pending one", func(t *testing.T) {
+		for _, max := range []int{4, 3} {
+			o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, KVOffloadMaxRecomputePendingTokens: max})
+			s := o.s
+			c := o.add("c", 1, 1) // blocks 0 and 1 of 1…9, stored as c ends
+			o.step()
+			require.True(t, c.Status.Finished())
+			_, _, done, _ := s.CompleteStore("c", 1)
+			require.True(t, done)
+			prompt := []int{1, 2, 3, 4, 50, 51, 52, 53, 54} // c's first block, then its own
+			a := &Request{InternalID: "a", ExternalID: "a", Prompt: prompt, Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
+			require.NoError(t, s.AddRequest(a))
+			o.step() // a's block 1 is copied; host memory holds block 0 already
+			require.Len(t, o.jobs, 2)
+			assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 0, to: 1}, o.jobs[1])
+			s.preempt(a)
+			s.pool.resetCache()
+			b := &Request{InternalID: "b", ExternalID: "b", Prompt: slices.Clone(prompt), Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
+			require.NoError(t, s.AddRequest(b))
+			so := s.Schedule()
+			if max < 4 {
+				assert.Empty(t, so.Loads, "max %d: 4 tokens pending are more", max)
+				assert.Equal(t, loadPending, b.loadHeld)
+				continue
+			}
+			assert.Equal(t, []*Request{b}, so.Loads, "b loads the ready block")
+			assert.Equal(t, []PendingCut{{R: b, Blocks: 1}}, so.PendingCut)
+			require.Contains(t, s.offload.loads, "b")
+			assert.Len(t, s.offload.loads["b"].reads, 1)
+			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+			_, how, n := s.CompleteLoad("b")
+			require.Equal(t, LoadLanded, how)
+			assert.Equal(t, 1, n)
+			assert.Equal(t, 4, b.NumComputed, "b computes from its second block")
+			for range 8 {
+				o.step()
+			}
+			assert.Equal(t, Tokens(ToyModel{}, prompt, 4), b.Output)
+			assert.Zero(t, b.kvGarbage)
+		}
+	})
 }

@@ -79,6 +79,7 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 			cfg.KVOffloadPolicy = core.KVOffloadPolicy(rapid.IntRange(0, 1).Draw(t, "offloadPolicy"))
 			cfg.KVOffloadStoreThreshold = rapid.IntRange(0, 3).Draw(t, "storeThreshold")
 			cfg.KVOffloadTrackerSize = rapid.IntRange(0, 8).Draw(t, "trackerSize")
+			cfg.KVOffloadMaxRecomputePendingTokens = rapid.IntRange(0, 12).Draw(t, "maxRecomputePendingTokens")
 		}
 		cfg.NumSpeculativeTokens = rapid.IntRange(0, 3).Draw(t, "specTokens")
 		cfg.Draft = core.DraftModel{Target: core.ToyModel{}, MissOdds: uint64(rapid.IntRange(1, 4).Draw(t, "draftMissOdds"))}

@@ -129,6 +129,13 @@ type Config struct {
 	// core.Config.KVOffloadStoreThreshold.
 	KVOffloadStoreThreshold int
 	KVOffloadTrackerSize    int
+	// KVOffloadMaxRecomputePendingTokens is vLLM's
+	// max_recompute_pending_tokens (kv_connector_extra_config): a lookup
+	// whose hit ends with at most this many tokens of blocks a preempted
+	// request's store still copies to host memory computes them rather
+	// than wait for the copy; 0, the default, waits. See
+	// core.Config.KVOffloadMaxRecomputePendingTokens.
+	KVOffloadMaxRecomputePendingTokens int
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -185,7 +192,8 @@ func (c Config) coreConfig() core.Config {
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
 		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy,
-		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize, StepTime: c.StepTime, Model: c.Model,
+		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize,
+		KVOffloadMaxRecomputePendingTokens: c.KVOffloadMaxRecomputePendingTokens, StepTime: c.StepTime, Model: c.Model,
 		NumSpeculativeTokens: c.NumSpeculativeTokens, Draft: c.Draft, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()

@@ -86,6 +86,10 @@
 // cache ("arc"). Config.KVOffloadStoreThreshold is vLLM's
 // store_threshold: a block is stored only once the lookups of waiting
 // requests have seen it that many times.
+// Config.KVOffloadMaxRecomputePendingTokens is vLLM's
+// max_recompute_pending_tokens: a lookup whose hit ends with a few tokens
+// of a preempted request's store still in flight computes them again
+// rather than wait for the store (HIT_PENDING).
 //
 // Config.NumSpeculativeTokens is vLLM's speculative decoding with a draft
 // model: after each step that samples a request's token, Config.Draft

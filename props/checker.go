@@ -555,6 +555,8 @@ func (c *Checker) observe(ev *core.Event) {
 		c.reach(TokensCutAtAStop)
 	case core.EventDraftsDropped:
 		c.reach(DraftPlaceholdersDropped)
+	case core.EventKVPendingCut:
+		c.reach(KVPendingComputedAgain)
 	case core.EventPause, core.EventPauseDone, core.EventResume, core.EventPaused:
 		c.pause(ev)
 	case core.EventSleep:

@@ -150,6 +150,12 @@ const (
 	// memory, to land before it was admitted (vLLM's HIT_PENDING): a
 	// store never completed would hold it for ever (vLLM's #49829).
 	KVLoadWaitedForAStore
+	// KVPendingComputedAgain: a waiting request's hit in host memory ended
+	// with blocks a preempted request's store still copied, few enough
+	// (Config.KVOffloadMaxRecomputePendingTokens, vLLM's
+	// max_recompute_pending_tokens) that it computed them again rather
+	// than wait for the store.
+	KVPendingComputedAgain
 
 	situationCount
 )
@@ -162,6 +168,7 @@ var situationNames = [situationCount]string{
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
 	"kv-load-held-back", "tokens-cut-at-a-stop", "draft-placeholders-dropped", "kv-load-waited-for-a-store",
+	"kv-pending-computed-again",
 }
 
 var situationDocs = [situationCount]string{
@@ -197,6 +204,7 @@ var situationDocs = [situationCount]string{
 	"a step gave a request several tokens at once (speculative decoding) and those after its end — a stop token, MaxTokens, the model length or a stop string before the last — were dropped",
 	"with async scheduling and speculative decoding, a step that ran passed over a running request with draft placeholders, which the model has no drafts for at its next step: they were dropped",
 	"a waiting request waited for a preempted request's store to host memory, its own or one of blocks it would load, to land (vLLM's HIT_PENDING)",
+	"a waiting request computed again the blocks at the end of its hit in host memory that a preempted request's store still copied, rather than wait for it (vLLM's max_recompute_pending_tokens)",
 }
 
 // AllSituations lists every situation, in the order of their constants.
@@ -238,10 +246,10 @@ func ParseSituation(name string) (Situation, error) {
 var ReuseWindows = SetOf(StaleFrameAfterReuse, AbortAfterReuse, CoreRefusedAdd)
 
 // SituationSet is a set of situations.
-type SituationSet uint32
+type SituationSet uint64
 
 // A set holds every situation.
-var _ [32 - situationCount]struct{}
+var _ [64 - situationCount]struct{}
 
 // SetOf returns the set of the situations given.
 func SetOf(ss ...Situation) SituationSet {
@@ -259,13 +267,13 @@ func (set SituationSet) With(s Situation) SituationSet { return set | 1<<s }
 func (set SituationSet) Has(s Situation) bool { return set&(1<<s) != 0 }
 
 // Len is the number of situations in the set.
-func (set SituationSet) Len() int { return bits.OnesCount32(uint32(set)) }
+func (set SituationSet) Len() int { return bits.OnesCount64(uint64(set)) }
 
 // All yields the set's situations in the order of their constants.
 func (set SituationSet) All() iter.Seq[Situation] {
 	return func(yield func(Situation) bool) {
-		for rest := uint32(set); rest != 0; rest &= rest - 1 {
-			if !yield(Situation(bits.TrailingZeros32(rest))) {
+		for rest := uint64(set); rest != 0; rest &= rest - 1 {
+			if !yield(Situation(bits.TrailingZeros64(rest))) {
 				return
 			}
 		}

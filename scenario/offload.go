@@ -59,8 +59,10 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // first, in a quarter stores only blocks two lookups saw (vLLM's
 // store_threshold), in an eighth runs one request at a time, where a
 // load in flight holds back every waiting request (kv-load-held-back),
-// and in a sixth of those without async scheduling decodes with one to
-// three draft tokens (speculative decoding).
+// in a sixth decodes with one to three draft tokens (speculative
+// decoding), and in a quarter computes again a pending tail of a hit of
+// one or two blocks rather than wait for a preempted request's store
+// (vLLM's max_recompute_pending_tokens, kv-pending-computed-again).
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -105,6 +107,13 @@ func kvOffload(x *Run) error {
 		// while loads and stores of the document run.
 		cfg.NumSpeculativeTokens = 1 + pol.Intn(3)
 		cfg.Draft = core.DraftModel{MissOdds: uint64(2 + pol.Intn(4))}
+	}
+	if pol.Intn(4) == 1 {
+		// vLLM's max_recompute_pending_tokens: a reader whose hit ends
+		// with a block or two of a preempted request's store in flight
+		// computes them rather than wait for the store; the preempted
+		// request still waits for its own.
+		cfg.KVOffloadMaxRecomputePendingTokens = cfg.BlockSize * (1 + pol.Intn(2))
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {

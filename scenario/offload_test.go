@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -281,4 +282,43 @@ func TestKVOffloadRunsEveryPathOfHostMemory(t *testing.T) {
 		}
 		t.Logf("%s over 60 seeds: %+v", name, sum)
 	}
+}
+
+// TestABoundedWaitForAPendingStoreFreesItsReadersButNotItsRequest: under
+// core/kv-store-forgotten-on-preempt, kv-offload's seed 35 draws vLLM's
+// max_recompute_pending_tokens: reader-0, whose hit ends with two blocks
+// of the store never reported, computes them again rather than wait, but
+// reader-2, preempted with that store in flight, waits for its own store
+// for ever, as vLLM's connector defers a request whose own transfer jobs
+// are in flight whatever the bound: the run still ends at a deadlock.
+// Without the bound reader-0 waits too.
+func TestABoundedWaitForAPendingStoreFreesItsReadersButNotItsRequest(t *testing.T) {
+	run := func(bound int) (string, error) {
+		opts := scenario.Options{Seed: 35, Failpoints: []string{"core/kv-store-forgotten-on-preempt=return"}}
+		if bound >= 0 {
+			opts.Engine = func(c *engine.Config) { c.KVOffloadMaxRecomputePendingTokens = bound }
+		}
+		prog, out := scenario.KVOffload.Program(opts)
+		res := sim.Run(sim.Options{Seed: 35, Strategy: defaultStrategy(t, scenario.KVOffload), Trace: true}, prog)
+		var b strings.Builder
+		require.NoError(t, scenario.WriteStory(&b, res.Trace))
+		return b.String(), out.Err(res.Err)
+	}
+	told, err := run(-1) // as the seed draws it
+	var v *props.Violation
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, props.EndsExactlyOnce, v.Property)
+	assert.True(t, v.AtDeadlock)
+	assert.Contains(t, v.Error(), `"reader-2" (incarnation 10) was accepted but never ended`)
+	assertToldInOrder(t, told,
+		"preempts reader-2#10 to free KV blocks",
+		"holds reader-2#10 back: a preempted request's store to host memory, of its KV, still has copies in flight, and it waits for the last to land",
+		"computes 2 block(s) of reader-0#13's KV again rather than wait for a preempted request's store to host memory, which still copies them",
+		"reaches kv-pending-computed-again")
+
+	told, err = run(0)
+	require.ErrorAs(t, err, &v)
+	assert.True(t, v.AtDeadlock)
+	assert.NotContains(t, told, "kv-pending-computed-again")
+	assert.Contains(t, told, "holds reader-0#13 back: a preempted request's store")
 }

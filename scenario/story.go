@@ -270,6 +270,8 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 			break
 		}
 		st.notable(at, who, fmt.Sprintf("holds %s back: a load in flight reads blocks of its KV in host memory, which it waits for instead of loading them again", req))
+	case core.EventKVPendingCut:
+		st.notable(at, who, fmt.Sprintf("computes %d block(s) of %s's KV again rather than wait for a preempted request's store to host memory, which still copies them", ev.Held, req))
 	case core.EventKVStoreWait:
 		why := "too many of its blocks on their way there"
 		if ev.Text == "loads" {

@@ -172,6 +172,13 @@
 //     keeps the full blocks requests give back, and a request whose
 //     prompt continues with them waits while they load back (0: off, the
 //     default).
+//   - kv-offload-max-recompute-pending-tokens=N: KVOffloadMaxRecomputePendingTokens,
+//     vLLM's max_recompute_pending_tokens, for host memory a scenario or
+//     kv-offload-blocks gives: a waiting request whose hit there ends with
+//     at most N tokens of blocks a preempted request's store still copies
+//     computes them again rather than wait for the store (HIT_PENDING);
+//     it never shortens a request's wait for its own store (kv-offload
+//     draws 4 or 8 in a quarter of its runs; 0, the default, always waits).
 //   - kv-offload-policy=lru|arc: KVOffloadPolicy, vLLM's eviction_policy
 //     of its CPU offloading, for host memory a scenario or kv-offload-blocks
 //     gives: lru (the default) puts out the least recently used block
