@@ -118,6 +118,13 @@ type Config struct {
 	// lies before it and computes the rest. 0, the default, always waits.
 	// It never bounds a request's wait for its own store.
 	KVOffloadMaxRecomputePendingTokens int
+	// KVLoadFailurePolicy is what becomes of a request whose load from
+	// host memory failed (failpoint core/kv-load-fails: the connector
+	// reports its last block in invalid_block_ids), vLLM's
+	// kv_load_failure_policy: LoadFailureFail, the default, ends it with
+	// an error; LoadFailureRecompute keeps the blocks loaded before the
+	// failed one, caches them, and computes from there.
+	KVLoadFailurePolicy KVLoadFailurePolicy
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration
@@ -232,6 +239,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("core: KVOffloadTrackerSize must be ≥ 0 (0: %d), got %d", DefaultKVOffloadTrackerSize, c.KVOffloadTrackerSize)
 	case c.KVOffloadMaxRecomputePendingTokens < 0:
 		return fmt.Errorf("core: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got %d", c.KVOffloadMaxRecomputePendingTokens)
+	case c.KVLoadFailurePolicy > LoadFailureRecompute:
+		return fmt.Errorf("core: unknown KVLoadFailurePolicy %d: want LoadFailureFail or LoadFailureRecompute", c.KVLoadFailurePolicy)
 	case c.KVOffloadPolicy > OffloadARC:
 		return fmt.Errorf("core: unknown KVOffloadPolicy %d: want OffloadLRU or OffloadARC", c.KVOffloadPolicy)
 	case c.SchedulingPolicy > PolicyPriority:

@@ -116,7 +116,9 @@ const (
 	// the request waits to be admitted with them computed, or, Finished,
 	// it had ended meanwhile and its blocks went back, or, Text
 	// "abandoned", a reset of the prefix cache came meanwhile and the
-	// request gave its blocks back to compute again.
+	// request gave its blocks back to compute again, or, Text "failed",
+	// the last block failed (core/kv-load-fails): the request computes it
+	// again, or, Finished, ends with an error (Config.KVLoadFailurePolicy).
 	EventKVLoaded
 	// EventCallSplit: with several data-parallel cores, the frontend's
 	// utility call Call, Text, took effect on Held of the cores and not
@@ -323,6 +325,12 @@ func (e Event) text() string {
 		}
 		return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed in host memory", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 	case EventKVLoaded:
+		if e.Text == "failed" {
+			if e.Finished {
+				return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed, the last failed: it ends with an error", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+			}
+			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed, the last failed: it computes from there", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
+		}
 		if e.Text == "abandoned" {
 			return fmt.Sprintf("%s %s (%s, incarnation %d): %d block(s) landed after a reset of the prefix cache; it computes again", e.Kind, e.RequestID, e.InternalID, e.Incarnation, e.Held)
 		}

@@ -26,6 +26,31 @@ const (
 	OffloadARC
 )
 
+// KVLoadFailurePolicy is what the scheduler does with a request whose
+// load from host memory failed, vLLM's kv_load_failure_policy.
+type KVLoadFailurePolicy uint8
+
+const (
+	// LoadFailureFail ends the request with an error: vLLM's "fail", its
+	// default and the zero value.
+	LoadFailureFail KVLoadFailurePolicy = iota
+	// LoadFailureRecompute keeps the blocks that loaded before the first
+	// that failed and computes the rest again: vLLM's "recompute".
+	LoadFailureRecompute
+)
+
+// String returns the policy's name as vLLM's kv_load_failure_policy takes
+// it.
+func (p KVLoadFailurePolicy) String() string {
+	switch p {
+	case LoadFailureFail:
+		return "fail"
+	case LoadFailureRecompute:
+		return "recompute"
+	}
+	return "KVLoadFailurePolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
 // String returns the policy's name as vLLM's eviction_policy takes it.
 func (p KVOffloadPolicy) String() string {
 	switch p {

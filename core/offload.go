@@ -477,6 +477,11 @@ const (
 	// LoadAbandoned: a reset of the prefix cache came while the copy was
 	// in flight; the request gave its blocks back and computes again.
 	LoadAbandoned
+	// LoadFailed: the copy's last block failed (core/kv-load-fails); the
+	// request ended with an error (LoadFailureFail), or waits to be
+	// admitted with the blocks before it computed, or, none of them, to
+	// look up again (LoadFailureRecompute).
+	LoadFailed
 )
 
 // CompleteLoad lands the load r started, r given by its internal id: the
@@ -510,13 +515,33 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		return r, LoadAbandoned, n
 	}
 	s.landLoad(ld, r.table)
-	for j, o := range ld.reads {
+	valid, how := n, LoadLanded
+	if s.cfg.Faults.Fires(failpoints.CoreKVLoadFails) {
+		// vLLM's connector reports the block in invalid_block_ids: what
+		// landed in it is not the KV host memory held.
+		valid, how = n-1, LoadFailed
+		b := &s.pool.blocks[r.table[ld.start+valid]]
+		b.word = garbage(b.word, ld.reads[valid].hash)
+		if s.cfg.KVLoadFailurePolicy == LoadFailureFail {
+			r.kvLoad = kvNoLoad
+			s.finish(r, StatusFinishedError) // nothing cached: its blocks go back
+			return r, how, n
+		}
+	}
+	cached := valid // vLLM caches the blocks that loaded, up to the first that failed
+	if valid < n && s.cfg.Faults.Fires(failpoints.CoreKVLoadCachesInvalidBlocks) {
+		cached = n
+	}
+	for j, o := range ld.reads[:cached] {
 		s.pool.cache(r.table[ld.start+j], o.hash)
 	}
-	r.cachedBlocks = ld.start + n
+	r.cachedBlocks = ld.start + valid
 	r.NumComputed = r.cachedBlocks * s.cfg.BlockSize
 	r.kvLoad = kvLoaded
-	return r, LoadLanded, n
+	if r.NumComputed == 0 {
+		s.unload(r) // vLLM frees its blocks: it looks up again
+	}
+	return r, how, n
 }
 
 // landed is ld's end for the host memory it read (vLLM's complete_load):
@@ -1004,8 +1029,16 @@ func (c *EngineCore) landCopy(p pendingCopy) {
 			return
 		}
 		ev = Event{Kind: EventKVLoaded, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: n, Finished: how == LoadEnded}
-		if how == LoadAbandoned {
+		switch {
+		case how == LoadAbandoned:
 			ev.Text = "abandoned"
+		case how == LoadFailed:
+			ev.Text, ev.Finished = "failed", r.Status.Finished()
+		}
+		if ev.Finished && how == LoadFailed {
+			c.emit(ev)
+			c.put([]Frame{c.sched.FinalFrame(r, FinishError)}) // vLLM's kv_load_failure_policy fail
+			return
 		}
 	}
 	c.emit(ev)

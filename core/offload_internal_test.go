@@ -70,6 +70,8 @@ func TestConfigRefusesOffloadingWithoutPrefixCaching(t *testing.T) {
 	assert.EqualError(t, Config{KVOffloadTrackerSize: -3}.WithDefaults().Validate(), "core: KVOffloadTrackerSize must be ≥ 0 (0: 64000), got -3")
 	assert.EqualError(t, Config{KVOffloadMaxRecomputePendingTokens: -4}.WithDefaults().Validate(), "core: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got -4")
 	assert.EqualError(t, Config{KVOffloadBlocks: 4, EnablePrefixCaching: true, KVOffloadPolicy: 7}.WithDefaults().Validate(), "core: unknown KVOffloadPolicy 7: want OffloadLRU or OffloadARC")
+	assert.EqualError(t, Config{KVLoadFailurePolicy: 2}.WithDefaults().Validate(), "core: unknown KVLoadFailurePolicy 2: want LoadFailureFail or LoadFailureRecompute")
+	assert.Equal(t, []string{"fail", "recompute", "KVLoadFailurePolicy(2)"}, []string{LoadFailureFail.String(), LoadFailureRecompute.String(), KVLoadFailurePolicy(2).String()})
 }
 
 // TestABlockOnItsWayToHostMemoryIsNotLoadableEarly: a request's full
@@ -853,4 +855,129 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 			assert.Zero(t, b.kvGarbage)
 		}
 	})
+}
+
+// failedLoad offloads a's two blocks of 1…9 and forgets them
+// (offloadAndForget), then starts b's load of them with
+// core/kv-load-fails armed and lands it: its last block failed.
+func failedLoad(t *testing.T, policy KVLoadFailurePolicy, faults ...string) (*offloadRun, *Request) {
+	cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8,
+		KVLoadFailurePolicy: policy, SchedulingPolicy: PolicyPriority}
+	cfg.Faults = rttest.Armed(t, faults...)
+	o := newOffloadRun(t, cfg)
+	o.offloadAndForget()
+	b := o.add("b", 1, 4)
+	o.step()
+	require.Contains(t, o.s.offload.loads, "b")
+	r, how, n := o.s.CompleteLoad("b")
+	require.Same(t, b, r)
+	require.Equal(t, LoadFailed, how)
+	require.Equal(t, 2, n, "both blocks landed, the last of them invalid")
+	require.NoError(t, o.s.CheckBlocks())
+	return o, b
+}
+
+// TestAFailedLoadEndsItsRequestOrComputesFromTheFailedBlock: a load whose
+// last block failed (core/kv-load-fails) ends its request with an error
+// under vLLM's kv_load_failure_policy fail, its blocks back and nothing of
+// them cached; under recompute the request keeps the block before the
+// failed one, computes from there, and samples the model's tokens.
+func TestAFailedLoadEndsItsRequestOrComputesFromTheFailedBlock(t *testing.T) {
+	fails := failpoints.CoreKVLoadFails.Name + "=return"
+	t.Run("fail", func(t *testing.T) {
+		o, b := failedLoad(t, LoadFailureFail, fails)
+		assert.Equal(t, StatusFinishedError, b.Status)
+		assert.Zero(t, o.s.Stats().KVUsedBlocks, "b's blocks went back")
+		assert.Empty(t, o.s.lookup(b, nil), "nothing of the load is cached")
+	})
+	t.Run("recompute", func(t *testing.T) {
+		o, b := failedLoad(t, LoadFailureRecompute, fails)
+		assert.Equal(t, StatusWaiting, b.Status)
+		assert.Equal(t, 4, b.NumComputed, "b computes from its failed block")
+		assert.Len(t, o.s.lookup(b, nil), 1, "the block before the failed one is cached, not the failed one")
+		so := o.s.Schedule()
+		require.Len(t, so.Scheduled, 1)
+		assert.Equal(t, 4, so.Scheduled[0].Start)
+		o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
+		for range 4 {
+			o.step()
+		}
+		assert.Zero(t, b.kvGarbage)
+		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
+	})
+	t.Run("recompute of a load's only block", func(t *testing.T) {
+		// A load of one block from the prompt's first: nothing before the
+		// failed block, so b gives its blocks back and looks up again, as
+		// vLLM does; the second load lands.
+		cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, KVLoadFailurePolicy: LoadFailureRecompute}
+		cfg.Faults = rttest.Armed(t, failpoints.CoreKVLoadFails.Name+"=1*return")
+		o := newOffloadRun(t, cfg)
+		s := o.s
+		prompt := []int{1, 2, 3, 4, 5}
+		a := &Request{InternalID: "a", ExternalID: "a", Prompt: prompt, Params: SamplingParams{MaxTokens: 1, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(a))
+		o.step()
+		_, _, done, _ := s.CompleteStore("a", 1)
+		require.True(t, done)
+		s.pool.resetCache()
+		b := &Request{InternalID: "b", ExternalID: "b", Prompt: slices.Clone(prompt), Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
+		require.NoError(t, s.AddRequest(b))
+		o.step()
+		_, how, n := s.CompleteLoad("b")
+		require.Equal(t, LoadFailed, how)
+		require.Equal(t, 1, n)
+		assert.Zero(t, b.NumComputed)
+		assert.Zero(t, b.Blocks, "b gave its blocks back")
+		assert.Zero(t, s.Stats().KVUsedBlocks)
+		o.step()
+		require.Contains(t, s.offload.loads, "b", "b looked up again and loads the block once more")
+		_, how, _ = s.CompleteLoad("b")
+		require.Equal(t, LoadLanded, how)
+		for range 6 {
+			o.step()
+		}
+		assert.Equal(t, Tokens(ToyModel{}, prompt, 4), b.Output)
+	})
+}
+
+// TestAFailedBlockLeftInThePrefixCacheIsReadByAnother plants
+// core/kv-load-caches-invalid-blocks (the class of vLLM's #53298): under
+// recompute the failed block is cached with the one before it; b, whose
+// load it was, gives up before computing it again, and c, a request of the
+// same prompt, finds both in the GPU's prefix cache and samples from KV
+// that is not its prompt's. Fixed, c finds the first alone, loads the
+// second from host memory, and its tokens are the model's.
+func TestAFailedBlockLeftInThePrefixCacheIsReadByAnother(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		faults := []string{failpoints.CoreKVLoadFails.Name + "=1*return"} // c's load does not fail
+		if bug {
+			faults = append(faults, failpoints.CoreKVLoadCachesInvalidBlocks.Name+"=return")
+		}
+		o, b := failedLoad(t, LoadFailureRecompute, faults...)
+		require.Equal(t, []*Request{b}, o.s.FinishRequests([]string{"b"}, StatusFinishedAborted))
+		require.NoError(t, o.s.CheckBlocks())
+		c := &Request{InternalID: "c", ExternalID: "c", Prompt: slices.Clone(b.Prompt), Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
+		require.NoError(t, o.s.AddRequest(c))
+		if !bug {
+			assert.Len(t, o.s.lookup(c, nil), 1, "c hits the block before the failed one")
+			o.step()
+			require.Contains(t, o.s.offload.loads, "c", "c loads the failed block from host memory, which holds it")
+			_, how, n := o.s.CompleteLoad("c")
+			require.Equal(t, LoadLanded, how)
+			require.Equal(t, 1, n)
+			for range 8 {
+				o.step()
+			}
+			assert.Zero(t, c.kvGarbage)
+			assert.Equal(t, Tokens(ToyModel{}, c.Prompt, 4), c.Output)
+			continue
+		}
+		assert.Len(t, o.s.lookup(c, nil), 2, "the failed block is cached too")
+		so := o.s.Schedule()
+		require.Len(t, so.Scheduled, 1)
+		assert.Equal(t, 8, so.Scheduled[0].Start, "c hit both blocks")
+		o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
+		assert.NotZero(t, c.kvGarbage, "c read the failed block's KV")
+		assert.NotEqual(t, Tokens(ToyModel{}, c.Prompt, 1), c.Output)
+	}
 }

@@ -162,6 +162,8 @@ func New(cfg Config) (*AsyncLLM, error) {
 		return nil, &configError{fmt.Errorf("engine: KVOffloadBlocks is %d but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes", cfg.KVOffloadBlocks)}
 	case cfg.KVOffloadStoreThreshold < 0:
 		return nil, &configError{fmt.Errorf("engine: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got %d", cfg.KVOffloadStoreThreshold)}
+	case cfg.KVLoadFailurePolicy > LoadFailureRecompute:
+		return nil, &configError{fmt.Errorf("engine: unknown KVLoadFailurePolicy %d: want LoadFailureFail or LoadFailureRecompute", cfg.KVLoadFailurePolicy)}
 	case cfg.KVOffloadMaxRecomputePendingTokens < 0:
 		return nil, &configError{fmt.Errorf("engine: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got %d", cfg.KVOffloadMaxRecomputePendingTokens)}
 	case cfg.KVOffloadTrackerSize < 0:

@@ -136,6 +136,12 @@ type Config struct {
 	// than wait for the copy; 0, the default, waits. See
 	// core.Config.KVOffloadMaxRecomputePendingTokens.
 	KVOffloadMaxRecomputePendingTokens int
+	// KVLoadFailurePolicy is vLLM's kv_load_failure_policy
+	// (kv_transfer_config): a request whose load from host memory failed
+	// (failpoint core/kv-load-fails) ends with an error
+	// (LoadFailureFail, the default) or computes the failed blocks again
+	// (LoadFailureRecompute). See core.Config.KVLoadFailurePolicy.
+	KVLoadFailurePolicy KVLoadFailurePolicy
 	// StepTime is the model's latency per step on the runtime's clock; 0
 	// means 1ms, a negative value (NoStepTime) means none (benchmarks).
 	StepTime time.Duration
@@ -193,7 +199,7 @@ func (c Config) coreConfig() core.Config {
 		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
 		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy,
 		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize,
-		KVOffloadMaxRecomputePendingTokens: c.KVOffloadMaxRecomputePendingTokens, StepTime: c.StepTime, Model: c.Model,
+		KVOffloadMaxRecomputePendingTokens: c.KVOffloadMaxRecomputePendingTokens, KVLoadFailurePolicy: c.KVLoadFailurePolicy, StepTime: c.StepTime, Model: c.Model,
 		NumSpeculativeTokens: c.NumSpeculativeTokens, Draft: c.Draft, DataParallelSize: int32(max(c.DataParallelSize, 1)),
 		EOSTokenID: core.EOSTokenID, Observer: c.Observer, Faults: c.Faults,
 	}.WithDefaults()
@@ -249,6 +255,17 @@ type KVOffloadPolicy = core.KVOffloadPolicy
 const (
 	OffloadLRU = core.OffloadLRU
 	OffloadARC = core.OffloadARC
+)
+
+// KVLoadFailurePolicy is what becomes of a request whose load from host
+// memory failed; see core.KVLoadFailurePolicy.
+type KVLoadFailurePolicy = core.KVLoadFailurePolicy
+
+// The load-failure policies, vLLM's kv_load_failure_policy "fail" and
+// "recompute".
+const (
+	LoadFailureFail      = core.LoadFailureFail
+	LoadFailureRecompute = core.LoadFailureRecompute
 )
 
 // Scheduling policies.

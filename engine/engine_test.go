@@ -399,6 +399,7 @@ func TestConfigValidation(t *testing.T) {
 		{engine.Config{EnablePrefixCaching: true, KVOffloadBlocks: 8, KVOffloadStoreThreshold: -2}, "engine: KVOffloadStoreThreshold must be ≥ 0 (below 2: every block stored), got -2"},
 		{engine.Config{KVOffloadTrackerSize: -1}, "engine: KVOffloadTrackerSize must be ≥ 0 (0: 64000), got -1"},
 		{engine.Config{KVOffloadMaxRecomputePendingTokens: -1}, "engine: KVOffloadMaxRecomputePendingTokens must be ≥ 0 (0: always wait for a pending store), got -1"},
+		{engine.Config{KVLoadFailurePolicy: 2}, "engine: unknown KVLoadFailurePolicy 2: want LoadFailureFail or LoadFailureRecompute"},
 		{engine.Config{KVOffloadBlocks: 8}, "engine: KVOffloadBlocks is 8 but EnablePrefixCaching is off: offloaded blocks are found by the prefix cache's hashes"},
 		{engine.Config{DataParallelSize: -1}, "engine: DataParallelSize must be from 0 (one core) to 64, got -1"},
 		{engine.Config{DataParallelSize: 65}, "engine: DataParallelSize must be from 0 (one core) to 64, got 65"},

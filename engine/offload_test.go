@@ -469,3 +469,44 @@ func TestHostMemoryIsCountedCoreByCore(t *testing.T) {
 		assert.NotEqual(t, "vllm:external_prefix_cache_queries_total", m.Name, "no sum beside the cores' series")
 	}
 }
+
+// TestAFailedKVLoadEndsWithAnErrorOrComputesAgain: the second request of a
+// prompt whose blocks come back from host memory, with every load's last
+// block failing (core/kv-load-fails), ends with FinishError and no token
+// under vLLM's kv_load_failure_policy fail, and samples the model's tokens
+// under recompute, which computes the failed block again — simulated under
+// chaos, and on goroutines.
+func TestAFailedKVLoadEndsWithAnErrorOrComputesAgain(t *testing.T) {
+	for _, policy := range []engine.KVLoadFailurePolicy{engine.LoadFailureFail, engine.LoadFailureRecompute} {
+		cfg := offloadConfig(t, "core/kv-load-fails=return")
+		cfg.KVLoadFailurePolicy = policy
+		body := func(rt task.Runtime, e *engine.AsyncLLM) {
+			p := engine.Params{MaxTokens: 4, IgnoreEOS: true}
+			drain(t, add(t, e, "first", pauseLong, p))
+			putOut(t, rt, e)
+			outs := drain(t, add(t, e, "again", pauseLong, p))
+			end := last(outs)
+			require.True(t, end.Finished)
+			if policy == engine.LoadFailureFail {
+				assert.Equal(t, engine.FinishError, end.FinishReason, "%s", policy)
+				assert.Empty(t, end.TokenIDs)
+			} else {
+				assert.Equal(t, want(pauseLong, 4), tokensOf(engine.Cumulative, outs), "%s", policy)
+			}
+		}
+		for seed := uint64(1); seed <= 8; seed++ {
+			failed := 0
+			cfg := cfg
+			cfg.Observer = func(ev engine.Event) {
+				if ev.Kind == core.EventKVLoaded && ev.Text == "failed" {
+					failed++
+				}
+			}
+			c, err := checkedRun(t, seed, sim.Chaos(), cfg, body)
+			require.NoError(t, err, "seed %d", seed)
+			require.NoError(t, c.Finish(), "seed %d", seed)
+			assert.Equal(t, 1, failed, "seed %d %s: the one load failed", seed, policy)
+		}
+		body(task.Real(), newEngine(t, task.Real(), cfg))
+	}
+}

@@ -30,6 +30,7 @@ var armings = map[string][]string{
 	"core/model-panic":            {"panic", "20*off->panic(the GPU fell off the bus)"},
 	"engine/abort-after-add":      {"return", "1/2*return"},
 	"engine/client-abandon":       {"return", "1/2*return"},
+	"core/kv-load-fails":          {"1/2*return", "3*off->1/3*return"},
 }
 
 // realArmings are the same in pingcap's grammar, for the process-wide set.
@@ -41,12 +42,15 @@ var realArmings = map[string][]string{
 	"core/model-panic":            {"panic", "20*off->panic"},
 	"engine/abort-after-add":      {"return", "50%return"},
 	"engine/client-abandon":       {"return", "50%return"},
+	"core/kv-load-fails":          {"50%return", "3*off->30%return"},
 }
 
 // TestEveryFailpointKeepsTheInvariantsUnderSimulation runs the fixed
 // engine's scenarios with each failpoint armed in each way, under several
 // strategies: every accepted request ends (its tokens or a clear error), no
-// token reaches another incarnation, WaitIdle keeps its meaning.
+// token reaches another incarnation, WaitIdle keeps its meaning. A fault of
+// host memory runs kv-offload too, under both of its policies, and must
+// fire there.
 func TestEveryFailpointKeepsTheInvariantsUnderSimulation(t *testing.T) {
 	require.Len(t, armings, len(failpoints.Names()), "every failpoint of the catalogue is tried")
 	seeds := uint64(60)
@@ -54,18 +58,33 @@ func TestEveryFailpointKeepsTheInvariantsUnderSimulation(t *testing.T) {
 		seeds = 10
 	}
 	for _, name := range failpoints.Names() {
+		scenarios := []*scenario.Scenario{scenario.AbortReuse, scenario.Swarm}
+		policies := []engine.KVLoadFailurePolicy{engine.LoadFailureFail}
+		if name == failpoints.CoreKVLoadFails.Name {
+			scenarios = append(scenarios, scenario.KVOffload)
+			policies = append(policies, engine.LoadFailureRecompute)
+		}
 		for _, terms := range armings[name] {
 			spec := name + "=" + terms
-			for _, sc := range []*scenario.Scenario{scenario.AbortReuse, scenario.Swarm} {
-				for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("output-handler")} {
-					for seed := uint64(1); seed <= seeds; seed++ {
-						prog, out := sc.Program(scenario.Options{Seed: seed, Failpoints: []string{spec}})
-						res := sim.Run(sim.Options{Seed: seed, Strategy: st}, prog)
-						err := out.Err(res.Err)
-						if err != nil && !acceptable(sc, name, err) {
-							t.Fatalf("%s with %s, %s seed %d: %v\nreplay: simrun run -scenario %s -seed %d -strategy %s -failpoint '%s'",
-								sc.Name, spec, st, seed, err, sc.Name, seed, st, spec)
+			for _, sc := range scenarios {
+				for _, policy := range policies {
+					var reached props.SituationSet
+					for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("output-handler")} {
+						for seed := uint64(1); seed <= seeds; seed++ {
+							opts := scenario.Options{Seed: seed, Failpoints: []string{spec},
+								Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = policy }}
+							prog, out := sc.Program(opts)
+							res := sim.Run(sim.Options{Seed: seed, Strategy: st}, prog)
+							err := out.Err(res.Err)
+							if err != nil && !acceptable(sc, name, err) {
+								t.Fatalf("%s with %s (load failure policy %s), %s seed %d: %v\nreplay: simrun run -scenario %s -seed %d -strategy %s -failpoint '%s' -config kv-load-failure-policy=%s",
+									sc.Name, spec, policy, st, seed, err, sc.Name, seed, st, spec, policy)
+							}
+							reached |= out.Checker.Reached()
 						}
+					}
+					if sc == scenario.KVOffload {
+						assert.True(t, reached.Has(props.KVLoadFailed), "%s with %s (%s) failed no load", sc.Name, spec, policy)
 					}
 				}
 			}

@@ -40,8 +40,9 @@ const (
 	// stop it gives way to the next (core.SampleAt).
 	ModelTokens = "token-i-is-the-models-token-i"
 	// ReuseFinishesNormally: a reused id's new request, unless its caller
-	// aborted it, finishes with reason length or stop and the right number
-	// of tokens.
+	// aborted it, the engine died or a failed load of its KV ended it
+	// (core/kv-load-fails under kv_load_failure_policy fail), finishes with
+	// reason length or stop and the right number of tokens.
 	ReuseFinishesNormally = "reused-id-finishes-normally"
 	// EndsWhereTheModelStops: a request that finished on its own, for
 	// length or stop, ends where its sequence must: no token after its
@@ -109,7 +110,7 @@ var docs = map[string]string{
 	DeltasConcatenate:           "Delta outputs concatenate, and Cumulative outputs extend one another, to the request's final tokens and text, which FinalOnly returns once; the text is the tokens' detokenization, cut before a stop string",
 	NothingAfterFinish:          "no output reaches a caller after the finished one",
 	ModelTokens:                 "token i of a request is the model's token i for its prompt (below MinTokens a token that would stop it gives way to the next)",
-	ReuseFinishesNormally:       "a reused id's new request, unless its caller aborted it, finishes with reason length or stop and the right number of tokens",
+	ReuseFinishesNormally:       "a reused id's new request, unless its caller aborted it, the engine died or a failed load of its KV ended it, finishes with reason length or stop and the right number of tokens",
 	WaitIdleMeansIdle:           "when WaitIdle returns, the core holds no request and every frame it emitted has reached the output handler",
 	PausedRunsNothing:           "once a pause took effect, the core runs no step until it takes a resume",
 	PauseReturnsAfterItsOutputs: "when PauseGeneration returns, every frame the core emitted before the pause took effect has reached the output handler; under PauseAbort, every request the pause aborted has ended",
@@ -192,11 +193,14 @@ type incarnation struct {
 	// sends each abort on two queues, so the core takes it twice).
 	coreAborted bool
 	aborted     bool // its caller aborted or cancelled it, or Close did
-	finished    bool
-	reason      core.FinishReason
-	final       []int // tokens at the finish
-	received    []int // tokens the caller received, by Delta concatenation or the latest Cumulative
-	sawFinish   bool  // the caller took the finished output (of this sequence)
+	// loadFailed: a load of its KV failed and the core ended it with an
+	// error (kv_load_failure_policy fail).
+	loadFailed bool
+	finished   bool
+	reason     core.FinishReason
+	final      []int // tokens at the finish
+	received   []int // tokens the caller received, by Delta concatenation or the latest Cumulative
+	sawFinish  bool  // the caller took the finished output (of this sequence)
 	// sawRequestFinish: the caller took the finished output of a request
 	// of several sequences (on sequence 0).
 	sawRequestFinish bool
@@ -531,6 +535,11 @@ func (c *Checker) observe(ev *core.Event) {
 		c.reach(PrefixCacheHit)
 	case core.EventKVLoaded:
 		switch {
+		case ev.Text == "failed":
+			c.reach(KVLoadFailed)
+			if in := c.seq(ev.Incarnation, ev.Index); in != nil && ev.Finished {
+				in.loadFailed = true
+			}
 		case ev.Finished:
 			c.reach(KVLoadLandedAfterAbort)
 		case ev.Text != "abandoned":
@@ -948,7 +957,8 @@ func (c *Checker) checkCoreAbort(ev *core.Event) {
 }
 
 // checkEnd holds a finished sequence to how it must have ended. A reused
-// id's request, unless its caller aborted it or the engine died, finishes
+// id's request, unless its caller aborted it, the engine died or a load
+// of its KV failed and ended it, finishes
 // for length or stop (ReuseFinishesNormally). One that finished on its own
 // ends where its sequence must (EndsWhereTheModelStops): no more than
 // MaxTokens tokens — more can only be someone else's, or tokens past its
@@ -958,7 +968,7 @@ func (c *Checker) checkCoreAbort(ev *core.Event) {
 // reused id's length finish answers for its counts to
 // ReuseFinishesNormally.
 func (c *Checker) checkEnd(in *incarnation) {
-	reuse := in.reuse && !in.aborted && !c.dead
+	reuse := in.reuse && !in.aborted && !c.dead && !in.loadFailed
 	if in.reason != core.FinishLength && in.reason != core.FinishStop {
 		if reuse {
 			c.fail(ReuseFinishesNormally, "reused %q (incarnation %d) ended with reason %q without being aborted", in.id, in.n, in.reason)

@@ -156,6 +156,10 @@ const (
 	// max_recompute_pending_tokens) that it computed them again rather
 	// than wait for the store.
 	KVPendingComputedAgain
+	// KVLoadFailed: a load from host memory landed with a block that
+	// failed (core/kv-load-fails), and its request ended with an error or
+	// computed it again (Config.KVLoadFailurePolicy).
+	KVLoadFailed
 
 	situationCount
 )
@@ -168,7 +172,7 @@ var situationNames = [situationCount]string{
 	"lora-waited-for-a-slot", "lora-reload-with-requests", "lora-load-during-an-update",
 	"kv-loaded-from-host", "kv-load-landed-after-abort", "kv-store-waited-for-loads", "kv-load-waited-for-a-load", "call-split-across-cores",
 	"kv-load-held-back", "tokens-cut-at-a-stop", "draft-placeholders-dropped", "kv-load-waited-for-a-store",
-	"kv-pending-computed-again",
+	"kv-pending-computed-again", "kv-load-failed",
 }
 
 var situationDocs = [situationCount]string{
@@ -205,6 +209,7 @@ var situationDocs = [situationCount]string{
 	"with async scheduling and speculative decoding, a step that ran passed over a running request with draft placeholders, which the model has no drafts for at its next step: they were dropped",
 	"a waiting request waited for a preempted request's store to host memory, its own or one of blocks it would load, to land (vLLM's HIT_PENDING)",
 	"a waiting request computed again the blocks at the end of its hit in host memory that a preempted request's store still copied, rather than wait for it (vLLM's max_recompute_pending_tokens)",
+	"a load from host memory landed with a block that failed, and its request ended with an error or computed it again (vLLM's kv_load_failure_policy)",
 }
 
 // AllSituations lists every situation, in the order of their constants.
