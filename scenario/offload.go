@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -62,7 +64,10 @@ const streamOffloadPolicy uint64 = 0x4f4646504f4c4359
 // in a sixth decodes with one to three draft tokens (speculative
 // decoding), and in a quarter computes again a pending tail of a hit of
 // one or two blocks rather than wait for a preempted request's store
-// (vLLM's max_recompute_pending_tokens, kv-pending-computed-again).
+// (vLLM's max_recompute_pending_tokens, kv-pending-computed-again), and in
+// an eighth fails a quarter of its loads from host memory (vLLM's
+// invalid_block_ids, kv-load-failed), half of those seeds under
+// kv_load_failure_policy recompute and half under fail.
 var KVOffload = &Scenario{
 	Name:            "kv-offload",
 	Summary:         "readers of a shared document whose KV loads back from host memory while they give up, a batch job and a weight update (KV offloading)",
@@ -114,6 +119,21 @@ func kvOffload(x *Run) error {
 		// computes them rather than wait for the store; the preempted
 		// request still waits for its own.
 		cfg.KVOffloadMaxRecomputePendingTokens = cfg.BlockSize * (1 + pol.Intn(2))
+	}
+	if pol.Intn(8) == 5 && !slices.ContainsFunc(x.Opts.Failpoints, func(fp string) bool { return strings.HasPrefix(fp, failpoints.CoreKVLoadFails.Name+"=") }) {
+		// A connector whose loads fail now and then (vLLM's
+		// invalid_block_ids): the reader ends with an error, or, in half
+		// of these seeds, computes the failed block again.
+		if pol.Intn(2) == 0 {
+			cfg.KVLoadFailurePolicy = engine.LoadFailureRecompute
+		}
+		o := x.Opts
+		o.Failpoints = append(slices.Clone(o.Failpoints), failpoints.CoreKVLoadFails.Name+"=1/4*return")
+		faults, err := o.faults()
+		if err != nil {
+			return err
+		}
+		cfg.Faults = faults
 	}
 	e, err := x.NewEngine(cfg)
 	if err != nil {

@@ -170,6 +170,30 @@ func TestKVOffloadCatchesAStoreForgottenOnPreempt(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", withFailpoint("core/kv-store-forgotten-on-preempt=return"), props.EndsExactlyOnce)
 }
 
+// TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache plants
+// core/kv-load-caches-invalid-blocks with half the loads failing
+// (core/kv-load-fails) under vLLM's kv_load_failure_policy recompute: the
+// failed block stays in the GPU's prefix cache, and a request that finds
+// it there before its owner computes it again samples from KV that is not
+// its prompt's (token-i-is-the-models-token-i): 1.8% of kv-offload's first
+// 2,000 seeds, seed 49 first — the class of vLLM's #53298. Fixed, the same
+// faults fail no seed.
+func TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache(t *testing.T) {
+	loadsFail := func(bug bool) func(uint64) scenario.Options {
+		return func(seed uint64) scenario.Options {
+			o := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-load-fails=1/2*return"},
+				Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
+			if bug {
+				o.Failpoints = append(o.Failpoints, "core/kv-load-caches-invalid-blocks=return")
+			}
+			return o
+		}
+	}
+	counts, first := sweepFailures(t, scenario.KVOffload, "chaos", pauseSeeds(), loadsFail(false))
+	assert.Empty(t, counts, "fixed, first seeds %v", first)
+	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", loadsFail(true), props.ModelTokens)
+}
+
 // TestTheStoryTellsAStoreThatWaitsForRoom: kv-offload's seed 3 draws a
 // host memory smaller than the GPU's cache; a reader's filled block
 // finds no room while the batch job's copies are on their way, and is

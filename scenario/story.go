@@ -296,6 +296,14 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s after a reset of the prefix cache: of the weights before it, they go back, and it computes again", ev.Held, req))
 			return
 		}
+		if ev.Text == "failed" {
+			then := "it computes the failed one and what follows again"
+			if ev.Finished {
+				then = "it ends with an error (kv_load_failure_policy fail)"
+			}
+			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s, the last failed (the connector reports it invalid): %s", ev.Held, req, then))
+			return
+		}
 		if ev.Finished {
 			st.notable(at, who, fmt.Sprintf("lands the %d block(s) of KV loaded for %s, which has ended: its blocks go back now", ev.Held, req))
 			return

@@ -59,6 +59,8 @@ var configKeys = []configKey{
 		}},
 	{"enable-lora", "on or off", "vLLM's --enable-lora (EnableLoRA): requests may run with a LoRA adapter; off, a request with one is refused (multi-lora's are then skipped)",
 		onOff(func(c *engine.Config, on bool) { c.EnableLoRA = on })},
+	{"kv-load-failure-policy", "fail or recompute", "vLLM's kv_load_failure_policy (KVLoadFailurePolicy), for a scenario or setting with host memory: a request whose load from host memory failed (-failpoint core/kv-load-fails) ends with an error (fail, the default) or computes the failed block and what follows again (recompute)",
+		named([]engine.KVLoadFailurePolicy{engine.LoadFailureFail, engine.LoadFailureRecompute}, func(c *engine.Config, p engine.KVLoadFailurePolicy) { c.KVLoadFailurePolicy = p })},
 	{"kv-offload-blocks", "a whole number of blocks ≥ 0", "vLLM's --kv-offloading-size with --kv-offloading-backend native (KVOffloadBlocks), in KV blocks, with prefix-caching=on: host memory keeps the full blocks requests give back, and a request whose prompt continues with them waits while they load back instead of computing them; 0 (the default) off",
 		intValue(0, math.MaxInt, func(c *engine.Config, n int) { c.KVOffloadBlocks = n })},
 	{"kv-offload-max-recompute-pending-tokens", "a whole number of tokens ≥ 0", "vLLM's max_recompute_pending_tokens of its CPU offloading (KVOffloadMaxRecomputePendingTokens), for a scenario or setting with host memory: a waiting request whose hit there ends with at most this many tokens of blocks a preempted request's store still copies computes them again rather than wait for the store (HIT_PENDING); 0 (the default) always waits",

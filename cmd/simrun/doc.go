@@ -172,6 +172,11 @@
 //     keeps the full blocks requests give back, and a request whose
 //     prompt continues with them waits while they load back (0: off, the
 //     default).
+//   - kv-load-failure-policy=fail|recompute: KVLoadFailurePolicy, vLLM's
+//     kv_load_failure_policy, for host memory a scenario or
+//     kv-offload-blocks gives: a request whose load from host memory
+//     failed (-failpoint core/kv-load-fails) ends with an error (fail, the
+//     default) or computes the failed block and what follows again.
 //   - kv-offload-max-recompute-pending-tokens=N: KVOffloadMaxRecomputePendingTokens,
 //     vLLM's max_recompute_pending_tokens, for host memory a scenario or
 //     kv-offload-blocks gives: a waiting request whose hit there ends with
