@@ -672,12 +672,13 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		return
 	}
 	n := c.sched.Stats().Running
-	if n == 0 && c.kv != nil && (len(c.kv.copies) > 0 || c.sched.WaitsForLoad()) {
+	if n == 0 && c.kv != nil && (len(c.kv.copies) > 0 || c.sched.WaitsForLoad()) && !c.sched.Reported() {
 		// What waits needs blocks a KV load or store holds, or gives
 		// back, or a load to land: the core waits for an input or for
 		// the copy to land, as vLLM's steps run empty meanwhile. (A
 		// request held for a load with no copy in flight waits for ever:
-		// core/kv-load-forgotten-on-abort.)
+		// core/kv-load-forgotten-on-abort.) Not when the step reported
+		// preempted requests' stores done: the next step admits them.
 		c.kv.stalled = true
 		return
 	}

@@ -152,6 +152,9 @@ type kvOffload struct {
 	// flushed are the stores of preempted requests not yet reported
 	// landed (kvStore's flushed), in order of preemption.
 	flushed []*kvStore
+	// reported: the last step scheduled nothing and its output reported
+	// some of them (Scheduler.Reported).
+	reported bool
 	// cut is how many blocks a preempted request's store still copies the
 	// last lookup left out of its hit, to compute them again
 	// (Config.KVOffloadMaxRecomputePendingTokens); 0 when it left none.
@@ -228,10 +231,14 @@ type kvStore struct {
 	// (vLLM's store jobs of a preempted request stay in flight until
 	// reported): until then r waits to be admitted again, and so does a
 	// request that would load its blocks (HIT_PENDING).
-	flushed    bool
-	flushedOut *SchedulerOutput // the step that preempted r: its output reports the copies done
-	blocks     []int32          // r's table when it ended: in use until the last copy lands
-	freed      bool             // core/kv-store-frees-early gave blocks back at the end
+	flushed bool
+	// flushedOut is the step that preempted r, whose output reports the
+	// copies done, or, nil, the next step scheduled: a reset of the prefix
+	// cache preempted r between steps, and vLLM's worker learns of it with
+	// the next scheduler output's preempted requests.
+	flushedOut *SchedulerOutput
+	blocks     []int32 // r's table when it ended: in use until the last copy lands
+	freed      bool    // core/kv-store-frees-early gave blocks back at the end
 	// abandoned: a reset of the prefix cache came while a copy was in
 	// flight; what it copies is of the weights before, and it keeps none.
 	abandoned bool
@@ -420,6 +427,11 @@ const (
 func (h loadStart) holds() bool {
 	return h == loadDelayed || h == loadHeldBack || h == loadPending
 }
+
+// Reported reports whether the last step, which scheduled nothing,
+// reported the stores of preempted requests done: the requests it held
+// for them are admitted at the next step.
+func (s *Scheduler) Reported() bool { return s.offload != nil && s.offload.reported }
 
 // WaitsForLoad reports whether the last step held a waiting request back
 // for a KV load in flight to land (a load of blocks it would load, or the
@@ -719,9 +731,10 @@ func (s *Scheduler) endStore(r *Request) bool {
 // flushStore is a request's preemption for its store: vLLM's worker waits
 // for a preempted request's copies before its blocks are reused, so they
 // read its blocks now; the scheduler completes the store at once when
-// none is in flight, else with the output of the step being scheduled
-// (kvStore's flushed, completeFlushed).
-func (s *Scheduler) flushStore(r *Request) {
+// none is in flight, else with the output of out, the step being
+// scheduled, or, out nil, of the next step (kvStore's flushed,
+// completeFlushed).
+func (s *Scheduler) flushStore(r *Request, out *SchedulerOutput) {
 	st := s.offload.stores[r.InternalID]
 	if st == nil {
 		return
@@ -733,11 +746,21 @@ func (s *Scheduler) flushStore(r *Request) {
 		s.completeStore(st)
 		return
 	}
-	st.flushed, st.flushedOut = true, s.out
+	st.flushed, st.flushedOut = true, out
 	s.offload.flushed = append(s.offload.flushed, st)
 	for _, c := range st.copies {
 		if c.dst != nil && s.offload.byHash[c.hash] == c.dst {
 			c.dst.Value.(*offloaded).flushed = true
+		}
+	}
+}
+
+// reportWith makes out, the step being scheduled, the one whose output
+// reports the stores of requests preempted since the last step.
+func (o *kvOffload) reportWith(out *SchedulerOutput) {
+	for _, st := range o.flushed {
+		if st.flushedOut == nil {
+			st.flushedOut = out
 		}
 	}
 }
@@ -747,7 +770,7 @@ func (s *Scheduler) flushStore(r *Request) {
 // and the step's output tells the scheduler (vLLM's store jobs reported
 // done with a step's output). Their copies land on the link later and
 // find nothing.
-func (s *Scheduler) completeFlushed(so *SchedulerOutput) {
+func (s *Scheduler) completeFlushed(so *SchedulerOutput) (reported bool) {
 	s.offload.flushed = slices.DeleteFunc(s.offload.flushed, func(st *kvStore) bool {
 		switch {
 		case st.flushedOut != so:
@@ -758,8 +781,10 @@ func (s *Scheduler) completeFlushed(so *SchedulerOutput) {
 		st.jobs = st.jobs[:0]
 		s.completeStore(st)
 		s.offload.done = append(s.offload.done, StoreDone{R: st.r, Blocks: len(st.copies), Preempted: true})
+		reported = true
 		return true
 	})
+	return reported
 }
 
 // TakeStores returns the copies stores started since the last call, in

@@ -728,7 +728,7 @@ func TestAPreemptedRequestsStoreHoldsItsReadersUntilTheStepReportsIt(t *testing.
 		a := o.add("a", 1, 4)
 		o.step() // the prompt: blocks 0 and 1 full, their copy in flight
 		require.Len(t, o.jobs, 1)
-		s.preempt(a)
+		s.preempt(a, nil)
 		require.True(t, s.offload.stores["a"].flushed)
 		s.pool.resetCache() // the GPU's cache lost a's blocks: b looks in host memory
 		b := o.add("b", 1, 4)
@@ -782,7 +782,7 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 		a := o.add("a", 1, 4)
 		o.step() // the prompt: blocks 0 and 1 full, their copy in flight
 		require.Len(t, o.jobs, 1)
-		o.s.preempt(a)
+		o.s.preempt(a, nil)
 		require.True(t, o.s.offload.stores["a"].flushed)
 		o.s.pool.resetCache() // the GPU's cache lost a's blocks: b looks in host memory
 		return o, a
@@ -829,7 +829,7 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 			o.step() // a's block 1 is copied; host memory holds block 0 already
 			require.Len(t, o.jobs, 2)
 			assert.Equal(t, StoreJob{ID: "a", Job: 2, from: 0, to: 1}, o.jobs[1])
-			s.preempt(a)
+			s.preempt(a, nil)
 			s.pool.resetCache()
 			b := &Request{InternalID: "b", ExternalID: "b", Prompt: slices.Clone(prompt), Params: SamplingParams{MaxTokens: 4, IgnoreEOS: true}}
 			require.NoError(t, s.AddRequest(b))
@@ -979,5 +979,41 @@ func TestAFailedBlockLeftInThePrefixCacheIsReadByAnother(t *testing.T) {
 		o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
 		assert.NotZero(t, c.kvGarbage, "c read the failed block's KV")
 		assert.NotEqual(t, Tokens(ToyModel{}, c.Prompt, 1), c.Output)
+	}
+}
+
+// TestAResetsPreemptionIsReportedByTheNextStep: a reset of the prefix
+// cache preempts a between steps with its store's copy in flight. vLLM's
+// worker learns of the preemption with the next scheduler output, whose
+// step reports the store: here a step of nothing, which holds a back for
+// its own store, reports it (Reported, so that the core runs the next step
+// rather than wait for an input), and the step after admits a. Under
+// async scheduling the store was once left to the output of the step
+// before the reset, which had come back already: a waited for ever.
+func TestAResetsPreemptionIsReportedByTheNextStep(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		o := newOffloadRun(t, Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, AsyncScheduling: async})
+		s := o.s
+		a := o.add("a", 1, 4)
+		o.step() // the prompt: blocks 0 and 1 full, their copy in flight
+		require.Len(t, o.jobs, 1)
+		preempted, ok := s.ResetPrefixCache(true)
+		require.True(t, ok)
+		require.Equal(t, []*Request{a}, preempted)
+		require.True(t, s.offload.stores["a"].flushed)
+		so := s.Schedule()
+		assert.Empty(t, so.Scheduled)
+		assert.Equal(t, []*Request{a}, so.LoadWaiting, "a waits for its own store")
+		assert.True(t, s.Reported(), "the step of nothing reports it")
+		assert.NotContains(t, s.offload.stores, "a")
+		so = s.Schedule()
+		require.Len(t, so.Scheduled, 1)
+		assert.Same(t, a, so.Scheduled[0].Req)
+		assert.False(t, s.Reported())
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		for range 8 {
+			o.step()
+		}
+		assert.Equal(t, Tokens(ToyModel{}, a.Prompt, 4), a.Output, "async %v", async)
 	}
 }

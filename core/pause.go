@@ -109,7 +109,7 @@ func (s *Scheduler) ResetPrefixCache(resetRunning bool) ([]*Request, bool) {
 	preempted := make([]*Request, len(s.running))
 	for i := len(s.running) - 1; i >= 0; i-- {
 		r := s.running[i]
-		s.preempt(r)
+		s.preempt(r, nil) // between steps: the next reports its store
 		if !s.cfg.Faults.Fires(failpoints.CoreResetKeepsStaleToken) {
 			r.discard += r.Placeholders
 		}

@@ -586,6 +586,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		out = &s.outs[1]
 	}
 	s.out = out
+	if s.offload != nil {
+		s.offload.reportWith(out)
+		s.offload.reported = false
+	}
 	clear(out.Scheduled)
 	clear(out.Preempted)
 	out.Scheduled, out.Preempted, out.TotalTokens, out.LoadHeld = out.Scheduled[:0], out.Preempted[:0], 0, 0
@@ -626,7 +630,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 				budget += s.unschedule(victim)
 				i--
 			}
-			s.preempt(victim)
+			s.preempt(victim, out)
 			out.Preempted = append(out.Preempted, victim)
 			if victim == r {
 				break
@@ -758,7 +762,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		s.placeDrafts(out)
 	}
 	if s.offload != nil && len(out.Scheduled) == 0 && len(s.offload.flushed) > 0 {
-		s.completeFlushed(out) // a step of nothing runs for the connector alone, and reports
+		// A step of nothing runs for the connector alone, and reports: the
+		// requests it held for those stores are admitted at the next step,
+		// which the core must not wait for an input to run.
+		s.offload.reported = s.completeFlushed(out)
 	}
 	return out
 }
@@ -1024,10 +1031,11 @@ func (s *Scheduler) uncacheUnwritten(r *Request) {
 // preempt frees r's blocks and puts it back in the waiting queue — at the
 // front under PolicyFCFS, at its place under PolicyPriority (vLLM's
 // prepend_request of a priority queue is an add) — to be computed again
-// from its first token (recompute).
-func (s *Scheduler) preempt(r *Request) {
+// from its first token (recompute). out is the step being scheduled, or
+// nil between steps: the next step's output reports r's store.
+func (s *Scheduler) preempt(r *Request, out *SchedulerOutput) {
 	if s.offload != nil {
-		s.flushStore(r)
+		s.flushStore(r, out)
 	}
 	s.freeBlocks(r)
 	r.NumComputed = 0
