@@ -99,6 +99,13 @@ type Config struct {
 	// eviction_policy "lru" and "arc". Without KVOffloadBlocks it has no
 	// effect, as vLLM's without its offloading connector.
 	KVOffloadPolicy KVOffloadPolicy
+	// KVLoadFailurePolicy is what becomes of a request whose load from
+	// host memory failed (failpoint core/kv-load-fails: the connector
+	// reports its last block in invalid_block_ids), vLLM's
+	// kv_load_failure_policy: LoadFailureFail, the default, ends it with
+	// an error; LoadFailureRecompute keeps the blocks loaded before the
+	// failed one, caches them, and computes from there.
+	KVLoadFailurePolicy KVLoadFailurePolicy
 	// KVOffloadStoreThreshold stores a block to host memory only once the
 	// lookups of waiting requests have seen it this many times, vLLM's
 	// store_threshold (kv_connector_extra_config): a one-off prompt's
@@ -118,13 +125,6 @@ type Config struct {
 	// lies before it and computes the rest. 0, the default, always waits.
 	// It never bounds a request's wait for its own store.
 	KVOffloadMaxRecomputePendingTokens int
-	// KVLoadFailurePolicy is what becomes of a request whose load from
-	// host memory failed (failpoint core/kv-load-fails: the connector
-	// reports its last block in invalid_block_ids), vLLM's
-	// kv_load_failure_policy: LoadFailureFail, the default, ends it with
-	// an error; LoadFailureRecompute keeps the blocks loaded before the
-	// failed one, caches them, and computes from there.
-	KVLoadFailurePolicy KVLoadFailurePolicy
 	// StepTime is how long executing the model takes per step, on the
 	// runtime's clock; 0 means 1ms and a negative value means none.
 	StepTime time.Duration

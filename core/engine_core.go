@@ -516,7 +516,7 @@ func (c *EngineCore) schedule() *SchedulerOutput {
 	for _, r := range so.LoRAWaiting {
 		c.emit(Event{Kind: EventLoRAWait, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, LoRA: r.LoRA, Held: len(so.LoRAs)})
 	}
-	for _, pc := range so.PendingCut {
+	for _, pc := range c.sched.PendingCut() {
 		r := pc.R
 		c.emit(Event{Kind: EventKVPendingCut, RequestID: r.ExternalID, InternalID: r.InternalID, Incarnation: r.Incarnation, Index: r.Index, Held: pc.Blocks})
 	}

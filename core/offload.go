@@ -158,8 +158,11 @@ type kvOffload struct {
 	// cut is how many blocks a preempted request's store still copies the
 	// last lookup left out of its hit, to compute them again
 	// (Config.KVOffloadMaxRecomputePendingTokens); 0 when it left none.
-	cut     int
-	started []StoreJob // the copies started since the core last took them (TakeStores)
+	cut int
+	// pendingCut are the requests the step being scheduled cut so
+	// (Scheduler.PendingCut).
+	pendingCut []PendingCut
+	started    []StoreJob // the copies started since the core last took them (TakeStores)
 	// done are the stores completed as their requests ended, with no copy
 	// in flight, since the core last took them (TakeStores).
 	done []StoreDone
@@ -387,12 +390,25 @@ type PendingCut struct {
 	Blocks int
 }
 
-// cutPending tells of r's hit cut before cut pending blocks, if it was,
-// once r is admitted or its load started.
-func (so *SchedulerOutput) cutPending(r *Request, cut int) {
-	if cut > 0 {
-		so.PendingCut = append(so.PendingCut, PendingCut{R: r, Blocks: cut})
+// cutPending tells of r's hit cut before the pending blocks its lookup
+// left out (cut), if it was, once r is admitted or its load started.
+func (o *kvOffload) cutPending(r *Request) {
+	if o.cut > 0 {
+		o.pendingCut = append(o.pendingCut, PendingCut{R: r, Blocks: o.cut})
 	}
+}
+
+// PendingCut returns the waiting requests the last Schedule admitted or
+// started to load with their hits cut before blocks a preempted request's
+// store still copies to host memory, few enough to compute again
+// (Config.KVOffloadMaxRecomputePendingTokens). It is valid until the next
+// Schedule. (Not a field of SchedulerOutput: the scheduler, which holds
+// two, stays within its allocation's size class.)
+func (s *Scheduler) PendingCut() []PendingCut {
+	if s.offload == nil {
+		return nil
+	}
+	return s.offload.pendingCut
 }
 
 // loadStart is what a waiting request's lookup of host memory came to.

@@ -794,7 +794,7 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 		require.Len(t, so.Scheduled, 1)
 		assert.Same(t, b, so.Scheduled[0].Req, "b is admitted at once")
 		assert.Equal(t, 0, so.Scheduled[0].Start, "b computes its prompt from its first token")
-		assert.Equal(t, []PendingCut{{R: b, Blocks: 2}}, so.PendingCut)
+		assert.Equal(t, []PendingCut{{R: b, Blocks: 2}}, o.s.PendingCut())
 		assert.Equal(t, []*Request{a}, so.LoadWaiting, "a waits for its own store")
 		assert.Empty(t, so.Loads)
 		o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
@@ -810,7 +810,7 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 		b := o.add("b", 1, 4)
 		so := o.s.Schedule()
 		assert.Empty(t, so.Scheduled)
-		assert.Empty(t, so.PendingCut)
+		assert.Empty(t, o.s.PendingCut())
 		assert.Equal(t, []*Request{a, b}, so.LoadWaiting, "8 tokens pending are more than 7: b waits")
 		assert.Equal(t, loadPending, b.loadHeld)
 	})
@@ -840,7 +840,7 @@ func TestAShortPendingTailIsComputedAgainRatherThanWaitedFor(t *testing.T) {
 				continue
 			}
 			assert.Equal(t, []*Request{b}, so.Loads, "b loads the ready block")
-			assert.Equal(t, []PendingCut{{R: b, Blocks: 1}}, so.PendingCut)
+			assert.Equal(t, []PendingCut{{R: b, Blocks: 1}}, o.s.PendingCut())
 			require.Contains(t, s.offload.loads, "b")
 			assert.Len(t, s.offload.loads["b"].reads, 1)
 			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))

@@ -56,11 +56,6 @@ type SchedulerOutput struct {
 	// LoadHeld counts the waiting requests the step held back for a load
 	// to land, told or not (Scheduler.WaitsForLoad).
 	LoadHeld int
-	// PendingCut are the waiting requests the step admitted or started to
-	// load with their hits cut before blocks a preempted request's store
-	// still copies to host memory, few enough to compute again
-	// (Config.KVOffloadMaxRecomputePendingTokens).
-	PendingCut []PendingCut
 
 	sampled []int // Sample's result, room reused with the output
 }
@@ -589,6 +584,10 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	if s.offload != nil {
 		s.offload.reportWith(out)
 		s.offload.reported = false
+		if len(s.offload.pendingCut) > 0 {
+			clear(s.offload.pendingCut)
+			s.offload.pendingCut = s.offload.pendingCut[:0]
+		}
 	}
 	clear(out.Scheduled)
 	clear(out.Preempted)
@@ -596,10 +595,6 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	if len(out.LoRAWaiting) > 0 {
 		clear(out.LoRAWaiting)
 		out.LoRAWaiting = out.LoRAWaiting[:0]
-	}
-	if len(out.PendingCut) > 0 {
-		clear(out.PendingCut)
-		out.PendingCut = out.PendingCut[:0]
 	}
 	if len(out.LoadWaiting) > 0 {
 		clear(out.LoadWaiting)
@@ -711,7 +706,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 						switch how {
 						case loadStarted:
 							out.Loads = append(out.Loads, r)
-							out.cutPending(r, s.offload.cut)
+							s.offload.cutPending(r)
 						case loadNoRoom:
 							blocked = true // those behind it wait too; a delayed one's may run
 						}
@@ -733,7 +728,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 					}
 					if s.offload != nil {
 						s.offload.recordLookup(r, hit, 0) // host memory had none of what the GPU's cache lacks
-						out.cutPending(r, s.offload.cut)
+						s.offload.cutPending(r)
 					}
 				}
 				if i == 0 {
