@@ -71,7 +71,8 @@ func multiLoRA(x *Run) error {
 // drawLoRAEngine draws multi-lora's engine: LoRA on with 1 to 3 slots,
 // prefix caching over blocks of 4 tokens, a third of the runs under KV
 // pressure, half with async scheduling, a quarter under the priority
-// policy.
+// policy, a quarter with draft tokens, an eighth with host memory (KV
+// offloading, drawHostMemory).
 func drawLoRAEngine(x *Run) engine.Config {
 	r := x.Rand
 	cfg := engine.Config{StepTime: FoundingStepTime, EnableLoRA: true, MaxLoRAs: 1 + r.Intn(3), EnablePrefixCaching: true, BlockSize: 4}
@@ -85,6 +86,7 @@ func drawLoRAEngine(x *Run) engine.Config {
 		cfg.SchedulingPolicy = engine.PolicyPriority
 	}
 	drawSpec(x, &cfg)
+	drawHostMemory(x, &cfg)
 	return cfg
 }
 
@@ -109,9 +111,10 @@ func drawLoRAEngine(x *Run) engine.Config {
 // caching is on over a system prompt every request shares, so that the
 // cache holds the policy's blocks of the old weights when a request of
 // the new ones is admitted; one or two slots, async half, KV pressure a
-// third, a quarter under the priority policy. The window is the reload's: requests of the policy in the core
-// as its weights change (lora-reload-with-requests, the target). Every
-// draw is x.Rand's.
+// third, a quarter under the priority policy, a quarter with draft tokens
+// and an eighth with host memory (drawLoRAEngine). The window is the
+// reload's: requests of the policy in the core as its weights change
+// (lora-reload-with-requests, the target). Every other draw is x.Rand's.
 var LoRAReload = &Scenario{
 	Name:            "lora-reload",
 	Summary:         "an RL loop that loads its LoRA policy's new weights in place, paused or in flight, while clients stream over a shared system prompt",

@@ -42,11 +42,12 @@ import (
 // during a weight update or while asleep, or use more adapters than the
 // slots (the pinned ones counted). The engine is lora-reload's: one or two slots, prefix caching
 // over a system prompt every request shares, async half, KV pressure a
-// third, a quarter under the priority policy. The windows are each
+// third, a quarter under the priority policy, a quarter with draft tokens
+// and an eighth with host memory (drawLoRAEngine). The windows are each
 // scenario's, now with the others' calls in them: the targets are
 // requests held by a weight update while an adapter loads
 // (lora-load-during-an-update) and a reset with a step in flight. Every
-// draw is x.Rand's, every plan drawn before anything runs.
+// plan is drawn before anything runs.
 var ControlMix = &Scenario{
 	Name:            "control-mix",
 	Summary:         "an RL loop's pauses, weight updates, prefix-cache resets, adapter reloads and pins all at once, from five controllers, while clients stream",

@@ -213,6 +213,20 @@ func TestControlMixWithHostMemoryPasses(t *testing.T) {
 	assert.Empty(t, counts, "first seeds %v", first)
 }
 
+// TestTheRLScenariosDrawHostMemory: live-reload, control-mix and the
+// other RL and LoRA loops draw host memory in an eighth of their seeds
+// (drawHostMemory), so that their resets meet the KV offloaded before
+// them: with core/reset-keeps-offloaded-kv, vLLM's default of keeping it,
+// a request loads KV of the old weights — 12.1% of live-reload's first
+// 4,000 seeds, nearly every one that drew host memory, and 9.6% of
+// control-mix's — and a preempted request's store reported under a reset
+// (TestControlMixWithHostMemoryPasses) is on every sweep's path.
+func TestTheRLScenariosDrawHostMemory(t *testing.T) {
+	for _, sc := range []*scenario.Scenario{scenario.LiveReload, scenario.ControlMix} {
+		assertCaughtOnlyAs(t, sc, "chaos", withFailpoint("core/reset-keeps-offloaded-kv=return"), props.ModelTokens)
+	}
+}
+
 // TestTheStoryTellsAStoreThatWaitsForRoom: kv-offload's seed 3 draws a
 // host memory smaller than the GPU's cache; a reader's filled block
 // finds no room while the batch job's copies are on their way, and is

@@ -96,7 +96,8 @@ type pauseRun struct {
 // drawRLEngine draws the engine and the clients of the RL loops that
 // stream over a shared system prompt (live-reload, colocate): prefix
 // caching on, a third of the runs under KV pressure, half with async
-// scheduling, a quarter with draft tokens.
+// scheduling, a quarter with draft tokens, an eighth with host memory (KV
+// offloading, drawHostMemory).
 func drawRLEngine(x *Run) (engine.Config, [][]pauseRequest) {
 	r := x.Rand
 	cfg := engine.Config{StepTime: FoundingStepTime, EnablePrefixCaching: true, BlockSize: 4}
@@ -107,6 +108,7 @@ func drawRLEngine(x *Run) (engine.Config, [][]pauseRequest) {
 		cfg.AsyncScheduling = true
 	}
 	drawSpec(x, &cfg) // a reset's stale steps carry drafts
+	drawHostMemory(x, &cfg)
 	return cfg, drawPauseClients(x, swarmSystemPrompt)
 }
 

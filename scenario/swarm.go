@@ -131,6 +131,30 @@ func drawSpec(x *Run, cfg *engine.Config) *sim.PCGChooser {
 	return sp
 }
 
+// drawHostMemory draws KV offloading into cfg, whose prefix caching is on,
+// in an eighth of the runs, from the seed's stream "OFFLOADS", so that the
+// draws before it keep their runs (and not in the seeds the tests and docs
+// name): host memory of 8 to 24 blocks, under LRU or ARC, and a GPU cache
+// of 24 to 48 blocks unless one was drawn already. The RL and LoRA
+// scenarios draw it so that their resets, pauses and weight updates meet
+// stores and loads in flight: a reset preempts between steps, and a
+// request whose store it caught waits for the next step to report it.
+func drawHostMemory(x *Run, cfg *engine.Config) {
+	hm := sim.NewPCGChooser(x.Opts.Seed, streamOffload)
+	if hm.Intn(8) != 2 {
+		return
+	}
+	cfg.KVOffloadBlocks = 8 + hm.Intn(17)
+	if hm.Intn(2) == 0 {
+		cfg.KVOffloadPolicy = engine.OffloadARC
+	}
+	if cfg.NumBlocks == 0 {
+		// A GPU cache of 24 to 48 blocks, which the longest request fits
+		// (pause-resume's): its blocks go out to host memory and come back.
+		cfg.NumBlocks = 24 + hm.Intn(25)
+	}
+}
+
 // chatTurnTokensMax bounds a chat turn's prompt and MaxTokens together, so
 // that it fits every cache swarm draws (kv-pressure's holds 124 tokens).
 const chatTurnTokensMax = 100
