@@ -8,6 +8,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/llmdst/llmdst/core"
+	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/sim"
 )
 
 // TestBlocksProperty drives a bare Scheduler, with prefix caching on or
@@ -46,7 +48,12 @@ func TestBlocksPropertyWithLoRA(t *testing.T) { rapid.Check(t, blocksProperty(tr
 // the loads it starts landing among the actions, in order of start:
 // requests whose KV loads hold the blocks of their whole sequence, an
 // aborted one until its load lands, every request still samples its own
-// tokens from the KV it loaded, and every request still ends.
+// tokens from the KV it loaded, and every request still ends. In two
+// thirds of the cases a third or half of the loads fail
+// (core/kv-load-fails), under either load-failure policy: a request that
+// computes again samples its own tokens, one that fails ends, and no block
+// is lost (a planted core/kv-load-caches-invalid-blocks fails within 30
+// cases).
 func TestBlocksPropertyWithOffload(t *testing.T) { rapid.Check(t, blocksProperty(true, false, true)) }
 
 // blocksProperty is TestBlocksProperty's body; with resets the actions
@@ -80,6 +87,16 @@ func blocksProperty(resets, lora, offload bool) func(t *rapid.T) {
 			cfg.KVOffloadStoreThreshold = rapid.IntRange(0, 3).Draw(t, "storeThreshold")
 			cfg.KVOffloadTrackerSize = rapid.IntRange(0, 8).Draw(t, "trackerSize")
 			cfg.KVOffloadMaxRecomputePendingTokens = rapid.IntRange(0, 12).Draw(t, "maxRecomputePendingTokens")
+			// Loads that fail now and then (core/kv-load-fails), under
+			// either of vLLM's kv_load_failure_policy.
+			if ratio := []string{"", "1/3*", "1/2*"}[rapid.IntRange(0, 2).Draw(t, "loadFails")]; ratio != "" {
+				cfg.KVLoadFailurePolicy = core.KVLoadFailurePolicy(rapid.IntRange(0, 1).Draw(t, "loadFailurePolicy"))
+				faults, err := failpoints.NewSet(sim.NewPCGChooser(rapid.Uint64().Draw(t, "faultSeed"), sim.StreamFaults), failpoints.CoreKVLoadFails.Name+"="+ratio+"return")
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Faults = faults
+			}
 		}
 		cfg.NumSpeculativeTokens = rapid.IntRange(0, 3).Draw(t, "specTokens")
 		cfg.Draft = core.DraftModel{Target: core.ToyModel{}, MissOdds: uint64(rapid.IntRange(1, 4).Draw(t, "draftMissOdds"))}
