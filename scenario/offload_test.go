@@ -227,6 +227,22 @@ func TestTheRLScenariosDrawHostMemory(t *testing.T) {
 	}
 }
 
+// TestTheStoryTellsAFailedLoad: kv-offload fails a quarter of the loads
+// in an eighth of its seeds. Seed 34 draws kv_load_failure_policy
+// recompute: reader-2's load lands with its last block failed, and it
+// computes from there to its length; seed 89 draws fail: reader-2 ends
+// with an error and no token, and the caller gets it.
+func TestTheStoryTellsAFailedLoad(t *testing.T) {
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 34),
+		"lands the 6 block(s) of KV loaded for reader-2#12, the last failed (the connector reports it invalid): it computes the failed one and what follows again",
+		"reaches kv-load-failed",
+		"finishes reader-2#12: length, 3 token(s)")
+	assertToldInOrder(t, storyOf(t, scenario.KVOffload, 89),
+		"lands the 4 block(s) of KV loaded for reader-2#6, the last failed (the connector reports it invalid): it ends with an error (kv_load_failure_policy fail)",
+		"finishes reader-2#6: error, 0 token(s)",
+		"reader-2        takes the final output of reader-2#6: 0 token(s), error")
+}
+
 // TestTheStoryTellsAStoreThatWaitsForRoom: kv-offload's seed 3 draws a
 // host memory smaller than the GPU's cache; a reader's filled block
 // finds no room while the batch job's copies are on their way, and is
