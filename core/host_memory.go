@@ -94,6 +94,11 @@ type KVOffloadStats struct {
 	// (vLLM's stores_skipped): a step's blocks that found no room and
 	// are passed to the next step count again there.
 	StoresSkipped int64
+	// FailedLoads are the loads that landed with a block the connector
+	// reported invalid (core/kv-load-fails), each a request vLLM's
+	// scheduler ended with an error or rescheduled to compute again
+	// (Config.KVLoadFailurePolicy).
+	FailedLoads int64
 	// Blocks is what host memory holds or has on its way now, of
 	// Capacity (Config.KVOffloadBlocks), under Policy.
 	Blocks, Capacity int
@@ -112,6 +117,7 @@ func (s *KVOffloadStats) Add(o KVOffloadStats) {
 	s.Evicted += o.Evicted
 	s.StoreFailures += o.StoreFailures
 	s.StoresSkipped += o.StoresSkipped
+	s.FailedLoads += o.FailedLoads
 	s.Blocks += o.Blocks
 	s.Capacity += o.Capacity
 	s.Policy = o.Policy

@@ -548,6 +548,7 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		// vLLM's connector reports the block in invalid_block_ids: what
 		// landed in it is not the KV host memory held.
 		valid, how = n-1, LoadFailed
+		s.offload.counts.FailedLoads++
 		b := &s.pool.blocks[r.table[ld.start+valid]]
 		b.word = garbage(b.word, ld.reads[valid].hash)
 		if s.cfg.KVLoadFailurePolicy == LoadFailureFail {
@@ -1113,6 +1114,7 @@ func (c *EngineCore) waitInput() (in Input, ok, due bool) {
 type offloadCounts struct {
 	queries, hits, preemptedQueries, preemptedHits          atomic.Int64
 	stored, loaded, evicted, storeFailures, skipped, blocks atomic.Int64
+	failedLoads                                             atomic.Int64
 }
 
 func (p *offloadCounts) publish(st KVOffloadStats) {
@@ -1125,6 +1127,7 @@ func (p *offloadCounts) publish(st KVOffloadStats) {
 	publish(&p.evicted, st.Evicted)
 	publish(&p.storeFailures, st.StoreFailures)
 	publish(&p.skipped, st.StoresSkipped)
+	publish(&p.failedLoads, st.FailedLoads)
 	publish(&p.blocks, int64(st.Blocks))
 }
 
@@ -1137,6 +1140,6 @@ func (p *offloadCounts) load(cfg Config) KVOffloadStats {
 	return KVOffloadStats{Queries: p.queries.Load(), Hits: p.hits.Load(),
 		PreemptedQueries: p.preemptedQueries.Load(), PreemptedHits: p.preemptedHits.Load(),
 		StoredBlocks: p.stored.Load(), LoadedBlocks: p.loaded.Load(), Evicted: p.evicted.Load(),
-		StoreFailures: p.storeFailures.Load(), StoresSkipped: p.skipped.Load(), Blocks: int(p.blocks.Load()),
+		StoreFailures: p.storeFailures.Load(), StoresSkipped: p.skipped.Load(), FailedLoads: p.failedLoads.Load(), Blocks: int(p.blocks.Load()),
 		Capacity: cfg.KVOffloadBlocks, Policy: cfg.KVOffloadPolicy}
 }

@@ -475,7 +475,8 @@ func TestHostMemoryIsCountedCoreByCore(t *testing.T) {
 // block failing (core/kv-load-fails), ends with FinishError and no token
 // under vLLM's kv_load_failure_policy fail, and samples the model's tokens
 // under recompute, which computes the failed block again — simulated under
-// chaos, and on goroutines.
+// chaos, and on goroutines. Host memory counts the failed load
+// (llmdst:kv_offload_failed_loads_total).
 func TestAFailedKVLoadEndsWithAnErrorOrComputesAgain(t *testing.T) {
 	for _, policy := range []engine.KVLoadFailurePolicy{engine.LoadFailureFail, engine.LoadFailureRecompute} {
 		cfg := offloadConfig(t, "core/kv-load-fails=return")
@@ -487,6 +488,9 @@ func TestAFailedKVLoadEndsWithAnErrorOrComputesAgain(t *testing.T) {
 			outs := drain(t, add(t, e, "again", pauseLong, p))
 			end := last(outs)
 			require.True(t, end.Finished)
+			st := e.Stats()
+			assert.Equal(t, int64(1), st.KVOffload.FailedLoads, "%s", policy)
+			assert.Contains(t, st.Metrics(), engine.Metric{Name: "llmdst:kv_offload_failed_loads_total", Value: 1})
 			if policy == engine.LoadFailureFail {
 				assert.Equal(t, engine.FinishError, end.FinishReason, "%s", policy)
 				assert.Empty(t, end.TokenIDs)

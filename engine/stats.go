@@ -65,6 +65,8 @@ type Stats struct {
 	// (vllm:kv_offload_block_eviction_total{policy=…}), the stores that
 	// found none (vllm:kv_offload_allocation_failure_total), the blocks a
 	// store threshold passed over (vllm:kv_offload_stores_skipped_total),
+	// the loads that landed with a block invalid
+	// (llmdst:kv_offload_failed_loads_total, Config.KVLoadFailurePolicy),
 	// and the blocks held of host memory's (llmdst:kv_offload_used_blocks,
 	// llmdst:kv_offload_num_blocks). See core.KVOffloadStats.
 	KVOffload KVOffloadStats
@@ -278,6 +280,7 @@ func (s Stats) Metrics() []Metric {
 		ofCores(`vllm:kv_offload_block_eviction_total{policy="`+s.KVOffload.Policy.String()+`"}`, float64(s.KVOffload.Evicted), func(c CoreStats) float64 { return float64(c.KVOffload.Evicted) })
 		ofCores("vllm:kv_offload_allocation_failure_total", float64(s.KVOffload.StoreFailures), func(c CoreStats) float64 { return float64(c.KVOffload.StoreFailures) })
 		ofCores("vllm:kv_offload_stores_skipped_total", float64(s.KVOffload.StoresSkipped), func(c CoreStats) float64 { return float64(c.KVOffload.StoresSkipped) })
+		ofCores("llmdst:kv_offload_failed_loads_total", float64(s.KVOffload.FailedLoads), func(c CoreStats) float64 { return float64(c.KVOffload.FailedLoads) })
 		ofCores("llmdst:kv_offload_used_blocks", float64(s.KVOffload.Blocks), func(c CoreStats) float64 { return float64(c.KVOffload.Blocks) })
 		ofCores("llmdst:kv_offload_num_blocks", float64(s.KVOffload.Capacity), func(c CoreStats) float64 { return float64(c.KVOffload.Capacity) })
 	}
