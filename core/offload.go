@@ -772,13 +772,19 @@ func (s *Scheduler) flushStore(r *Request, out *SchedulerOutput) {
 	}
 }
 
-// reportWith makes out, the step being scheduled, the one whose output
-// reports the stores of requests preempted since the last step.
-func (o *kvOffload) reportWith(out *SchedulerOutput) {
+// beginStep readies host memory's side of out, the step being scheduled:
+// its output reports the stores of requests preempted since the last
+// step, and what the last step reported or cut is forgotten.
+func (o *kvOffload) beginStep(out *SchedulerOutput) {
 	for _, st := range o.flushed {
 		if st.flushedOut == nil {
 			st.flushedOut = out
 		}
+	}
+	o.reported = false
+	if len(o.pendingCut) > 0 {
+		clear(o.pendingCut)
+		o.pendingCut = o.pendingCut[:0]
 	}
 }
 
@@ -1056,6 +1062,7 @@ func (c *EngineCore) landCopies() {
 // landCopy lands one copy and tells of it.
 func (c *EngineCore) landCopy(p pendingCopy) {
 	var ev Event
+	var failed *Request // a load that failed ended it: kv_load_failure_policy fail
 	if p.store {
 		r, n, done, abandoned := c.sched.CompleteStore(p.id, p.job)
 		if r == nil {
@@ -1076,14 +1083,15 @@ func (c *EngineCore) landCopy(p pendingCopy) {
 			ev.Text = "abandoned"
 		case how == LoadFailed:
 			ev.Text, ev.Finished = "failed", r.Status.Finished()
-		}
-		if ev.Finished && how == LoadFailed {
-			c.emit(ev)
-			c.put([]Frame{c.sched.FinalFrame(r, FinishError)}) // vLLM's kv_load_failure_policy fail
-			return
+			if ev.Finished {
+				failed = r
+			}
 		}
 	}
 	c.emit(ev)
+	if failed != nil {
+		c.put([]Frame{c.sched.FinalFrame(failed, FinishError)})
+	}
 }
 
 // waitInput takes the next input, waiting for one; with KV copies in

@@ -582,12 +582,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 	}
 	s.out = out
 	if s.offload != nil {
-		s.offload.reportWith(out)
-		s.offload.reported = false
-		if len(s.offload.pendingCut) > 0 {
-			clear(s.offload.pendingCut)
-			s.offload.pendingCut = s.offload.pendingCut[:0]
-		}
+		s.offload.beginStep(out)
 	}
 	clear(out.Scheduled)
 	clear(out.Preempted)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -120,16 +119,14 @@ func kvOffload(x *Run) error {
 		// request still waits for its own.
 		cfg.KVOffloadMaxRecomputePendingTokens = cfg.BlockSize * (1 + pol.Intn(2))
 	}
-	if pol.Intn(8) == 5 && !slices.ContainsFunc(x.Opts.Failpoints, func(fp string) bool { return strings.HasPrefix(fp, failpoints.CoreKVLoadFails.Name+"=") }) {
+	if pol.Intn(8) == 5 && !x.Faults.Armed(failpoints.CoreKVLoadFails) {
 		// A connector whose loads fail now and then (vLLM's
 		// invalid_block_ids): the reader ends with an error, or, in half
 		// of these seeds, computes the failed block again.
 		if pol.Intn(2) == 0 {
 			cfg.KVLoadFailurePolicy = engine.LoadFailureRecompute
 		}
-		o := x.Opts
-		o.Failpoints = append(slices.Clone(o.Failpoints), failpoints.CoreKVLoadFails.Name+"=1/4*return")
-		faults, err := o.faults()
+		faults, err := x.faultsWith(failpoints.CoreKVLoadFails.Name + "=1/4*return")
 		if err != nil {
 			return err
 		}

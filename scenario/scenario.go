@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -182,6 +183,14 @@ func (o Options) faults() (*failpoints.Set, error) {
 	}
 	specs := append(append([]string(nil), o.Failpoints...), env...)
 	return failpoints.NewSet(sim.NewPCGChooser(o.Seed, sim.StreamFaults), specs...)
+}
+
+// faultsWith builds the run's failpoint set with specs armed too, for a
+// scenario that draws faults of its own.
+func (x *Run) faultsWith(specs ...string) (*failpoints.Set, error) {
+	o := x.Opts
+	o.Failpoints = append(slices.Clone(o.Failpoints), specs...)
+	return o.faults()
 }
 
 // CheckFailpoints reports the first failpoint spec a run would refuse, so

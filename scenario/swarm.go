@@ -328,9 +328,7 @@ func swarm(x *Run) error {
 		}
 	}
 	if f.faults && len(x.Opts.Failpoints) == 0 {
-		o := x.Opts
-		o.Failpoints = drawFaults(x)
-		faults, err := o.faults()
+		faults, err := x.faultsWith(drawFaults(x)...)
 		if err != nil {
 			return fmt.Errorf("swarm drew failpoints it cannot arm: %w", err)
 		}
