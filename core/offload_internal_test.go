@@ -1017,3 +1017,71 @@ func TestAResetsPreemptionIsReportedByTheNextStep(t *testing.T) {
 		assert.Equal(t, Tokens(ToyModel{}, a.Prompt, 4), a.Output, "async %v", async)
 	}
 }
+
+// TestALandedRequestGoesBeforeOneThatCannotBeAdmitted: b's KV loads from
+// host memory into half the GPU's cache while c runs; c runs out of room
+// and preempts itself, back at the head of the queue, and b's load lands.
+// c cannot be admitted again while b holds its blocks, and nothing runs to
+// give any back: b, whose KV landed, goes first, runs to its end, and c
+// follows. Planted, core/kv-loaded-waits-behind-blocked (the class of
+// vLLM's #45387) holds b behind c: every step schedules nothing, with
+// nothing running and nothing in flight — the state the core's guard kills
+// it in rather than spin.
+func TestALandedRequestGoesBeforeOneThatCannotBeAdmitted(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := Config{BlockSize: 4, NumBlocks: 7, EnablePrefixCaching: true, KVOffloadBlocks: 8}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreKVLoadedWaitsBehindBlocked.Name+"=return")
+		}
+		o := newOffloadRun(t, cfg)
+		s := o.s
+		o.offloadAndForget()
+		land := func() { // every store's copies land as soon as they start
+			for _, j := range o.jobs {
+				_, _, _, _ = s.CompleteStore(j.ID, j.Job)
+			}
+			o.jobs = o.jobs[:0]
+		}
+		c := o.add("c", 101, 10)
+		o.step()
+		land()
+		b := o.add("b", 1, 4)
+		o.step()
+		require.Contains(t, s.offload.loads, "b", "b's load started")
+		require.Equal(t, StatusRunning, c.Status)
+		for range 8 {
+			if c.Status == StatusPreempted {
+				break
+			}
+			o.step()
+			land()
+		}
+		require.Equal(t, StatusPreempted, c.Status, "c ran out of room")
+		_, how, _ := s.CompleteLoad("b")
+		require.Equal(t, LoadLanded, how)
+		so := s.Schedule()
+		if bug {
+			assert.Empty(t, so.Scheduled, "b waits behind c")
+			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+			so = s.Schedule()
+			assert.Empty(t, so.Scheduled, "and again: nothing will ever run")
+			st := s.Stats()
+			assert.Zero(t, st.Running)
+			assert.Equal(t, 2, st.Waiting)
+			assert.Zero(t, s.TransfersInFlight())
+			assert.False(t, s.WaitsForLoad())
+			_, rejected := s.RejectUnschedulable()
+			assert.False(t, rejected, "c could run once b gave its blocks back")
+			continue
+		}
+		require.Len(t, so.Scheduled, 1)
+		assert.Same(t, b, so.Scheduled[0].Req, "b goes first")
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		for range 30 {
+			o.step()
+			land()
+		}
+		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
+		assert.Equal(t, Tokens(ToyModel{}, c.Prompt, 10), c.Output)
+	}
+}

@@ -642,9 +642,12 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 		// With KV offloading the requests whose KV landed go first, as
 		// vLLM puts back at the head of the queue the requests it skipped
 		// while their KV loaded: each holds blocks the others may need.
-		first := 0
+		first, landedWait := 0, false
 		if s.offload != nil {
 			first = -1
+			if s.cfg.Faults.Fires(failpoints.CoreKVLoadedWaitsBehindBlocked) {
+				first, landedWait = 0, true
+			}
 		}
 		for pass := first; pass <= 0; pass++ {
 			// With KV offloading, once a request cannot be admitted the
@@ -653,7 +656,7 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 			blocked := false
 			for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
 				r := s.waiting[i] // NumComputed is 0: new, or preempted, unless its KV landed
-				if r.kvLoad == kvLoading || (pass < 0 || blocked) && r.kvLoad != kvLoaded {
+				if r.kvLoad == kvLoading || (pass < 0 || blocked) && (r.kvLoad != kvLoaded || landedWait) {
 					i++ // its KV loads; or the pass is for landed requests, or it waits behind one that could not be admitted
 					continue
 				}

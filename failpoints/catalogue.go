@@ -128,6 +128,9 @@ var (
 	CoreKVLoadCachesInvalidBlocks = register(&Point{Name: "core/kv-load-caches-invalid-blocks", Bug: true,
 		Doc:   "a bug, the class of vLLM's #53298 (invalid blocks left in the prefix cache for new requests to reuse): with Config.KVLoadFailurePolicy recompute, a load whose last block failed (core/kv-load-fails) caches every block it brought, the failed one too, so a request that finds it in the GPU's prefix cache before its owner computes it again reads KV that is not its prompt's",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVLoadedWaitsBehindBlocked = register(&Point{Name: "core/kv-loaded-waits-behind-blocked", Bug: true,
+		Doc:   "a bug, the class of vLLM's #45387 (a permanent deadlock under KV pressure with a KV-offloading connector: no request running, requests waiting, the cache full) and of its open #57841: with KV offloading (Config.KVOffloadBlocks), a request whose KV landed from host memory is not admitted first but waits at its place in the queue, behind a request that could not be admitted, as any other does; it holds the blocks of its whole prompt, which the one ahead of it may need, and with nothing running nothing gives any back: every step schedules nothing. The engine's guard ends the spin: a step that schedules nothing, with nothing running, in flight or landing, kills the core",
+		Terms: "return", checkValue: checkNoValue})
 	CoreKVStoreForgottenOnPreempt = register(&Point{Name: "core/kv-store-forgotten-on-preempt", Bug: true,
 		Doc:   "a bug, the class of vLLM's #49829 (HIT_PENDING has no deadline) and #46019 (store jobs never reported): with KV offloading (Config.KVOffloadBlocks), the last copy of a preempted request's store lands and host memory is never told it completed, so its blocks stay on their way for ever: the request waits for its own store to be admitted again, and so does every request that would load those blocks — for ever",
 		Terms: "return", checkValue: checkNoValue})
