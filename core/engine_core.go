@@ -671,7 +671,8 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 	if c.nflight > 0 {
 		return
 	}
-	n := c.sched.Stats().Running
+	st := c.sched.Stats()
+	n := st.Running
 	if n == 0 && c.kv != nil && (len(c.kv.copies) > 0 || c.sched.WaitsForLoad()) && !c.sched.Reported() {
 		// What waits needs blocks a KV load or store holds, or gives
 		// back, or a load to land: the core waits for an input or for
@@ -694,6 +695,15 @@ func (c *EngineCore) rejectUnschedulable(preempted bool) {
 		// A running request always has a token to compute; without one
 		// the loop would spin on it forever, and its caller wait forever.
 		panic(fmt.Sprintf("core: %d running requests and none could be scheduled", n))
+	}
+	if st.Waiting > 0 && !preempted && !c.sched.Reported() && c.sched.HasWork() {
+		// Nothing runs, nothing is in flight or landing, no request was
+		// ended as one that could never fit, and the next step would
+		// schedule nothing again: the waiting requests hold each other
+		// back (core/kv-loaded-waits-behind-blocked, vLLM's #45387). The
+		// loop would spin without end, its requests never ending; a dead
+		// core ends every one with an error.
+		panic(fmt.Sprintf("core: %d waiting requests, none running or in flight, and none could be scheduled (%d of %d KV blocks held)", st.Waiting, st.KVUsedBlocks, st.KVNumBlocks))
 	}
 }
 

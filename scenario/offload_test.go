@@ -194,6 +194,32 @@ func TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", loadsFail(true), props.ModelTokens)
 }
 
+// TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne plants
+// core/kv-loaded-waits-behind-blocked, the class of vLLM's #45387: a
+// request whose KV landed from host memory waits behind one that cannot be
+// admitted (seed 13: batch-0, preempted back to the head of the queue while
+// reader-0's load was in flight), holding the blocks that one needs, with
+// nothing running. Each step schedules nothing; the core's guard kills it
+// at the first such step, and every request ends with the error (6.4% of
+// the first 2,000 seeds) — before the guard the core span without a
+// scheduling point, and the simulator named each such seed a hang only
+// after a minute of wall time. Fixed, seed 13 passes.
+func TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne(t *testing.T) {
+	const bug = "core/kv-loaded-waits-behind-blocked=return"
+	_, err := reachedWith(t, scenario.KVOffload, scenario.Options{Seed: 13, Failpoints: []string{bug}})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the engine core is dead")
+	assert.ErrorContains(t, err, "core: 2 waiting requests, none running or in flight, and none could be scheduled")
+	_, err = reachedWith(t, scenario.KVOffload, scenario.Options{Seed: 13})
+	require.NoError(t, err)
+
+	counts, first := sweepFailures(t, scenario.KVOffload, "chaos", pauseSeeds(), withFailpoint(bug))
+	assert.Positive(t, counts[""], "no seed caught it: %v", counts)
+	for p, n := range counts {
+		assert.Empty(t, p, "%d failure(s) of another kind, first seed %d", n, first[p])
+	}
+}
+
 // TestControlMixWithHostMemoryPasses: control-mix's resets of the prefix
 // cache preempt requests between steps, some with copies of their stores
 // to host memory in flight. The next step reports those stores, and when
