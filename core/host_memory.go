@@ -301,6 +301,18 @@ func (o *kvOffload) remove(e *list.Element) *offloaded {
 	return b
 }
 
+// forgetFailed forgets b, a block whose load failed, as vLLM's tiers
+// mark their lookup verdict for it a miss (its #49328, for its #49176):
+// the next lookup, its request's again or another's, does not find it
+// and computes it, rather than load it and fail again, for ever if the
+// failure lasts. A block a reset dropped, or the store of a block of the
+// same hash that took its place, stays; so does b while something pins it.
+func (o *kvOffload) forgetFailed(b *offloaded) {
+	if e := o.byHash[b.hash]; e != nil && e.Value.(*offloaded) == b && !b.pinned() {
+		o.remove(e)
+	}
+}
+
 // evict puts e out to make room; under ARC its hash joins the ghost list
 // of the list it left.
 func (o *kvOffload) evict(e *list.Element) {

@@ -551,6 +551,9 @@ func (s *Scheduler) CompleteLoad(id string) (r *Request, how LoadOutcome, n int)
 		s.offload.counts.FailedLoads++
 		b := &s.pool.blocks[r.table[ld.start+valid]]
 		b.word = garbage(b.word, ld.reads[valid].hash)
+		if !s.cfg.Faults.Fires(failpoints.CoreKVLoadFailedBlockKept) {
+			s.offload.forgetFailed(ld.reads[valid])
+		}
 		if s.cfg.KVLoadFailurePolicy == LoadFailureFail {
 			r.kvLoad = kvNoLoad
 			s.finish(r, StatusFinishedError) // nothing cached: its blocks go back

@@ -905,12 +905,19 @@ func TestAFailedLoadEndsItsRequestOrComputesFromTheFailedBlock(t *testing.T) {
 		assert.Zero(t, b.kvGarbage)
 		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
 	})
-	t.Run("recompute of a load's only block", func(t *testing.T) {
+	onlyBlock := func(t *testing.T, bug bool) {
 		// A load of one block from the prompt's first: nothing before the
 		// failed block, so b gives its blocks back and looks up again, as
-		// vLLM does; the second load lands.
+		// vLLM does. Host memory forgot the block whose load failed
+		// (vLLM's #49328): b computes it, where a second load would fail
+		// too, and a third, for ever (its #49176, planted as
+		// core/kv-load-failed-block-kept) — every load fails here.
 		cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, KVLoadFailurePolicy: LoadFailureRecompute}
-		cfg.Faults = rttest.Armed(t, failpoints.CoreKVLoadFails.Name+"=1*return")
+		faults := []string{failpoints.CoreKVLoadFails.Name + "=return"}
+		if bug {
+			faults = append(faults, failpoints.CoreKVLoadFailedBlockKept.Name+"=return")
+		}
+		cfg.Faults = rttest.Armed(t, faults...)
 		o := newOffloadRun(t, cfg)
 		s := o.s
 		prompt := []int{1, 2, 3, 4, 5}
@@ -929,15 +936,32 @@ func TestAFailedLoadEndsItsRequestOrComputesFromTheFailedBlock(t *testing.T) {
 		assert.Zero(t, b.NumComputed)
 		assert.Zero(t, b.Blocks, "b gave its blocks back")
 		assert.Zero(t, s.Stats().KVUsedBlocks)
-		o.step()
-		require.Contains(t, s.offload.loads, "b", "b looked up again and loads the block once more")
-		_, how, _ = s.CompleteLoad("b")
-		require.Equal(t, LoadLanded, how)
+		if bug {
+			assert.Equal(t, 1, s.offload.held(), "host memory kept the failed block")
+			for i := range 5 {
+				o.step()
+				require.Contains(t, s.offload.loads, "b", "b loads the block it failed to load again (%d)", i)
+				_, how, _ := s.CompleteLoad("b")
+				require.Equal(t, LoadFailed, how)
+			}
+			assert.Equal(t, int64(6), s.Stats().KVOffload.FailedLoads)
+			assert.Empty(t, b.Output, "b never gets a token")
+			return
+		}
+		assert.Zero(t, s.offload.held(), "host memory forgot the failed block")
+		so := s.Schedule()
+		assert.NotContains(t, s.offload.loads, "b", "b looked up again and found nothing to load")
+		require.Len(t, so.Scheduled, 1)
+		assert.Zero(t, so.Scheduled[0].Start, "b computes its prompt from its first token")
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
 		for range 6 {
 			o.step()
 		}
 		assert.Equal(t, Tokens(ToyModel{}, prompt, 4), b.Output)
-	})
+		assert.Equal(t, int64(1), s.Stats().KVOffload.FailedLoads)
+	}
+	t.Run("recompute of a load's only block", func(t *testing.T) { onlyBlock(t, false) })
+	t.Run("recompute of a load's only block, the failed block kept", func(t *testing.T) { onlyBlock(t, true) })
 }
 
 // TestAFailedBlockLeftInThePrefixCacheIsReadByAnother plants
@@ -945,8 +969,9 @@ func TestAFailedLoadEndsItsRequestOrComputesFromTheFailedBlock(t *testing.T) {
 // recompute the failed block is cached with the one before it; b, whose
 // load it was, gives up before computing it again, and c, a request of the
 // same prompt, finds both in the GPU's prefix cache and samples from KV
-// that is not its prompt's. Fixed, c finds the first alone, loads the
-// second from host memory, and its tokens are the model's.
+// that is not its prompt's. Fixed, c finds the first alone, computes the
+// second, which host memory forgot when its load failed, and its tokens
+// are the model's.
 func TestAFailedBlockLeftInThePrefixCacheIsReadByAnother(t *testing.T) {
 	for _, bug := range []bool{false, true} {
 		faults := []string{failpoints.CoreKVLoadFails.Name + "=1*return"} // c's load does not fail
@@ -960,11 +985,11 @@ func TestAFailedBlockLeftInThePrefixCacheIsReadByAnother(t *testing.T) {
 		require.NoError(t, o.s.AddRequest(c))
 		if !bug {
 			assert.Len(t, o.s.lookup(c, nil), 1, "c hits the block before the failed one")
-			o.step()
-			require.Contains(t, o.s.offload.loads, "c", "c loads the failed block from host memory, which holds it")
-			_, how, n := o.s.CompleteLoad("c")
-			require.Equal(t, LoadLanded, how)
-			require.Equal(t, 1, n)
+			so := o.s.Schedule()
+			assert.Empty(t, o.s.offload.loads, "host memory forgot the failed block: c computes it")
+			require.Len(t, so.Scheduled, 1)
+			assert.Equal(t, 4, so.Scheduled[0].Start)
+			o.s.UpdateFromOutput(so, o.s.Sample(so, ToyModel{}))
 			for range 8 {
 				o.step()
 			}

@@ -194,6 +194,33 @@ func TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache(t *testing.T) {
 	assertCaughtOnlyAs(t, scenario.KVOffload, "chaos", loadsFail(true), props.ModelTokens)
 }
 
+// TestKVOffloadCatchesAFailedBlockKeptInHostMemory plants
+// core/kv-load-failed-block-kept, vLLM's before its #49328 (its #49176):
+// with every load failing under kv_load_failure_policy recompute, a
+// request whose load of its prompt's first block failed looks up again,
+// finds the block host memory kept, and loads it again, for ever: seed 49
+// runs into the step limit (4 of the first 200 seeds do, at ten million
+// decisions each, and 2 more spin in the core without a scheduling point
+// until the sweep names them hangs). Fixed, host memory forgets a block
+// whose load failed, the request computes it, and seed 49 passes, as do
+// all of the first 2,000 seeds (55 ran into the step limit before).
+func TestKVOffloadCatchesAFailedBlockKeptInHostMemory(t *testing.T) {
+	const seed = 49
+	run := func(bug bool) error {
+		o := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-load-fails=return"},
+			Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
+		if bug {
+			o.Failpoints = append(o.Failpoints, "core/kv-load-failed-block-kept=return")
+		}
+		prog, out := scenario.KVOffload.Program(o)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), StepsMax: 200_000, NoRecord: true}, prog)
+		return out.Err(res.Err)
+	}
+	var sl *sim.StepLimitError
+	assert.ErrorAs(t, run(true), &sl, "the request loads its failed block again and again")
+	assert.NoError(t, run(false))
+}
+
 // TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne plants
 // core/kv-loaded-waits-behind-blocked, the class of vLLM's #45387: a
 // request whose KV landed from host memory waits behind one that cannot be
