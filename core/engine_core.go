@@ -317,7 +317,12 @@ func (c *EngineCore) Run() {
 			// input-queue copy was already handled would otherwise wait in
 			// the aborts queue for the next step and hit whatever request
 			// then holds its id. Idle means nothing of the past is pending.
-			c.processAborts()
+			if c.processAborts() {
+				// As an abort's input does: a request it ended may have a
+				// last copy of its store to start, which holds blocks a
+				// waiting request needs until it lands.
+				c.syncHeld()
+			}
 			c.completePauses()
 			if c.progress != nil {
 				c.progress()
@@ -636,10 +641,11 @@ func (c *EngineCore) finishStep(so *SchedulerOutput, sampled []int, step int64) 
 }
 
 // processAborts drains the aborts queue, so that an abort that arrived while
-// the model ran wins over the step's tokens.
-func (c *EngineCore) processAborts() {
+// the model ran wins over the step's tokens. It reports whether it took
+// any.
+func (c *EngineCore) processAborts() bool {
 	if c.abortsPending.Load() == 0 {
-		return // nothing was put: no need to take the queue's lock
+		return false // nothing was put: no need to take the queue's lock
 	}
 	var ids []string
 	n := int64(0)
@@ -655,6 +661,7 @@ func (c *EngineCore) processAborts() {
 		c.abort(ids)
 	}
 	c.abortsPending.Add(-n)
+	return len(ids) > 0
 }
 
 // rejectUnschedulable follows a step that scheduled nothing: with nothing
