@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmdst/llmdst/internal/stacks"
@@ -27,6 +28,9 @@ type HangError struct {
 	// the schedule that hung again.
 	Draws Draws
 	After time.Duration // the run had gone on at least this long
+	// Idle is how long of it the run made no scheduling decision, as
+	// Options.Progress counts them (After when nothing counted them).
+	Idle time.Duration
 	// Stuck is the task's goroutine: Status ("running" or "runnable" when it
 	// spins, "chan receive" and the like when it waits; "" when no task was
 	// found outside the simulator), Func (the innermost function of its own
@@ -57,6 +61,9 @@ func (e *HangError) Error() string {
 		}
 	}
 	fmt.Fprintf(&b, "hang: %s had not ended after %v of wall time", run, e.After)
+	if e.Idle > 0 && e.Idle < e.After {
+		fmt.Fprintf(&b, ", the last %v of it without a scheduling decision", e.Idle)
+	}
 	switch {
 	case e.Status == "":
 		b.WriteString(", and none of its tasks is running or blocked outside the simulator")
@@ -105,6 +112,12 @@ type hangWatch struct {
 	opts   *Options // the run watched
 	start  time.Time
 	live   bool
+	// The run's decisions as Options.Progress counts them (own, when the
+	// run's options had none), the count last seen and when it last
+	// moved: a run that goes on deciding is no hang, however long.
+	own   atomic.Int64
+	seen  int64
+	moved time.Time
 }
 
 // newHangWatch returns a watch of the runs of the calling goroutine.
@@ -115,10 +128,16 @@ func newHangWatch() *hangWatch {
 	return w
 }
 
-// begin watches the run of opts, which starts now.
+// begin watches the run of opts, which starts now; it gives opts a
+// Progress of its own when it has none.
 func (w *hangWatch) begin(opts *Options) {
+	if opts.Progress == nil {
+		w.own.Store(0)
+		opts.Progress = &w.own
+	}
 	w.mu.Lock()
 	w.opts, w.start, w.live = opts, time.Now(), true
+	w.seen, w.moved = opts.Progress.Load(), w.start
 	w.mu.Unlock()
 	w.t.Reset(opts.HangAfter)
 }
@@ -132,11 +151,24 @@ func (w *hangWatch) end() {
 }
 
 func (w *hangWatch) fire() {
-	dump := stacks.All()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if after := time.Since(w.start); w.live && after >= w.opts.HangAfter {
-		h := newHangError(w.opts, after.Round(time.Millisecond), w.runner, dump)
+	if !w.live {
+		return
+	}
+	now := time.Now()
+	if n := w.opts.Progress.Load(); n != w.seen {
+		// It went on deciding: a long run, which the step limit ends.
+		w.seen, w.moved = n, now
+		w.t.Reset(w.opts.HangAfter)
+		return
+	}
+	if idle := now.Sub(w.moved); idle >= w.opts.HangAfter {
+		// Stuck: the goroutine that holds the baton cannot go on to
+		// change what the dump shows, nor end the run, which waits for
+		// the lock.
+		h := newHangError(w.opts, now.Sub(w.start).Round(time.Millisecond), w.runner, stacks.All())
+		h.Idle = idle.Round(time.Millisecond)
 		if w.opts.onHang != nil {
 			w.opts.onHang(h)
 			return

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,37 @@ func TestHangAfterLeavesARunThatEndsAlone(t *testing.T) {
 	time.Sleep(60 * time.Millisecond) // past the limit: a watch left running would panic now
 }
 
+// yieldForever is a livelock: two tasks that take turns for ever, deciding
+// all the while.
+func yieldForever(rt task.Runtime) error {
+	for _, name := range []string{"a", "b"} {
+		rt.Go(name, func() {
+			for {
+				rt.Yield(name)
+			}
+		})
+	}
+	done := task.NewQueue[struct{}](rt, task.QueueName("done"))
+	done.Get()
+	return nil
+}
+
+// TestHangAfterLeavesARunThatGoesOnDeciding: a livelock that outlasts
+// HangAfter many times over but makes decisions all the while is no hang:
+// the step limit ends it. Options.Progress, the user's own here, counts
+// its decisions as they go.
+func TestHangAfterLeavesARunThatGoesOnDeciding(t *testing.T) {
+	const limit = 5 * time.Millisecond
+	var progress atomic.Int64
+	start := time.Now()
+	res := sim.Run(sim.Options{Seed: 3, Strategy: sim.Chaos(), StepsMax: 1_000_000, NoRecord: true, HangAfter: limit, Progress: &progress}, yieldForever)
+	var sl *sim.StepLimitError
+	require.ErrorAs(t, res.Err, &sl)
+	require.Greater(t, time.Since(start), 4*limit, "the run must outlast the limit, or the test tests nothing")
+	assert.Equal(t, int64(1_000_000)&^255, progress.Load(), "the count as of its last store, every 256 decisions")
+	time.Sleep(3 * limit) // past the limit: a watch left running would panic now
+}
+
 // TestTaskFrameIsInEveryTasksStack: stacks.FindStuck knows a task's
 // goroutine by this frame; a rename of sched.body must take it along.
 func TestTaskFrameIsInEveryTasksStack(t *testing.T) {
@@ -151,15 +183,25 @@ func TestExploreHangAfterPanicsWithTheSeedAndTheStuckTask(t *testing.T) {
 // HangAfter, of runs each far shorter, is no hang, and no watch is left
 // running after it.
 func TestExploreHangAfterLeavesRunsThatEndAlone(t *testing.T) {
-	start := time.Now()
 	// A run takes microseconds, and the limit leaves room for a loaded
-	// machine to stall one; the walk takes a third of a second or more.
+	// machine to stall one. A walk of 30,000 runs takes a tenth of a
+	// second on a fast machine, a third or more on a slow one: the walk
+	// grows until it outlasts the limit twice over, or the test would test
+	// nothing.
 	const limit = 100 * time.Millisecond
-	opts := sim.ExploreOptions{Options: sim.Options{HangAfter: limit}, Delays: -1, MaxRuns: 30_000, Workers: 2}
-	res, err := sim.Explore(context.Background(), opts, increments(true, "inc-a", "inc-b", "inc-c"))
-	require.NoError(t, err)
-	assert.Equal(t, 30_000, res.Runs)
-	assert.Greater(t, time.Since(start), limit, "the walk outlasts HangAfter, or it tests nothing")
+	for runs := 30_000; ; runs *= 4 {
+		require.LessOrEqual(t, runs, 30_000*64, "walks too quick to outlast the limit")
+		start := time.Now()
+		opts := sim.ExploreOptions{Options: sim.Options{HangAfter: limit}, Delays: -1, MaxRuns: runs, Workers: 2}
+		res, err := sim.Explore(context.Background(), opts, increments(true, "inc-a", "inc-b", "inc-c"))
+		require.NoError(t, err)
+		if res.Runs < runs {
+			t.Fatalf("the walk ran %d schedules of %d: it has fewer than the test needs", res.Runs, runs)
+		}
+		if time.Since(start) > 2*limit {
+			break
+		}
+	}
 	time.Sleep(3 * limit) // past the limit: a watch left running would panic now
 }
 

@@ -525,6 +525,9 @@ func (s *sched) decide(cur, at *Task) *Task {
 			return nil
 		}
 		s.steps++
+		if s.steps&progressEvery == 0 && s.opts.Progress != nil {
+			s.opts.Progress.Store(s.steps)
+		}
 		v := &s.view
 		v.Now, v.Step, v.Candidates = s.now, s.steps, cands
 		v.At, v.CanContinue = at, cur != nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmdst/llmdst/task"
@@ -12,6 +13,10 @@ import (
 
 // Epoch is the virtual time at which every run starts.
 var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// progressEvery+1 is how many decisions a run makes between two stores of
+// its count into Options.Progress.
+const progressEvery = 255
 
 // DefaultStepsMax is the step limit of a run when Options.StepsMax is zero.
 const DefaultStepsMax = 10_000_000
@@ -33,6 +38,13 @@ type Options struct {
 	// ScheduleStepsMax in any case: a longer one would record a schedule
 	// that no parser reads back.
 	StepsMax int64
+	// Progress, if set, receives the run's count of decisions every
+	// progressEvery+1 of them, for a watchdog on another goroutine: a
+	// run whose count moves goes on (a livelock the step limit ends),
+	// where one whose count stands still while it has not ended is stuck,
+	// a task holding the baton without reaching a scheduling point. It
+	// changes nothing in the run.
+	Progress *atomic.Int64
 	// Trace keeps every event in Result.Trace. The hash is computed either way.
 	Trace bool
 	// NoRecord skips recording the schedule, for sweeps that re-run the
@@ -58,10 +70,13 @@ type Options struct {
 	// later runs (a sweep's worker keeps one). Without it, no goroutine
 	// outlives Run.
 	Pool *Pool
-	// HangAfter, if set, bounds the wall time of the run. A run still going
-	// after it is stuck: a task loops without a scheduling point, or blocks
-	// on something the simulator does not know of, and keeps the baton,
-	// which no step limit sees. Run cannot return from it (the stuck
+	// HangAfter, if set, bounds the wall time a run may go without a
+	// scheduling decision. A run that has not ended and has decided
+	// nothing for that long is stuck: a task loops without a scheduling
+	// point, or blocks on something the simulator does not know of, and
+	// keeps the baton, which no step limit sees. A run that goes on
+	// deciding, however long, is left to the step limit (the watch counts
+	// its decisions through Progress, its own unless the options set one). Run cannot return from it (the stuck
 	// goroutine cannot be stopped), so the process panics with a
 	// *HangError naming the seed, the strategy and the stuck task's
 	// stack: a test then fails with them at once instead of when go test
