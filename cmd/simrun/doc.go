@@ -234,9 +234,10 @@
 // "config" field (absent without -config) and the JUnit report; merge
 // refuses shards of other settings.
 //
-// A seed that has not ended after -seed-timeout of wall time (a minute by
-// default) is a hang: a task loops without a scheduling point, or blocks on
-// something the simulator cannot see. It fails with that task's stack,
+// A seed that has made no scheduling decision for -seed-timeout of wall
+// time (a minute by default) is a hang: a task loops without a scheduling point, or blocks on
+// something the simulator cannot see (one that goes on deciding, however
+// long, is left to the step limit). It fails with that task's stack,
 // every goroutine's stack goes to OUT/SCENARIO-ENGINE-seedN.stacks.txt, and
 // a sweep stops there.
 //

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
@@ -176,8 +177,8 @@ func (s *spec) checkScenarioConfig() error {
 		return nil
 	}
 	seed1 := func(sp *spec) (outcome, *sim.HangError) {
-		return runOne(seedTimeoutDefault, 1, func() outcome {
-			return sp.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+		return runOne(seedTimeoutDefault, 1, func(progress *atomic.Int64) outcome {
+			return sp.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
 		})
 	}
 	o, h := seed1(s)
@@ -231,8 +232,8 @@ const calibrationSeeds = 16
 func (s *spec) estimateSteps() (int64, error) {
 	steps := make([]int64, 0, calibrationSeeds)
 	for seed := uint64(1); seed <= calibrationSeeds; seed++ {
-		o, h := runOne(seedTimeoutDefault, seed, func() outcome {
-			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true})
+		o, h := runOne(seedTimeoutDefault, seed, func(progress *atomic.Int64) outcome {
+			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
 		})
 		if h != nil {
 			return 0, fmt.Errorf("pct: estimating the runs' length, seed %d hung under random (%v); give the estimate as pct:D:K", seed, h)
@@ -346,7 +347,10 @@ func (s *spec) runWords(o *outcome) string {
 
 // run runs one seed, under a watchdog of its own when s.seedTimeout is set.
 func (s *spec) run(seed uint64, opts sim.Options) outcome {
-	o, h := runOne(s.seedTimeout, seed, func() outcome { return s.runSeed(seed, opts) })
+	o, h := runOne(s.seedTimeout, seed, func(progress *atomic.Int64) outcome {
+		opts.Progress = progress
+		return s.runSeed(seed, opts)
+	})
 	if h != nil {
 		return s.hung(h, opts.Strategy)
 	}

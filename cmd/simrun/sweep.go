@@ -579,7 +579,7 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 				if wd != nil {
 					token = wd.begin(w, seed)
 				}
-				o := sp.runSeed(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool})
+				o := sp.runSeed(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool, Progress: wd.progress(w)})
 				if wd != nil && !wd.end(w, token) {
 					return // reported as hung, and counted, by the watchdog
 				}

@@ -16,23 +16,24 @@ import (
 // call) keeps the baton, so the simulator never decides again, and a task
 // blocked on a real channel or lock, one the simulator does not know of,
 // never gives the baton back. Either hangs simrun with nothing said. The
-// watchdog notices a seed that runs longer than -seed-timeout of wall time,
+// watchdog notices a seed that has made no scheduling decision for
+// -seed-timeout of wall time (sim.Options.Progress counts them: a livelock
+// that goes on deciding is the step limit's, however long it runs),
 // finds the task that holds the baton in a dump of every goroutine, and
 // reports the seed as failed with that task's stack. It reads nothing of
-// the run and changes nothing in it: the run's decisions and hashes are
+// the run but that count and changes nothing in it: the run's decisions and hashes are
 // the same with or without it. (sim.Options.HangAfter panics the process
 // instead, for a test; simrun goes on and reports, so it watches itself.)
 
-// seedTimeoutDefault is -seed-timeout's default: far above any seed that
-// ends (tens of microseconds; 10 million steps, the default step limit,
-// take seconds, under -race tens of seconds), and a bound on how long a
-// hang stays silent.
+// seedTimeoutDefault is -seed-timeout's default: far above the wall time
+// between two decisions of any run that goes on (microseconds; a whole
+// seed takes tens of them), and a bound on how long a hang stays silent.
 const seedTimeoutDefault = time.Minute
 
 // registerSeedTimeout registers -seed-timeout on fs, into d.
 func registerSeedTimeout(fs *flag.FlagSet, d *time.Duration) {
 	*d = seedTimeoutDefault
-	fs.Var((*seedTimeout)(d), "seed-timeout", "fail a seed that has not ended after `DURATION` of wall time, with the stack of the task that holds the baton: a loop without a scheduling point, or a block on a channel or lock the simulator cannot see (0: wait forever)")
+	fs.Var((*seedTimeout)(d), "seed-timeout", "fail a seed that has made no scheduling decision for `DURATION` of wall time, with the stack of the task that holds the baton: a loop without a scheduling point, or a block on a channel or lock the simulator cannot see; one that goes on deciding is left to the step limit (0: wait forever)")
 }
 
 // seedTimeout is -seed-timeout's value: a duration ≥ 0.
@@ -68,6 +69,10 @@ type watchSlot struct {
 	seq  atomic.Uint64
 	seed atomic.Uint64
 	goid atomic.Uint64 // the goroutine that runs the slot's seeds
+	// progress counts the decisions of the slot's seed
+	// (sim.Options.Progress): a seed that goes on deciding is no hang,
+	// however long it runs; the step limit ends it.
+	progress atomic.Int64
 }
 
 // abandonedSeq is even: an abandoned slot is never seen as running again.
@@ -88,7 +93,17 @@ func (w *watchdog) own(i int) { w.slots[i].goid.Store(stacks.ID()) }
 // begin marks slot i's seed as started and returns the token end takes.
 func (w *watchdog) begin(i int, seed uint64) uint64 {
 	w.slots[i].seed.Store(seed)
+	w.slots[i].progress.Store(0)
 	return w.slots[i].seq.Add(1)
+}
+
+// progress is the counter of slot i's decisions, for the seed's
+// sim.Options.Progress; nil for no watchdog.
+func (w *watchdog) progress(i int) *atomic.Int64 {
+	if w == nil {
+		return nil
+	}
+	return &w.slots[i].progress
 }
 
 // end marks slot i's seed as ended. It reports false when the watchdog has
@@ -109,7 +124,9 @@ func (w *watchdog) loop(period time.Duration) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	last := make([]uint64, len(w.slots))
-	since := make([]time.Time, len(w.slots))
+	since := make([]time.Time, len(w.slots)) // when the slot's seed was first seen running
+	moved := make([]time.Time, len(w.slots)) // when its count of decisions last moved
+	counted := make([]int64, len(w.slots))   // that count
 	for {
 		var now time.Time
 		select {
@@ -121,16 +138,22 @@ func (w *watchdog) loop(period time.Duration) {
 			s := &w.slots[i]
 			v := s.seq.Load()
 			if v != last[i] {
-				last[i], since[i] = v, now
+				last[i], since[i], moved[i], counted[i] = v, now, now, 0
 				continue
 			}
-			if v&1 == 0 || now.Sub(since[i]) < w.timeout || !s.seq.CompareAndSwap(v, abandonedSeq) {
+			if n := s.progress.Load(); n != counted[i] {
+				counted[i], moved[i] = n, now // it goes on deciding
 				continue
 			}
-			// The seed has run at least since it was first seen running.
+			if v&1 == 0 || now.Sub(moved[i]) < w.timeout || !s.seq.CompareAndSwap(v, abandonedSeq) {
+				continue
+			}
+			// The seed has run at least since it was first seen running,
+			// and decided nothing since its count last moved.
 			dump := stacks.All()
 			stuck, _ := stacks.FindStuck(dump, s.goid.Load())
-			w.hung <- &sim.HangError{Seed: s.seed.Load(), After: now.Sub(since[i]).Round(time.Millisecond), Stuck: stuck, Stacks: dump}
+			w.hung <- &sim.HangError{Seed: s.seed.Load(), After: now.Sub(since[i]).Round(time.Millisecond),
+				Idle: now.Sub(moved[i]).Round(time.Millisecond), Stuck: stuck, Stacks: dump}
 		}
 	}
 }
@@ -138,9 +161,9 @@ func (w *watchdog) loop(period time.Duration) {
 // runOne runs one seed under a watchdog of its own, on a goroutine of its
 // own so that a hang can be returned from: it returns the run's outcome, or
 // the hang, and the hung goroutine is left behind, to end with the process.
-func runOne(timeout time.Duration, seed uint64, run func() outcome) (outcome, *sim.HangError) {
+func runOne(timeout time.Duration, seed uint64, run func(progress *atomic.Int64) outcome) (outcome, *sim.HangError) {
 	if timeout <= 0 {
-		return run(), nil
+		return run(nil), nil
 	}
 	w := startWatchdog(timeout, 1)
 	defer w.stop()
@@ -148,7 +171,7 @@ func runOne(timeout time.Duration, seed uint64, run func() outcome) (outcome, *s
 	go func() {
 		w.own(0)
 		token := w.begin(0, seed)
-		o := run()
+		o := run(w.progress(0))
 		if w.end(0, token) {
 			ended <- o
 		}

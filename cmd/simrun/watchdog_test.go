@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/task"
 )
 
 // The hang scenario's seed spinSeed loops without a scheduling point, and
@@ -316,4 +317,56 @@ func TestCompareJSONAndJUnitPastAHang(t *testing.T) {
 	require.NotNil(t, jb.B)
 	assert.Equal(t, uint64(10), jb.A.Seeds, "A ran every seed")
 	assert.Equal(t, []uint64{5}, jb.B.FailingSeeds)
+}
+
+// livelockArmed makes test-livelock's tasks take turns for ever; unarmed,
+// as under the tests that run every scenario, it ends at once.
+var livelockArmed atomic.Bool
+
+func init() {
+	scenario.Register(&scenario.Scenario{Name: "test-livelock", Summary: "a scenario whose two tasks take turns for ever, slowly, when a test arms it", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			if !livelockArmed.Load() {
+				return nil
+			}
+			for _, name := range []string{"a", "b"} {
+				x.RT.Go(name, func() {
+					for {
+						// 20µs of wall time a turn: 20,000 decisions take
+						// about half a second, far past -seed-timeout.
+						for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+						}
+						x.RT.Yield(name)
+					}
+				})
+			}
+			task.NewQueue[struct{}](x.RT).Get()
+			return nil
+		}})
+}
+
+// TestALivelockThatOutlastsTheTimeoutIsAStepLimitNotAHang: a seed that goes
+// on deciding is left to the step limit, however long it runs past
+// -seed-timeout; the watchdog once named such a seed a hang "without
+// reaching a scheduling point" (a kv-offload livelock under a failing
+// connector ran a minute to its step limit and was).
+func TestALivelockThatOutlastsTheTimeoutIsAStepLimitNotAHang(t *testing.T) {
+	livelockArmed.Store(true)
+	t.Cleanup(func() { livelockArmed.Store(false) })
+	dir := t.TempDir()
+	start := time.Now()
+	code, out, _ := simrun(t, "run", "-scenario", "test-livelock", "-seed", "1", "-seed-timeout", "100ms", "-steps-max", "20000", "-json", "-out", dir)
+	require.Equal(t, 1, code, out)
+	var j runJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	assert.Equal(t, "step limit", j.Signature, j.Error)
+	require.Greater(t, time.Since(start), 300*time.Millisecond, "the run must outlast the timeout, or the test tests nothing")
+
+	code, out, _ = simrun(t, "sweep", "-scenario", "test-livelock", "-seeds", "1-2", "-seed-timeout", "100ms", "-steps-max", "20000", "-json", "-check-determinism", "0", "-out", dir)
+	require.Equal(t, 1, code, out)
+	var r sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Modes, 1, out)
+	assert.Equal(t, "step limit", r.Modes[0].Signature)
+	assert.Equal(t, []uint64{1, 2}, r.FailingSeeds)
 }
