@@ -200,11 +200,10 @@ func TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache(t *testing.T) {
 // with every load failing under kv_load_failure_policy recompute, a
 // request whose load of its prompt's first block failed looks up again,
 // finds the block host memory kept, and loads it again, for ever: seed 49
-// runs into the step limit (4 of the first 200 seeds do, at ten million
-// decisions each, and 2 more spin in the core without a scheduling point
-// until the sweep names them hangs). Fixed, host memory forgets a block
+// runs into the step limit (6 of the first 200 seeds do, at ten million
+// decisions each, some of them a minute of wall time). Fixed, host memory forgets a block
 // whose load failed, the request computes it, and seed 49 passes, as do
-// all of the first 2,000 seeds (55 ran into the step limit before).
+// all of the first 2,000 seeds (56 ran into the step limit before).
 func TestKVOffloadCatchesAFailedBlockKeptInHostMemory(t *testing.T) {
 	const seed = 49
 	run := func(bug bool) error {
