@@ -669,7 +669,10 @@ func (c *EngineCore) processAborts() bool {
 // (Scheduler.RejectUnschedulable); with requests running, either a step is
 // in flight (AsyncScheduling), which is what runs, or the step must have
 // stopped at a request preempted as its own victim, and the next step runs
-// the others; anything else would spin forever, and panics.
+// the others; anything else would spin forever, and panics. With nothing
+// running it waits for a KV copy or load to land; and with nothing in
+// flight either, requests that wait and no step would ever schedule
+// (each holding another back) make it panic too.
 func (c *EngineCore) rejectUnschedulable(preempted bool) {
 	if r, ok := c.sched.RejectUnschedulable(); ok {
 		c.put([]Frame{c.sched.FinalFrame(r, FinishError)})
