@@ -94,11 +94,13 @@ func TestHangAfterLeavesARunThatEndsAlone(t *testing.T) {
 }
 
 // yieldForever is a livelock: two tasks that take turns for ever, deciding
-// all the while.
+// all the while, each turn 20µs of wall time.
 func yieldForever(rt task.Runtime) error {
 	for _, name := range []string{"a", "b"} {
 		rt.Go(name, func() {
 			for {
+				for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+				}
 				rt.Yield(name)
 			}
 		})
@@ -109,18 +111,20 @@ func yieldForever(rt task.Runtime) error {
 }
 
 // TestHangAfterLeavesARunThatGoesOnDeciding: a livelock that outlasts
-// HangAfter many times over but makes decisions all the while is no hang:
+// HangAfter several times over but makes decisions all the while is no hang:
 // the step limit ends it. Options.Progress, the user's own here, counts
 // its decisions as they go.
 func TestHangAfterLeavesARunThatGoesOnDeciding(t *testing.T) {
-	const limit = 5 * time.Millisecond
+	// 256 decisions, a store of the count, take some 5 ms; the limit
+	// leaves room for a loaded machine to deschedule the run.
+	const limit = 100 * time.Millisecond
 	var progress atomic.Int64
 	start := time.Now()
-	res := sim.Run(sim.Options{Seed: 3, Strategy: sim.Chaos(), StepsMax: 1_000_000, NoRecord: true, HangAfter: limit, Progress: &progress}, yieldForever)
+	res := sim.Run(sim.Options{Seed: 3, Strategy: sim.Chaos(), StepsMax: 25_000, NoRecord: true, HangAfter: limit, Progress: &progress}, yieldForever)
 	var sl *sim.StepLimitError
 	require.ErrorAs(t, res.Err, &sl)
 	require.Greater(t, time.Since(start), 4*limit, "the run must outlast the limit, or the test tests nothing")
-	assert.Equal(t, int64(1_000_000)&^255, progress.Load(), "the count as of its last store, every 256 decisions")
+	assert.Equal(t, int64(25_000)&^255, progress.Load(), "the count as of its last store, every 256 decisions")
 	time.Sleep(3 * limit) // past the limit: a watch left running would panic now
 }
 
