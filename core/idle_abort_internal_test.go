@@ -27,16 +27,9 @@ func TestAnAbortTakenWhileIdleStartsItsStoresLastCopy(t *testing.T) {
 	cfg := Config{BlockSize: 2, NumBlocks: 11, KVOffloadBlocks: 2, EnablePrefixCaching: true, StepTime: time.Millisecond}.WithDefaults()
 	var events []Event
 	cfg.Observer = func(ev Event) { events = append(events, ev) }
-	prompt := func(first, n int) []int {
-		p := make([]int, n)
-		for i := range p {
-			p[i] = first + i
-		}
-		return p
-	}
-	q := &Request{InternalID: "q", ExternalID: "q", Prompt: prompt(1, 4), Params: SamplingParams{MaxTokens: 1, IgnoreEOS: true}, Incarnation: 1}
-	r := &Request{InternalID: "r", ExternalID: "r", Prompt: prompt(101, 5), Params: SamplingParams{MaxTokens: 1000, IgnoreEOS: true}, Incarnation: 2}
-	w := &Request{InternalID: "w", ExternalID: "w", Prompt: prompt(201, 16), Params: SamplingParams{MaxTokens: 2, IgnoreEOS: true}, Incarnation: 3}
+	q := &Request{InternalID: "q", ExternalID: "q", Prompt: seq(1, 4), Params: SamplingParams{MaxTokens: 1, IgnoreEOS: true}, Incarnation: 1}
+	r := &Request{InternalID: "r", ExternalID: "r", Prompt: seq(101, 5), Params: SamplingParams{MaxTokens: 1000, IgnoreEOS: true}, Incarnation: 2}
+	w := &Request{InternalID: "w", ExternalID: "w", Prompt: seq(201, 16), Params: SamplingParams{MaxTokens: 2, IgnoreEOS: true}, Incarnation: 3}
 	var outs []*Outputs
 	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
 		in := task.NewQueue[Input](rt)

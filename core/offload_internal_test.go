@@ -257,13 +257,18 @@ func (o *offloadRun) step() {
 	require.NoError(o.t, o.s.CheckBlocks())
 }
 
+// seq returns the n tokens from, from+1, …, a prompt.
+func seq(from, n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = from + i
+	}
+	return p
+}
+
 // add adds a request of a 9-token prompt first, first+1, ….
 func (o *offloadRun) add(id string, first, maxTokens int) *Request {
-	prompt := make([]int, 9)
-	for i := range prompt {
-		prompt[i] = first + i
-	}
-	r := &Request{InternalID: id, ExternalID: id, Prompt: prompt, Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
+	r := &Request{InternalID: id, ExternalID: id, Prompt: seq(first, 9), Params: SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}}
 	require.NoError(o.t, o.s.AddRequest(r))
 	return r
 }
