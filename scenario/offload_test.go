@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,10 +234,9 @@ func TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne(t *testing.T) {
 	const bug = "core/kv-loaded-waits-behind-blocked=return"
 	run := func(seed uint64, fps ...string) error {
 		// Without the guard the core would spin without a scheduling
-		// point: HangAfter fails the test with its stack.
-		prog, out := scenario.KVOffload.Program(scenario.Options{Seed: seed, Failpoints: fps})
-		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), NoRecord: true, NoHash: true, HangAfter: time.Minute}, prog)
-		return out.Err(res.Err)
+		// point: reachedWith's HangAfter fails the test with its stack.
+		_, err := reachedWith(t, scenario.KVOffload, scenario.Options{Seed: seed, Failpoints: fps})
+		return err
 	}
 	err := run(13, bug)
 	require.Error(t, err)

@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,11 +21,13 @@ func reachedBy(t *testing.T, s *scenario.Scenario, legacy bool, seed uint64) (pr
 }
 
 // reachedWith runs s with opts under its default strategy and returns
-// what the run reached and how it ended.
+// what the run reached and how it ended. A run that goes a minute without
+// a scheduling decision (a task that spins without one) fails the test
+// with its stack rather than hang it.
 func reachedWith(t *testing.T, s *scenario.Scenario, opts scenario.Options) (props.SituationSet, error) {
 	t.Helper()
 	prog, out := s.Program(opts)
-	res := sim.Run(sim.Options{Seed: opts.Seed, Strategy: defaultStrategy(t, s), NoRecord: true, NoHash: true}, prog)
+	res := sim.Run(sim.Options{Seed: opts.Seed, Strategy: defaultStrategy(t, s), NoRecord: true, NoHash: true, HangAfter: time.Minute}, prog)
 	err := out.Err(res.Err)
 	return out.Checker.Reached(), err
 }
