@@ -235,7 +235,7 @@
 // refuses shards of other settings.
 //
 // A seed that has made no scheduling decision for -seed-timeout of wall
-// time (a minute by default) is a hang: a task loops without a scheduling point, or blocks on
+// time (10 seconds by default) is a hang: a task loops without a scheduling point, or blocks on
 // something the simulator cannot see (one that goes on deciding, however
 // long, is left to the step limit). It fails with that task's stack,
 // every goroutine's stack goes to OUT/SCENARIO-ENGINE-seedN.stacks.txt, and

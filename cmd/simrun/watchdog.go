@@ -27,8 +27,11 @@ import (
 
 // seedTimeoutDefault is -seed-timeout's default: far above the wall time
 // between two decisions of any run that goes on (microseconds; a whole
-// seed takes tens of them), and a bound on how long a hang stays silent.
-const seedTimeoutDefault = time.Minute
+// seed takes tens of them, under the race detector on a loaded host
+// milliseconds), and a bound on how long a hang stays silent. It counts
+// time without a decision, not a seed's whole run, so a long seed needs no
+// more of it.
+const seedTimeoutDefault = 10 * time.Second
 
 // registerSeedTimeout registers -seed-timeout on fs, into d.
 func registerSeedTimeout(fs *flag.FlagSet, d *time.Duration) {
