@@ -1050,20 +1050,26 @@ func laterOf(a, b time.Time) time.Time {
 // learns of them at a step's end (finished_recving, finished_sending).
 func (c *EngineCore) landCopies() {
 	now := c.rt.Now()
-	landed := 0
+	landed, retried := 0, 0
 	for ; landed < len(c.kv.copies) && !c.kv.copies[landed].due.After(now); landed++ {
-		c.landCopy(c.kv.copies[landed])
+		if c.landCopy(c.kv.copies[landed]) {
+			retried++
+		}
 	}
 	if landed == 0 {
 		return
 	}
 	c.kv.copies = slices.Delete(c.kv.copies, 0, landed)
-	c.kv.stalled = false
+	if retried < landed || !c.faults.Fires(failpoints.CoreKVLoadRetryLeavesCoreIdle) {
+		c.kv.stalled = false
+	}
 	c.syncHeld()
 }
 
-// landCopy lands one copy and tells of it.
-func (c *EngineCore) landCopy(p pendingCopy) {
+// landCopy lands one copy and tells of it. It reports whether the copy
+// was a load that failed and sent its request back to compute
+// (kv_load_failure_policy recompute).
+func (c *EngineCore) landCopy(p pendingCopy) (retried bool) {
 	var ev Event
 	var failed *Request // a load that failed ended it: kv_load_failure_policy fail
 	if p.store {
@@ -1088,6 +1094,8 @@ func (c *EngineCore) landCopy(p pendingCopy) {
 			ev.Text, ev.Finished = "failed", r.Status.Finished()
 			if ev.Finished {
 				failed = r
+			} else {
+				retried = true
 			}
 		}
 	}
@@ -1095,6 +1103,7 @@ func (c *EngineCore) landCopy(p pendingCopy) {
 	if failed != nil {
 		c.put([]Frame{c.sched.FinalFrame(failed, FinishError)})
 	}
+	return retried
 }
 
 // waitInput takes the next input, waiting for one; with KV copies in

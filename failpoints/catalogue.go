@@ -134,6 +134,9 @@ var (
 	CoreKVLoadFailedBlockKept = register(&Point{Name: "core/kv-load-failed-block-kept", Bug: true,
 		Doc:   "a bug, vLLM's before its #49328 (its #49176: a failed load livelocks the request): host memory keeps a block whose load failed (core/kv-load-fails) and goes on offering it to lookups; under Config.KVLoadFailurePolicy recompute a request whose load of the prompt's first block failed gives its blocks back, looks up again, and loads the block again, and with a connector that fails every load (core/kv-load-fails=return) it does so for ever, never ending",
 		Terms: "return", checkValue: checkNoValue})
+	CoreKVLoadRetryLeavesCoreIdle = register(&Point{Name: "core/kv-load-retry-leaves-core-idle", Bug: true,
+		Doc:   "a bug, local-inference-lab/vllm's #191 (a recompute after a failed KV load does not wake an idle engine): under Config.KVLoadFailurePolicy recompute, when the copies that land are only loads that failed (core/kv-load-fails) and sent their requests back to compute, the core keeps the stall it took while they were in flight and waits for an input, its requests waiting meanwhile: they go on only when another request or call arrives, and never when none does",
+		Terms: "return", checkValue: checkNoValue})
 	CoreKVStoreForgottenOnPreempt = register(&Point{Name: "core/kv-store-forgotten-on-preempt", Bug: true,
 		Doc:   "a bug, the class of vLLM's #49829 (HIT_PENDING has no deadline) and #46019 (store jobs never reported): with KV offloading (Config.KVOffloadBlocks), the last copy of a preempted request's store lands and host memory is never told it completed, so its blocks stay on their way for ever: the request waits for its own store to be admitted again, and so does every request that would load those blocks — for ever",
 		Terms: "return", checkValue: checkNoValue})
