@@ -220,6 +220,34 @@ func TestKVOffloadCatchesAFailedBlockKeptInHostMemory(t *testing.T) {
 	assert.NoError(t, run(false))
 }
 
+// TestKVOffloadCatchesARetryLeftOnAnIdleCore plants
+// core/kv-load-retry-leaves-core-idle, local-inference-lab/vllm's #191:
+// under kv_load_failure_policy recompute, with half the loads failing, a
+// request whose load was the only thing in flight goes back to compute
+// when it fails, and the core keeps the stall it took for the load and
+// waits for an input. Seed 15: batch-0's last request waits for ever with
+// every task blocked (202 of the first 2,000 seeds deadlock so). Fixed,
+// seed 15 passes, as do all of the first 2,000.
+func TestKVOffloadCatchesARetryLeftOnAnIdleCore(t *testing.T) {
+	const seed = 15
+	run := func(bug bool) error {
+		o := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-load-fails=1/2*return"},
+			Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
+		if bug {
+			o.Failpoints = append(o.Failpoints, "core/kv-load-retry-leaves-core-idle=return")
+		}
+		prog, out := scenario.KVOffload.Program(o)
+		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), NoRecord: true}, prog)
+		return out.Err(res.Err)
+	}
+	err := run(true)
+	var dl *sim.DeadlockError
+	require.ErrorAs(t, err, &dl, "the core waits for an input, the request for the core")
+	assert.ErrorContains(t, err, `"batch-0" (incarnation 8) was accepted but never ended`)
+	assert.ErrorContains(t, err, `"engine-core" waits at "core-input.get"`)
+	assert.NoError(t, run(false))
+}
+
 // TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne plants
 // core/kv-loaded-waits-behind-blocked, the class of vLLM's #45387: a
 // request whose KV landed from host memory waits behind one that cannot be
