@@ -37,20 +37,22 @@ func (sw Switcher) String() string {
 	return "pull"
 }
 
-func newCoroutine(sw Switcher, pool *Pool, body func()) coroutine {
+// newCoroutine returns the coroutine that runs t's body (sched.body), a
+// pool's when it has one.
+func newCoroutine(sw Switcher, pool *Pool, t *Task) coroutine {
 	if sw == SwitchChan {
-		return &chanCoro{body: body, wake: make(chan bool), back: make(chan struct{})}
+		return &chanCoro{t: t, wake: make(chan bool), back: make(chan struct{})}
 	}
 	if c := pool.take(); c != nil {
-		c.body = body
+		c.t = t
 		return c
 	}
-	c := &pullCoro{body: body}
+	c := &pullCoro{t: t}
 	c.next, c.stopf = iter.Pull(func(yield func(struct{}) bool) {
 		c.yieldf = yield
 		for {
-			c.body()
-			c.body = nil
+			c.t.s.body(c.t)
+			c.t = nil
 			// The task is over. Park until a pool hands this goroutine
 			// the next task's body, or stop ends it.
 			if !yield(struct{}{}) {
@@ -61,14 +63,14 @@ func newCoroutine(sw Switcher, pool *Pool, body func()) coroutine {
 	return c
 }
 
-// pullCoro is a task's coroutine. Its goroutine loops over bodies, so that a
+// pullCoro is a task's coroutine. Its goroutine loops over tasks, so that a
 // Pool can give a finished task's goroutine, its stack already grown, to the
 // next task.
 type pullCoro struct {
 	next   func() (struct{}, bool)
 	stopf  func()
 	yieldf func(struct{}) bool
-	body   func()
+	t      *Task // the task it runs
 }
 
 func (c *pullCoro) resume()     { c.next() }
@@ -85,6 +87,12 @@ type Pool struct {
 	idle   []*pullCoro
 	points pointCache // hashes of point names, the same from run to run
 	hang   *hangWatch // the watch of its runs with Options.HangAfter, made by the first
+	// lockPoints holds the lock point of each mutex name its runs used
+	// (simMutex.lockPoint), made once rather than at every run.
+	lockPoints map[string]string
+	// slabs is how many tasks, mutexes and conds the last run took: the
+	// next makes room for as many at once (slab.hint).
+	slabs [3]int
 }
 
 // hangWatch returns the watch of the pool's runs, made on the first call,
@@ -98,6 +106,28 @@ func (p *Pool) hangWatch() *hangWatch {
 	}
 	return p.hang
 }
+
+// lockPoint returns the scheduling point of a Lock of the mutex name.
+func (p *Pool) lockPoint(name string) string {
+	if p == nil {
+		return name + ".lock"
+	}
+	if lp, ok := p.lockPoints[name]; ok {
+		return lp
+	}
+	lp := name + ".lock"
+	if len(p.lockPoints) < lockPointsMax {
+		if p.lockPoints == nil {
+			p.lockPoints = make(map[string]string)
+		}
+		p.lockPoints[name] = lp
+	}
+	return lp
+}
+
+// lockPointsMax bounds the names a Pool keeps the lock points of: a
+// program that names its mutexes after its data makes more of them.
+const lockPointsMax = 1024
 
 // poolMax bounds the goroutines a Pool keeps.
 const poolMax = 64
@@ -132,7 +162,7 @@ func (p *Pool) Close() {
 }
 
 type chanCoro struct {
-	body    func()
+	t       *Task
 	wake    chan bool // loop → task: true runs it, false unwinds it
 	back    chan struct{}
 	started bool
@@ -150,7 +180,7 @@ func (c *chanCoro) resume() {
 
 func (c *chanCoro) run() {
 	defer func() { c.back <- struct{}{} }()
-	c.body()
+	c.t.s.body(c.t)
 }
 
 func (c *chanCoro) yield() bool {

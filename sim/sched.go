@@ -33,6 +33,11 @@ type sched struct {
 	policy Policy
 	choose Chooser // the policy's draws, guarded unless they cannot fail
 
+	// The run's tasks, mutexes and conds, allocated a few at a time.
+	taskSlab  slab[Task]
+	mutexSlab slab[simMutex]
+	condSlab  slab[simCond]
+
 	tasks []*Task // every task ever started, by id
 	live  []*Task // tasks not done, by id
 	// slots[1:] are the runnable tasks other than the running one, by id;
@@ -83,6 +88,7 @@ func newSched(opts *Options, c Chooser) *sched {
 	s := &sched{opts: opts, debug: opts.Debug, sw: opts.switcher, hash: newHasher(), slots: make([]*Task, 1, 16)}
 	if opts.Pool != nil {
 		s.pointCache = &opts.Pool.points
+		s.taskSlab.hint, s.mutexSlab.hint, s.condSlab.hint = opts.Pool.slabs[0], opts.Pool.slabs[1], opts.Pool.slabs[2]
 	} else {
 		s.pointCache = new(pointCache)
 	}
@@ -159,8 +165,9 @@ func (s *sched) spawn(name string, fn func()) *Task {
 // which starts the tasks of timers and of done contexts: the task at the
 // scheduling point did not, and may have exited already.
 func (s *sched) spawnBy(name string, fn func(), by int) *Task {
-	t := &Task{id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
-	t.co = newCoroutine(s.sw, s.opts.Pool, func() { s.body(t) })
+	t := s.taskSlab.new()
+	*t = Task{s: s, id: len(s.tasks), name: name, fn: fn, state: stateRunnable, point: "start", kind: PointStart}
+	t.co = newCoroutine(s.sw, s.opts.Pool, t)
 	t.pull, _ = t.co.(*pullCoro)
 	s.tasks = append(s.tasks, t)
 	s.live = append(s.live, t)
@@ -910,7 +917,9 @@ func (s *sched) deadline(d time.Duration) time.Duration {
 }
 
 func (s *sched) NewMutex(name string) task.Mutex {
-	return &simMutex{s: s, name: name, lockPoint: name + ".lock"}
+	m := s.mutexSlab.new()
+	*m = simMutex{s: s, name: name, lockPoint: s.opts.Pool.lockPoint(name)}
+	return m
 }
 
 func (s *sched) NewCond(m task.Mutex) task.Cond {
@@ -918,7 +927,9 @@ func (s *sched) NewCond(m task.Mutex) task.Cond {
 	if !ok || sm.s != s {
 		panic(fmt.Sprintf("sim: NewCond needs a Mutex from the same run, got %T", m))
 	}
-	return &simCond{m: sm}
+	c := s.condSlab.new()
+	c.m = sm
+	return c
 }
 
 func (s *sched) addTimer(deadline time.Duration, sleeper *Task, fn func()) *timerEntry {

@@ -171,6 +171,9 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	}
 	s := newSched(opts, c)
 	s.run(main)
+	if p := opts.Pool; p != nil {
+		p.slabs = [3]int{s.taskSlab.n, s.mutexSlab.n, s.condSlab.n}
+	}
 	err := s.err
 	if err == nil {
 		err = s.mainErr

@@ -46,6 +46,7 @@ func (k PointKind) String() string {
 // Task is a simulated task as strategies and traces see it. Its fields are
 // read-only outside the simulator.
 type Task struct {
+	s     *sched
 	id    int
 	name  string
 	fn    func()
