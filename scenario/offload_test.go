@@ -204,20 +204,23 @@ func TestKVOffloadCatchesAFailedBlockLeftInThePrefixCache(t *testing.T) {
 // whose load failed, the request computes it, and seed 49 passes, as do
 // all of the first 2,000 seeds (56 ran into the step limit before).
 func TestKVOffloadCatchesAFailedBlockKeptInHostMemory(t *testing.T) {
-	const seed = 49
-	run := func(bug bool) error {
-		o := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-load-fails=return"},
-			Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
-		if bug {
-			o.Failpoints = append(o.Failpoints, "core/kv-load-failed-block-kept=return")
-		}
-		prog, out := scenario.KVOffload.Program(o)
-		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), StepsMax: 200_000, NoRecord: true}, prog)
-		return out.Err(res.Err)
-	}
+	const seed, steps = 49, 200_000
 	var sl *sim.StepLimitError
-	assert.ErrorAs(t, run(true), &sl, "the request loads its failed block again and again")
-	assert.NoError(t, run(false))
+	assert.ErrorAs(t, recomputeRun(t, seed, steps, "core/kv-load-fails=return", "core/kv-load-failed-block-kept=return"), &sl,
+		"the request loads its failed block again and again")
+	assert.NoError(t, recomputeRun(t, seed, steps, "core/kv-load-fails=return"))
+}
+
+// recomputeRun runs a seed of kv-offload under kv_load_failure_policy
+// recompute with the failpoints armed, within steps decisions (0: the
+// simulator's limit).
+func recomputeRun(t *testing.T, seed uint64, steps int64, failpoints ...string) error {
+	t.Helper()
+	o := scenario.Options{Seed: seed, Failpoints: failpoints,
+		Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
+	prog, out := scenario.KVOffload.Program(o)
+	res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), StepsMax: steps, NoRecord: true}, prog)
+	return out.Err(res.Err)
 }
 
 // TestKVOffloadCatchesARetryLeftOnAnIdleCore plants
@@ -229,23 +232,13 @@ func TestKVOffloadCatchesAFailedBlockKeptInHostMemory(t *testing.T) {
 // every task blocked (202 of the first 2,000 seeds deadlock so). Fixed,
 // seed 15 passes, as do all of the first 2,000.
 func TestKVOffloadCatchesARetryLeftOnAnIdleCore(t *testing.T) {
-	const seed = 15
-	run := func(bug bool) error {
-		o := scenario.Options{Seed: seed, Failpoints: []string{"core/kv-load-fails=1/2*return"},
-			Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = engine.LoadFailureRecompute }}
-		if bug {
-			o.Failpoints = append(o.Failpoints, "core/kv-load-retry-leaves-core-idle=return")
-		}
-		prog, out := scenario.KVOffload.Program(o)
-		res := sim.Run(sim.Options{Seed: seed, Strategy: defaultStrategy(t, scenario.KVOffload), NoRecord: true}, prog)
-		return out.Err(res.Err)
-	}
-	err := run(true)
+	const seed, fails = 15, "core/kv-load-fails=1/2*return"
+	err := recomputeRun(t, seed, 0, fails, "core/kv-load-retry-leaves-core-idle=return")
 	var dl *sim.DeadlockError
 	require.ErrorAs(t, err, &dl, "the core waits for an input, the request for the core")
 	assert.ErrorContains(t, err, `"batch-0" (incarnation 8) was accepted but never ended`)
 	assert.ErrorContains(t, err, `"engine-core" waits at "core-input.get"`)
-	assert.NoError(t, run(false))
+	assert.NoError(t, recomputeRun(t, seed, 0, fails))
 }
 
 // TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne plants
