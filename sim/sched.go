@@ -89,6 +89,9 @@ func newSched(opts *Options, c Chooser) *sched {
 	if opts.Pool != nil {
 		s.pointCache = &opts.Pool.points
 		s.taskSlab.hint, s.mutexSlab.hint, s.condSlab.hint = opts.Pool.slabs[0], opts.Pool.slabs[1], opts.Pool.slabs[2]
+		if n := min(opts.Pool.slabs[0], slabHintMax); n > 0 {
+			s.tasks, s.live = make([]*Task, 0, n), make([]*Task, 0, n)
+		}
 	} else {
 		s.pointCache = new(pointCache)
 	}
@@ -919,6 +922,7 @@ func (s *sched) deadline(d time.Duration) time.Duration {
 func (s *sched) NewMutex(name string) task.Mutex {
 	m := s.mutexSlab.new()
 	*m = simMutex{s: s, name: name, lockPoint: s.opts.Pool.lockPoint(name)}
+	m.waiters = m.buf[:0]
 	return m
 }
 
@@ -929,6 +933,7 @@ func (s *sched) NewCond(m task.Mutex) task.Cond {
 	}
 	c := s.condSlab.new()
 	c.m = sm
+	c.waiters = c.buf[:0]
 	return c
 }
 

@@ -9,6 +9,7 @@ type simMutex struct {
 	lockPoint string
 	owner     *Task
 	waiters   []*Task
+	buf       [2]*Task // waiters' first array
 }
 
 func (m *simMutex) Lock() {
@@ -71,6 +72,7 @@ func (m *simMutex) release() {
 type simCond struct {
 	m       *simMutex
 	waiters []*Task
+	buf     [2]*Task // waiters' first array
 }
 
 func (c *simCond) Wait(point string) {
