@@ -8,8 +8,9 @@ type slab[T any] struct {
 	n    int // values handed out
 	size int // the length of the last array made
 	// hint is the first array's length, when a Pool knows how many values
-	// the run before took (a sweep's seeds take about as many each): 0
-	// starts at 8. Later arrays double, to 64.
+	// the run before took (a sweep's seeds take about as many each),
+	// at most slabHintMax: 0 starts at 8. Later arrays double to 64, or
+	// keep a larger first array's length.
 	hint int
 }
 

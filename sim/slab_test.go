@@ -76,7 +76,22 @@ func TestAPoolSizesARunsSlabsByTheRunBefore(t *testing.T) {
 		require.NoError(t, pooled.Err)
 		assert.Equal(t, plain.TraceHash, pooled.TraceHash, "%d tasks", n)
 		assert.Equal(t, [3]int{n + 1, n + 1, n + 1}, pool.slabs, "main and n tasks; the group's and n queues' mutexes and conds")
+		// The next run makes room for as many at once.
+		next := newSched(&Options{Seed: 2, Pool: pool}, NewPCGChooser(2, StreamStrategy))
+		for _, b := range []interface{ firstSize() int }{&next.taskSlab, &next.mutexSlab, &next.condSlab} {
+			assert.Equal(t, n+1, b.firstSize(), "%d tasks: the next run's first array", n)
+		}
+		assert.Equal(t, n+1, cap(next.tasks), "and its list of tasks")
 	}
+	fresh := newSched(&Options{Seed: 2}, NewPCGChooser(2, StreamStrategy))
+	assert.Equal(t, 8, fresh.taskSlab.firstSize(), "without a Pool, 8")
 	assert.Equal(t, "q1.lock", pool.lockPoint("q1"))
 	assert.Same(t, unsafe.StringData(pool.lockPoint("q1")), unsafe.StringData(pool.lockPoint("q1")), "a name's lock point is made once")
+}
+
+// firstSize makes b's first array, as its first value does, and returns
+// its length.
+func (b *slab[T]) firstSize() int {
+	b.new()
+	return b.size
 }
