@@ -100,6 +100,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	bFlags := fs.String("b", "", "variant B's flags, e.g. '-strategy chaos'; empty: the common flags alone")
 	var wf sweepFlags
 	wf.register(fs, "seeds to run each variant on", "print one JSON object instead of text, one a scenario")
+	sf.timeout = &wf.seedTimeout
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per variant and per failure mode, and one per target a variant reached in too few seeds (-min-reached); a suite a scenario")
 	out := fs.String("out", "out", "directory for the schedule files of each mode's first failing seed: A's in its subdirectory a, B's in b")
 	var rf reachFlags

@@ -66,6 +66,7 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the schedules, those whose first departure is at a draw numbered I-1 modulo N, for a CI matrix; simrun merge adds the shards' -json up to the whole walk")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
+	sf.timeout = &timeout
 	fs.Lookup("scenario").Usage = "the scenario to walk (see simrun list); several, one after another, as a comma-separated list, or all of them as `all`"
 	fs.Lookup("for").Usage = "stop the walk once `DURATION` of wall time is spent (a CI budget), not complete; what ran is reported (0: no budget); with several scenarios, each an equal share of what the ones before it left"
 	if _, err := parseFlags(fs, args, 0); err != nil {

@@ -240,6 +240,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	drawsFlag := fs.String("draws", "", "answer the strategy's draws with `D`, a schedule simrun explore ran (as it prints them: N:V,… the draw N answered V, every other 0; calm for none), in place of the seed's")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
+	sf.timeout = &timeout
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return helpOK(err)
 	}

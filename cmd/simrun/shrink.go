@@ -73,6 +73,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	reach := fs.String("reach", "", "shrink to the simplest run that still reaches `SITUATION` (simrun list -situations), and still passes or fails as the run did, rather than the simplest that fails")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
+	sf.timeout = &timeout
 	rest, err := parseFlags(fs, args, 1)
 	if err != nil {
 		return helpOK(err)

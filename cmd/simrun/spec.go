@@ -62,6 +62,10 @@ type specFlags struct {
 	// pct is a step estimate already made for pct:D of this scenario
 	// (compare's variant B takes A's); nil: estimate it.
 	pct *pctEstimate
+	// timeout is the command's -seed-timeout (no part of what a run
+	// does, so not among these flags), which the runs spec makes to
+	// check its settings take too; nil: its default.
+	timeout *time.Duration
 }
 
 // pctEstimate is the K that estimateSteps gave pct:D for a scenario.
@@ -120,7 +124,10 @@ func (f *specFlags) spec() (*spec, error) {
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}
-	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax, failpoints: f.failpoints}
+	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax, failpoints: f.failpoints, seedTimeout: seedTimeoutDefault}
+	if f.timeout != nil {
+		s.seedTimeout = *f.timeout
+	}
 	if f.stepsMax < 0 {
 		return nil, usagef("-steps-max must be ≥ 0, got %d", f.stepsMax)
 	}
@@ -177,7 +184,7 @@ func (s *spec) checkScenarioConfig() error {
 		return nil
 	}
 	seed1 := func(sp *spec) (outcome, *sim.HangError) {
-		return runOne(seedTimeoutDefault, 1, func(progress *atomic.Int64) outcome {
+		return runOne(sp.seedTimeout, 1, func(progress *atomic.Int64) outcome {
 			return sp.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
 		})
 	}
@@ -232,11 +239,11 @@ const calibrationSeeds = 16
 func (s *spec) estimateSteps() (int64, error) {
 	steps := make([]int64, 0, calibrationSeeds)
 	for seed := uint64(1); seed <= calibrationSeeds; seed++ {
-		o, h := runOne(seedTimeoutDefault, seed, func(progress *atomic.Int64) outcome {
+		o, h := runOne(s.seedTimeout, seed, func(progress *atomic.Int64) outcome {
 			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
 		})
 		if h != nil {
-			return 0, fmt.Errorf("pct: estimating the runs' length, seed %d hung under random (%v); give the estimate as pct:D:K", seed, h)
+			return 0, fmt.Errorf("pct: estimating the runs' length, seed %d hung under random (%w); give the estimate as pct:D:K", seed, h)
 		}
 		steps = append(steps, o.res.Steps)
 	}

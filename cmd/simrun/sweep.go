@@ -91,6 +91,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	fs.Lookup("scenario").Usage = "the scenario to run (see simrun list); several, one after another, as a comma-separated list, or all of them as `all`"
 	var wf sweepFlags
 	wf.register(fs, "seeds to run", "print one JSON summary object instead of text, one a scenario")
+	sf.timeout = &wf.seedTimeout
 	shardFlag := fs.String("shard", "", "run only shard `I/N` of the seeds (contiguous parts), for a CI matrix; add the results up with simrun merge")
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command; a suite a scenario")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")

@@ -85,7 +85,12 @@ const abandonedSeq = ^uint64(0) - 1
 func startWatchdog(timeout time.Duration, n int) *watchdog {
 	w := &watchdog{timeout: timeout, slots: make([]watchSlot, n), hung: make(chan *sim.HangError, n),
 		quit: make(chan struct{}), done: make(chan struct{})}
-	go w.loop(min(max(timeout/4, time.Millisecond), time.Second))
+	period := min(max(timeout/4, time.Millisecond), time.Second)
+	tick := time.NewTicker(period)
+	go func() {
+		defer tick.Stop()
+		w.loop(period, tick.C)
+	}()
 	return w
 }
 
@@ -122,21 +127,31 @@ func (w *watchdog) stop() {
 	<-w.done
 }
 
-func (w *watchdog) loop(period time.Duration) {
+// loop judges the slots at every tick, which come every period.
+func (w *watchdog) loop(period time.Duration, ticks <-chan time.Time) {
 	defer close(w.done)
-	tick := time.NewTicker(period)
-	defer tick.Stop()
 	last := make([]uint64, len(w.slots))
 	since := make([]time.Time, len(w.slots)) // when the slot's seed was first seen running
 	moved := make([]time.Time, len(w.slots)) // when its count of decisions last moved
 	counted := make([]int64, len(w.slots))   // that count
+	var prev time.Time                       // the tick before
 	for {
 		var now time.Time
 		select {
 		case <-w.quit:
 			return
-		case now = <-tick.C:
+		case now = <-ticks:
 		}
+		if late := now.Sub(prev); !prev.IsZero() && late > 2*period+pauseSlack {
+			// The process did not run for a while (stopped, its machine
+			// paused, the host's CPU taken): no seed could decide, so
+			// none of that time is a seed's own. Each waits its timeout
+			// again from now.
+			for i := range moved {
+				moved[i] = now
+			}
+		}
+		prev = now
 		for i := range w.slots {
 			s := &w.slots[i]
 			v := s.seq.Load()
@@ -160,6 +175,11 @@ func (w *watchdog) loop(period time.Duration) {
 		}
 	}
 }
+
+// pauseSlack is how late a tick may come before the watchdog takes the
+// gap for a pause of the whole process: the Go scheduler's delays on a
+// busy host are milliseconds.
+const pauseSlack = 200 * time.Millisecond
 
 // runOne runs one seed under a watchdog of its own, on a goroutine of its
 // own so that a hang can be returned from: it returns the run's outcome, or

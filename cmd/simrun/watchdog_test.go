@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/scenario"
+	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
 
@@ -369,4 +370,58 @@ func TestALivelockThatOutlastsTheTimeoutIsAStepLimitNotAHang(t *testing.T) {
 	require.Len(t, r.Modes, 1, out)
 	assert.Equal(t, "step limit", r.Modes[0].Signature)
 	assert.Equal(t, []uint64{1, 2}, r.FailingSeeds)
+}
+
+// TestWatchdogTakesAPauseOfTheProcessForNoHang: a seed that decided
+// nothing while the whole process was stopped (a tick late by a minute,
+// where they come every period) is no hang, and one that then goes on
+// deciding nothing for the timeout is.
+func TestWatchdogTakesAPauseOfTheProcessForNoHang(t *testing.T) {
+	const period, timeout = 10 * time.Millisecond, 40 * time.Millisecond
+	w := &watchdog{timeout: timeout, slots: make([]watchSlot, 1), hung: make(chan *sim.HangError, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	ticks := make(chan time.Time)
+	go w.loop(period, ticks)
+	defer w.stop()
+	w.own(0)
+	w.begin(0, 7)
+	t0 := time.Now()
+	// A tick is judged before the next is taken: each send returns once
+	// the one before it has been.
+	ticks <- t0 // the seed is first seen running
+	ticks <- t0.Add(period)
+	ticks <- t0.Add(period + time.Minute) // the process was stopped a minute
+	ticks <- t0.Add(2*period + time.Minute)
+	ticks <- t0.Add(3*period + time.Minute)
+	select {
+	case h := <-w.hung:
+		t.Fatalf("a pause of the process was named a hang: %v", h)
+	default:
+	}
+	for d := 4 * period; d <= 6*period; d += period {
+		ticks <- t0.Add(d + time.Minute)
+	}
+	select {
+	case h := <-w.hung:
+		assert.Equal(t, uint64(7), h.Seed)
+		assert.GreaterOrEqual(t, h.Idle, timeout, "idle from the end of the pause")
+		assert.Less(t, h.Idle, time.Minute, "the pause is not counted")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a seed that decided nothing for the timeout after the pause was not named a hang")
+	}
+}
+
+// TestTheRunsThatMakeASpecTakeTheCommandsSeedTimeout: pct:D's estimate of
+// the runs' length runs seeds 1 to 16 before the command runs any, and
+// test-hang's seed 5 spins there; it is named a hang after the command's
+// -seed-timeout, not the default's.
+func TestTheRunsThatMakeASpecTakeTheCommandsSeedTimeout(t *testing.T) {
+	armHang(t)
+	timeout := 100 * time.Millisecond
+	_, err := (&specFlags{scenario: "test-hang", strategy: "pct:2", timeout: &timeout}).spec()
+	require.ErrorContains(t, err, "pct: estimating the runs' length, seed 5 hung under random")
+	var h *sim.HangError
+	require.ErrorAs(t, err, &h)
+	assert.GreaterOrEqual(t, h.Idle, timeout)
+	assert.Less(t, h.Idle, seedTimeoutDefault, "the estimate waited out the default, not -seed-timeout")
 }
