@@ -936,6 +936,20 @@ func sortedIDs[T any](copies map[string]T) []string {
 	return ids
 }
 
+// deferred counts the waiting requests whose KV loads from host memory or
+// has landed, vLLM's skipped_waiting of WAITING_FOR_REMOTE_KVS: none of
+// them counts toward Config.MaxNumSeqs but with
+// core/max-num-seqs-counts-deferred.
+func (s *Scheduler) deferred() int {
+	n := 0
+	for _, r := range s.waiting {
+		if r.kvLoad != kvNoLoad {
+			n++
+		}
+	}
+	return n
+}
+
 // loadedAsIs reports whether the KV that landed for r is of its adapter's
 // weights as they are: its last loaded block is cached under the hash r
 // would give it now. A reload of the adapter meanwhile (its revision is

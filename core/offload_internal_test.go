@@ -1115,3 +1115,50 @@ func TestALandedRequestGoesBeforeOneThatCannotBeAdmitted(t *testing.T) {
 		assert.Equal(t, Tokens(ToyModel{}, c.Prompt, 10), c.Output)
 	}
 }
+
+// TestARequestWhoseKVLandedDoesNotCountTowardMaxNumSeqs plants
+// core/max-num-seqs-counts-deferred, the class of vLLM's #53130: with
+// MaxNumSeqs 1, b's KV loads from host memory and lands with nothing
+// running. Fixed, a request that waits for its load, or whose load
+// landed, takes no seat: b is admitted, and runs to its end. Planted, b
+// counts toward the cap itself, the admission loop stops before it, and
+// every step schedules nothing with nothing in flight: the state the
+// core's guard ends.
+func TestARequestWhoseKVLandedDoesNotCountTowardMaxNumSeqs(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := Config{BlockSize: 4, NumBlocks: 32, EnablePrefixCaching: true, KVOffloadBlocks: 8, MaxNumSeqs: 1}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreMaxNumSeqsCountsDeferred.Name+"=return")
+		}
+		o := newOffloadRun(t, cfg)
+		s := o.s
+		o.offloadAndForget()
+		b := o.add("b", 1, 4)
+		o.step()
+		require.Contains(t, s.offload.loads, "b", "b's load started (bug %v)", bug)
+		_, how, _ := s.CompleteLoad("b")
+		require.Equal(t, LoadLanded, how)
+		require.Equal(t, 1, s.deferred(), "b waits with its KV landed")
+		so := s.Schedule()
+		if bug {
+			assert.Empty(t, so.Scheduled, "b fills the one seat it waits for")
+			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+			assert.Empty(t, s.Schedule().Scheduled, "and again: nothing will ever run")
+			st := s.Stats()
+			assert.Zero(t, st.Running)
+			assert.Equal(t, 1, st.Waiting)
+			assert.Zero(t, s.TransfersInFlight())
+			assert.False(t, s.WaitsForLoad())
+			_, rejected := s.RejectUnschedulable()
+			assert.False(t, rejected, "b fits")
+			continue
+		}
+		require.Len(t, so.Scheduled, 1)
+		assert.Same(t, b, so.Scheduled[0].Req)
+		s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+		for range 8 {
+			o.step()
+		}
+		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
+	}
+}

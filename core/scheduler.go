@@ -649,12 +649,16 @@ func (s *Scheduler) Schedule() *SchedulerOutput {
 				first, landedWait = 0, true
 			}
 		}
+		seqs := 0 // what counts toward MaxNumSeqs besides the running requests
+		if s.offload != nil && s.cfg.Faults.Fires(failpoints.CoreMaxNumSeqsCountsDeferred) {
+			seqs = s.deferred()
+		}
 		for pass := first; pass <= 0; pass++ {
 			// With KV offloading, once a request cannot be admitted the
 			// requests behind it are not either, but for those whose KV
 			// landed: they hold every block their sequence needs.
 			blocked := false
-			for i := 0; i < len(s.waiting) && budget > 0 && len(s.running) < s.cfg.MaxNumSeqs; {
+			for i := 0; i < len(s.waiting) && budget > 0 && len(s.running)+seqs < s.cfg.MaxNumSeqs; {
 				r := s.waiting[i] // NumComputed is 0: new, or preempted, unless its KV landed
 				if r.kvLoad == kvLoading || (pass < 0 || blocked) && (r.kvLoad != kvLoaded || landedWait) {
 					i++ // its KV loads; or the pass is for landed requests, or it waits behind one that could not be admitted

@@ -137,6 +137,9 @@ var (
 	CoreKVLoadRetryLeavesCoreIdle = register(&Point{Name: "core/kv-load-retry-leaves-core-idle", Bug: true,
 		Doc:   "a bug, local-inference-lab/vllm's #191 (a recompute after a failed KV load does not wake an idle engine): under Config.KVLoadFailurePolicy recompute, when the copies that land are only loads that failed (core/kv-load-fails) and sent their requests back to compute, the core keeps the stall it took while they were in flight and waits for an input, its requests waiting meanwhile: they go on only when another request or call arrives, and never when none does",
 		Terms: "return", checkValue: checkNoValue})
+	CoreMaxNumSeqsCountsDeferred = register(&Point{Name: "core/max-num-seqs-counts-deferred", Bug: true,
+		Doc:   "a bug, the class of vLLM's #53130 (the scheduler stops admitting for good once its running requests and those deferred in skipped_waiting reach max_num_seqs; its open #54348 would mend it): with KV offloading (Config.KVOffloadBlocks), the waiting requests whose KV loads from host memory or has landed count toward Config.MaxNumSeqs beside the running ones, and the admission loop stops before it reaches them: once they are as many as the cap with nothing running, no step admits anything again, the landed requests among them neither. The engine's guard against a step of nothing kills the core",
+		Terms: "return", checkValue: checkNoValue})
 	CoreKVStoreForgottenOnPreempt = register(&Point{Name: "core/kv-store-forgotten-on-preempt", Bug: true,
 		Doc:   "a bug, the class of vLLM's #49829 (HIT_PENDING has no deadline) and #46019 (store jobs never reported): with KV offloading (Config.KVOffloadBlocks), the last copy of a preempted request's store lands and host memory is never told it completed, so its blocks stay on their way for ever: the request waits for its own store to be admitted again, and so does every request that would load those blocks — for ever",
 		Terms: "return", checkValue: checkNoValue})
