@@ -241,6 +241,25 @@ func TestKVOffloadCatchesARetryLeftOnAnIdleCore(t *testing.T) {
 	assert.NoError(t, recomputeRun(t, seed, 0, fails))
 }
 
+// TestKVOffloadCatchesDeferredRequestsCountedTowardMaxNumSeqs plants
+// core/max-num-seqs-counts-deferred, the class of vLLM's #53130: the
+// requests whose KV loads or landed count toward max_num_seqs, and once
+// they fill it with nothing running no step admits anything again. Seed
+// 33 (one seat, reader-1's load landed): the core's guard kills it, and
+// every request ends with the error (6.5% of the first 2,000 seeds).
+// Fixed, seed 33 passes.
+func TestKVOffloadCatchesDeferredRequestsCountedTowardMaxNumSeqs(t *testing.T) {
+	run := func(seed uint64, fps ...string) error {
+		_, err := reachedWith(t, scenario.KVOffload, scenario.Options{Seed: seed, Failpoints: fps})
+		return err
+	}
+	err := run(33, "core/max-num-seqs-counts-deferred=return")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the engine core is dead")
+	assert.ErrorContains(t, err, "none running or in flight, and none could be scheduled")
+	assert.NoError(t, run(33))
+}
+
 // TestKVOffloadCatchesALandedRequestHeldBehindABlockedOne plants
 // core/kv-loaded-waits-behind-blocked, the class of vLLM's #45387: a
 // request whose KV landed from host memory waits behind one that cannot be
