@@ -733,6 +733,13 @@ func (s *Scheduler) endStore(r *Request) bool {
 	}
 	st.ended = true
 	if len(st.jobs) == 0 {
+		if st.flushed {
+			// Preempted with copies in flight, which have landed since:
+			// it completes now, not again with the output of the step
+			// that preempted it (completeFlushed), which would tell it
+			// twice and take the store of a request that took its id.
+			s.offload.flushed = slices.DeleteFunc(s.offload.flushed, func(f *kvStore) bool { return f == st })
+		}
 		s.completeStore(st)
 		if len(st.copies) > 0 {
 			s.offload.done = append(s.offload.done, StoreDone{R: r, Blocks: len(st.copies)})
