@@ -1091,17 +1091,7 @@ func TestALandedRequestGoesBeforeOneThatCannotBeAdmitted(t *testing.T) {
 		require.Equal(t, LoadLanded, how)
 		so := s.Schedule()
 		if bug {
-			assert.Empty(t, so.Scheduled, "b waits behind c")
-			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-			so = s.Schedule()
-			assert.Empty(t, so.Scheduled, "and again: nothing will ever run")
-			st := s.Stats()
-			assert.Zero(t, st.Running)
-			assert.Equal(t, 2, st.Waiting)
-			assert.Zero(t, s.TransfersInFlight())
-			assert.False(t, s.WaitsForLoad())
-			_, rejected := s.RejectUnschedulable()
-			assert.False(t, rejected, "c could run once b gave its blocks back")
+			assertStepsOfNothing(t, s, so, 2, "b waits behind c", "c could run once b gave its blocks back")
 			continue
 		}
 		require.Len(t, so.Scheduled, 1)
@@ -1141,16 +1131,7 @@ func TestARequestWhoseKVLandedDoesNotCountTowardMaxNumSeqs(t *testing.T) {
 		require.Equal(t, 1, s.deferred(), "b waits with its KV landed")
 		so := s.Schedule()
 		if bug {
-			assert.Empty(t, so.Scheduled, "b fills the one seat it waits for")
-			s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
-			assert.Empty(t, s.Schedule().Scheduled, "and again: nothing will ever run")
-			st := s.Stats()
-			assert.Zero(t, st.Running)
-			assert.Equal(t, 1, st.Waiting)
-			assert.Zero(t, s.TransfersInFlight())
-			assert.False(t, s.WaitsForLoad())
-			_, rejected := s.RejectUnschedulable()
-			assert.False(t, rejected, "b fits")
+			assertStepsOfNothing(t, s, so, 1, "b fills the one seat it waits for", "b fits")
 			continue
 		}
 		require.Len(t, so.Scheduled, 1)
@@ -1161,4 +1142,22 @@ func TestARequestWhoseKVLandedDoesNotCountTowardMaxNumSeqs(t *testing.T) {
 		}
 		assert.Equal(t, Tokens(ToyModel{}, b.Prompt, 4), b.Output)
 	}
+}
+
+// assertStepsOfNothing asserts that so, a step, scheduled nothing (why),
+// and so does the next, with nothing running and waiting requests that
+// wait for no copy in flight, none of which could never fit (fits): the
+// state the core's guard against a step of nothing ends.
+func assertStepsOfNothing(t *testing.T, s *Scheduler, so *SchedulerOutput, waiting int, why, fits string) {
+	t.Helper()
+	assert.Empty(t, so.Scheduled, why)
+	s.UpdateFromOutput(so, s.Sample(so, ToyModel{}))
+	assert.Empty(t, s.Schedule().Scheduled, "and again: nothing will ever run")
+	st := s.Stats()
+	assert.Zero(t, st.Running)
+	assert.Equal(t, waiting, st.Waiting)
+	assert.Zero(t, s.TransfersInFlight())
+	assert.False(t, s.WaitsForLoad())
+	_, rejected := s.RejectUnschedulable()
+	assert.False(t, rejected, fits)
 }
