@@ -3,7 +3,7 @@ GO        ?= go
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 PKGS      := ./...
 
-.PHONY: all test test-plain lint fmt-check vet cc bench bench-ab pgo sim simrun e2e fuzz docs
+.PHONY: all test test-plain lint fmt-check vet cc bench bench-ab pgo sim simrun e2e fuzz rapid docs
 
 all: test
 
@@ -85,6 +85,17 @@ fuzz:
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## rapid: every rapid property at RAPID_CHECKS cases each (100000 by
+## default), from RAPID_SEED (0: rapid draws one and prints it), for a
+## nightly job: a few minutes of it find what sweeps of millions of seeds
+## do not. A failure leaves a fail file in its package's testdata/rapid,
+## which rapid replays first from then on: commit it with the mend.
+RAPID_CHECKS ?= 100000
+RAPID_SEED   ?= 0
+RAPID_TESTS  := TestBlocksProperty.*|TestLoRAPinsProperty|TestControlCallsAgainstAModel|TestEngineAgainstASequentialModel|TestReusedIDsNeverSeeAnotherIncarnationsTokens|TestDeterminism|TestFoundingRaceUnderDrawnSchedules|TestTheTextOfAnyRequestIsItsTokensDecoding
+rapid:
+	$(GO) test -count=1 -timeout 4h -run '^($(RAPID_TESTS))$$' ./core ./props -rapid.checks=$(RAPID_CHECKS) -rapid.seed=$(RAPID_SEED)
 
 ## e2e: draw the HTML timeline of a failing legacy seed, open it in headless
 ## Chromium (Debian's, installed here when missing) and check what is drawn.
