@@ -733,13 +733,6 @@ func (s *Scheduler) endStore(r *Request) bool {
 	}
 	st.ended = true
 	if len(st.jobs) == 0 {
-		if st.flushed {
-			// Preempted with copies in flight, which have landed since:
-			// it completes now, not again with the output of the step
-			// that preempted it (completeFlushed), which would tell it
-			// twice and take the store of a request that took its id.
-			s.offload.flushed = slices.DeleteFunc(s.offload.flushed, func(f *kvStore) bool { return f == st })
-		}
 		s.completeStore(st)
 		if len(st.copies) > 0 {
 			s.offload.done = append(s.offload.done, StoreDone{R: r, Blocks: len(st.copies)})
@@ -811,7 +804,7 @@ func (s *Scheduler) completeFlushed(so *SchedulerOutput) (reported bool) {
 		case !st.abandoned && s.cfg.Faults.Fires(failpoints.CoreKVStoreForgottenOnPreempt):
 			return true // the bug: never told
 		}
-		st.jobs = st.jobs[:0]
+		st.jobs, st.flushed = st.jobs[:0], false // it leaves the list here
 		s.completeStore(st)
 		s.offload.done = append(s.offload.done, StoreDone{R: st.r, Blocks: len(st.copies), Preempted: true})
 		reported = true
@@ -877,6 +870,15 @@ func (s *Scheduler) readCopies(st *kvStore, j StoreJob, table []int32) {
 // completeStore makes what st's copies read loadable, or, abandoned,
 // drops it, gives back the blocks it held and forgets it.
 func (s *Scheduler) completeStore(st *kvStore) {
+	if st.flushed {
+		// Completed before the output that was to tell it (its request
+		// ended once the copies landed): it leaves the stores that output
+		// reports, or it would be completed and told again there, and,
+		// found by internal id, take the store of a request that reused
+		// the id.
+		st.flushed = false
+		s.offload.flushed = slices.DeleteFunc(s.offload.flushed, func(f *kvStore) bool { return f == st })
+	}
 	delete(s.offload.stores, st.r.InternalID)
 	for _, c := range st.copies {
 		if c.dst == nil || s.offload.byHash[c.hash] != c.dst {
