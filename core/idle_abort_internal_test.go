@@ -32,12 +32,7 @@ func TestAnAbortTakenWhileIdleStartsItsStoresLastCopy(t *testing.T) {
 	w := &Request{InternalID: "w", ExternalID: "w", Prompt: seq(201, 16), Params: SamplingParams{MaxTokens: 2, IgnoreEOS: true}, Incarnation: 3}
 	var outs []*Outputs
 	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
-		in := task.NewQueue[Input](rt)
-		aborts := task.NewQueue[[]string](rt)
-		out := task.NewQueue[*Outputs](rt)
-		c := NewEngineCore(rt, cfg, in, aborts, out, nil)
-		g := task.NewGroup(rt, "g")
-		g.Go("engine-core", c.Run)
+		c, aborts, out, g := startCore(rt, cfg)
 		for _, req := range []*Request{q, r, w} {
 			c.Send(Input{Kind: InputAdd, Req: req})
 		}
@@ -113,4 +108,15 @@ func TestAnAbortTakenWhileIdleStartsItsStoresLastCopy(t *testing.T) {
 			assert.Less(t, order[steps[i-1]], order[k], "%s before %s", steps[i-1], k)
 		}
 	}
+}
+
+// startCore starts an engine core of cfg on rt, as the task
+// "engine-core" of the group it returns, with its aborts and output
+// queues; Send puts its inputs.
+func startCore(rt task.Runtime, cfg Config) (*EngineCore, *task.Queue[[]string], *task.Queue[*Outputs], *task.Group) {
+	in, aborts, out := task.NewQueue[Input](rt), task.NewQueue[[]string](rt), task.NewQueue[*Outputs](rt)
+	c := NewEngineCore(rt, cfg, in, aborts, out, nil)
+	g := task.NewGroup(rt, "g")
+	g.Go("engine-core", c.Run)
+	return c, aborts, out, g
 }

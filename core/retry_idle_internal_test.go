@@ -54,12 +54,7 @@ func TestARetryAfterAFailedLoadRunsOnAnIdleCore(t *testing.T) {
 		c := &Request{InternalID: "c", ExternalID: "c", Prompt: seq(101, 17), Params: SamplingParams{MaxTokens: 1, IgnoreEOS: true}, Incarnation: 2}
 		b := &Request{InternalID: "b", ExternalID: "b", Prompt: seq(1, 9), Params: SamplingParams{MaxTokens: 3, IgnoreEOS: true}, Incarnation: 3}
 		res.err = sim.Run(sim.Options{Seed: 1, StepsMax: 100_000}, func(rt task.Runtime) error {
-			in := task.NewQueue[Input](rt)
-			aborts := task.NewQueue[[]string](rt)
-			out := task.NewQueue[*Outputs](rt)
-			core := NewEngineCore(rt, cfg, in, aborts, out, nil)
-			g := task.NewGroup(rt, "g")
-			g.Go("engine-core", core.Run)
+			core, _, out, g := startCore(rt, cfg)
 			core.Send(Input{Kind: InputAdd, Req: a})
 			rt.Sleep(10 * time.Millisecond) // a runs, ends, and its store lands
 			core.Send(Input{Kind: InputAdd, Req: c})
