@@ -625,6 +625,10 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 }
 
 func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
+	var sig string
+	if o.failed() { // outside the lock: the other workers' records wait on it
+		sig = signature(o.err)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if checked {
@@ -646,7 +650,6 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if !o.failed() {
 		return
 	}
-	sig := signature(o.err)
 	if sig == sigNondeterministic {
 		st.nondet = append(st.nondet, seed)
 	}
