@@ -60,7 +60,8 @@ pgo:
 
 ## bench: the performance benchmarks, 6 counts each (out/bench/bench.txt,
 ## which benchstat compares), a stress of real processes against a sweep,
-## and docs/PERFORMANCE.md written from them
+## and docs/PERFORMANCE.md written from them; the run's headline figures
+## join every run's before it in scripts/perfdoc/runs.tsv
 bench:
 	GO=$(GO) BENCHSTAT="$(BENCHSTAT)" ./scripts/bench.sh
 

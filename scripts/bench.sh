@@ -55,7 +55,14 @@ for d in 1 2 3; do
 done
 bin/simrun explore -scenario abort-reuse -legacy -delays 3 -json -quiet -out "$OUT" >"$OUT/explore-legacy-3.json" || [ $? -eq 1 ]
 
+# The run's headline figures join every run's before it in
+# scripts/perfdoc/runs.tsv, named by the commit measured.
+code=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+if [ "$code" != unknown ] && ! git diff --quiet HEAD -- . ':!docs/PERFORMANCE.md' ':!scripts/perfdoc/runs.tsv'; then
+	code="$code-dirty"
+fi
 $GO run ./scripts/perfdoc -pgo "$PGO" -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" \
-	-explore "$OUT/explore-*.json" >docs/PERFORMANCE.md
+	-explore "$OUT/explore-*.json" -runs scripts/perfdoc/runs.tsv -record -code "$code" >"$OUT/PERFORMANCE.md"
+mv "$OUT/PERFORMANCE.md" docs/PERFORMANCE.md
 $BENCHSTAT "$OUT/bench.txt"
 echo "bench: wrote docs/PERFORMANCE.md"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,7 +55,7 @@ func TestBenchmarksAtThisMachinesProcs(t *testing.T) {
 		b, env, err := parseBench(strings.NewReader(text))
 		require.NoError(t, err)
 		var out strings.Builder
-		write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, tc.procs, "off")
+		write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, nil, tc.procs, "off")
 		doc := out.String()
 		assert.Contains(t, doc, "| a task switch (decision and baton pass) | < 100 ns | 101 ns | 101 – 101 (1) | **not met** |", "procs %d", tc.procs)
 		assert.Contains(t, doc, "| Yield on the real runtime | < 2 ns | 0.55 ns |", "procs %d", tc.procs)
@@ -78,7 +80,7 @@ func TestWindowsCountWhatEachExecutionIsWorth(t *testing.T) {
 		Reached: map[string]uint64{founding: 800, props.LateCoreAbort.String(): 10}}
 	doc := func(s *stressSummary, sw *sweepSummary) string {
 		var out strings.Builder
-		write(&out, map[string]*result{}, map[string]string{}, s, sw, nil, 2, "off")
+		write(&out, map[string]*result{}, map[string]string{}, s, sw, nil, nil, 2, "off")
 		return out.String()
 	}
 
@@ -109,14 +111,14 @@ func TestWalksAreSetOutBound(t *testing.T) {
 		{Engine: "fixed", Delays: 4, Workers: 2, Schedules: 1000, Seconds: 0.1, SchedulesPerSec: 10000},
 	}
 	var out strings.Builder
-	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, walks, 2, "off")
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, walks, nil, 2, "off")
 	doc := out.String()
 	assert.Contains(t, doc, "| fixed | 3 | 1100372 | every one passed | 21.70 s | 50708 |")
 	assert.Contains(t, doc, "| legacy | 3 | 479938 | failed: the first failing schedule found | 9.60 s | 49993 |")
 	assert.Contains(t, doc, "| fixed | 4 | 1000 | stopped early, none failed | 0.10 s | 10000 |")
 
 	out.Reset()
-	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
 	assert.NotContains(t, out.String(), "## Every schedule within a bound")
 }
 
@@ -132,7 +134,7 @@ func TestEachScenarioIsARow(t *testing.T) {
 	b, env, err := parseBench(strings.NewReader(text))
 	require.NoError(t, err)
 	var out strings.Builder
-	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
 	doc := out.String()
 	abort := strings.Index(doc, "| abort-reuse | 14000 | not measured | 11000 | 340 | 0.21 | 20000 | 200 |")
 	swarm := strings.Index(doc, "| swarm | 4000 | 5000 | not measured | 500 | 0.50 | 43000 | 400 |")
@@ -143,6 +145,101 @@ func TestEachScenarioIsARow(t *testing.T) {
 	assert.NotContains(t, doc, "| abort-reuse/dp2 |", "two cores are a column, not a row")
 
 	out.Reset()
-	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, 2, "off")
+	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
 	assert.NotContains(t, out.String(), "## Each scenario's seeds")
+}
+
+var twoHosts = []run{
+	{Date: "2026-11-30", Code: "aaaaaaa", Host: "AMD EPYC", RealPerSec: 250, SweepPerSec: 25000, BothCores: 19000, SwitchNs: 120},
+	{Date: "2026-12-01", Code: "bbbbbbb", Host: "AMD EPYC", RealPerSec: 200, SweepPerSec: 30000, BothCores: 30000, SwitchNs: 90},
+	{Date: "2026-12-02", Code: "ccccccc", Host: "Oxide", RealPerSec: 50, SweepPerSec: 25000, BothCores: 36000, SwitchNs: 101},
+	{Date: "2026-12-03", Code: "ddddddd-dirty", Host: "Oxide", RealPerSec: 60, SweepPerSec: 30000, BothCores: 37000, SwitchNs: 65},
+}
+
+func TestRunsReadBackAsWritten(t *testing.T) {
+	var buf strings.Builder
+	require.NoError(t, formatRuns(&buf, twoHosts))
+	assert.True(t, strings.HasPrefix(buf.String(), runsHeader+"\n"))
+	got, err := parseRuns(strings.NewReader(buf.String()), "runs.tsv")
+	require.NoError(t, err)
+	assert.Equal(t, twoHosts, got)
+
+	path := filepath.Join(t.TempDir(), "runs.tsv")
+	none, err := readRuns(path)
+	require.NoError(t, err, "a file not there holds no runs yet")
+	assert.Empty(t, none)
+	require.NoError(t, writeRunsFile(path, twoHosts[:1]))
+	require.NoError(t, writeRunsFile(path, twoHosts))
+	got, err = readRuns(path)
+	require.NoError(t, err)
+	assert.Equal(t, twoHosts, got)
+}
+
+func TestParseRunsSaysWhereAndWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"date\tcode\n", `runs.tsv:1: the header is "date\tcode"`},
+		{runsHeader + "\n2026-12-01\tabc\tAMD EPYC\t250\t25000\t30000\n", "runs.tsv:2: 6 tab-separated fields, want 7 (date, code, host,"},
+		{runsHeader + "\n\n2026-12-01\tabc\tAMD EPYC\t250\tfast\t30000\t90\n", `runs.tsv:3: legacy_sweep_seeds_per_s is "fast", not a number ≥ 0`},
+		{runsHeader + "\n2026-12-01\tabc\tAMD EPYC\t-1\t25000\t30000\t90\n", `runs.tsv:2: real_executions_per_s is "-1", not a number ≥ 0`},
+		{runsHeader + "\n2026-12-01\tabc\tAMD EPYC\t250\t25000\t30000\tNaN\n", `runs.tsv:2: task_switch_ns is "NaN", not a number ≥ 0`},
+	} {
+		_, err := parseRuns(strings.NewReader(tc.text), "runs.tsv")
+		require.Error(t, err, tc.text)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// TestTheRecordedRunsParse: the repository's own record of make bench
+// runs is one make bench reads and adds to.
+func TestTheRecordedRunsParse(t *testing.T) {
+	runs, err := readRuns("runs.tsv")
+	require.NoError(t, err)
+	require.NotEmpty(t, runs)
+	for _, r := range runs {
+		assert.Regexp(t, `^\d{4}-\d{2}-\d{2}$`, r.Date)
+		assert.Regexp(t, `^[0-9a-f]{7}(-dirty)?$`, r.Code)
+		assert.Positive(t, r.ratio(), "%s: both sides of the ratio", r.Code)
+	}
+}
+
+// TestEveryRunAndWhatAThousandfoldWouldTake: the runs set out one a row,
+// this one last, then host by host the ratio's range and how much cheaper
+// a seed would have to be, and for how long the simulator's own targets
+// held.
+func TestEveryRunAndWhatAThousandfoldWouldTake(t *testing.T) {
+	var out strings.Builder
+	b := map[string]*result{"BenchmarkSeed/abort-reuse/fixed": {values: map[string][]float64{"steps/seed": {340}}}}
+	write(&out, b, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, twoHosts, 2, "off")
+	doc := out.String()
+	assert.Contains(t, doc, "| 2026-11-30 | aaaaaaa | AMD EPYC | 250 | 25000 | 100× | 19000 | 120 |")
+	assert.Contains(t, doc, "| 2026-12-03 | ddddddd-dirty | Oxide | 60 | 30000 | 500× | 37000 | 65 |")
+	assert.Contains(t, doc, "| AMD EPYC | 2 | 200 – 250 | 25000 – 30000 | 100× – 150× | 6.7 – 10.0 |")
+	assert.Contains(t, doc, "| Oxide | 2 | 50 – 60 | 25000 – 30000 | 500× – 500× | 2.0 – 2.0 |")
+	assert.Contains(t, doc, "On this run a seed 2.0 times cheaper would have met the target.")
+	assert.Contains(t, doc, "At the fastest start rate seen, 250 a second, a thousandfold is 250000 seeds a second")
+	assert.Contains(t, doc, "cores: 8.0 µs of CPU a seed, 24 ns for each of its 340 scheduling decisions")
+	assert.Contains(t, doc, "both-core seeds a second met 20,000 on every one of the 3 runs since the run of aaaaaaa (2026-11-30), which missed it at 19000.")
+	assert.Contains(t, doc, "the task switch met 100 ns on every one of the 1 runs since the run of ccccccc (2026-12-02), which missed it at 101.")
+	assert.Less(t, strings.Index(doc, "## Every `make bench` run"), strings.Index(doc, "## What each change bought"))
+
+	out.Reset()
+	write(&out, b, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
+	assert.NotContains(t, out.String(), "## Every `make bench` run", "no runs, no section")
+}
+
+func TestSinceLastMiss(t *testing.T) {
+	sw := func(r run) float64 { return r.SwitchNs }
+	under := func(v float64) bool { return v < 100 }
+	at := func(ns ...float64) []run {
+		var rs []run
+		for i, v := range ns {
+			rs = append(rs, run{Code: fmt.Sprint(i), Date: "d", SwitchNs: v})
+		}
+		return rs
+	}
+	assert.Equal(t, "on every one of the 2 runs that measured it", sinceLastMiss(at(90, 0, 95), sw, under))
+	assert.Equal(t, "on none of the runs", sinceLastMiss(at(120, 130), sw, under))
+	assert.Equal(t, "last on the run of 1 (d), not on the runs after it", sinceLastMiss(at(120, 90, 130), sw, under))
+	assert.Equal(t, "on every one of the 1 runs since the run of 1 (d), which missed it at 130", sinceLastMiss(at(90, 130, 0, 80), sw, under))
+	assert.Equal(t, "", sinceLastMiss(at(0, 0), sw, under))
 }
