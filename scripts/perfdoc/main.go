@@ -329,8 +329,8 @@ func main() {
 		at := func(name string) string { return benchName(name, procs) }
 		runs = append(runs, thisRun(time.Now().UTC().Format("2006-01-02"), *code, env, bench, &stress, &sweep, at))
 		if *record {
-			if err := writeRunsFile(*runsFile, runs); err != nil {
-				fail(fmt.Errorf("-record: %w", err))
+			if err := recordRun(*runsFile, runs); err != nil {
+				fail(fmt.Errorf("-record: %w (-stress %s, -sweep %s)", err, *stressFile, *sweepFile))
 			}
 		}
 	}

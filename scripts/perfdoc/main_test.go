@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,6 +174,18 @@ func TestRunsReadBackAsWritten(t *testing.T) {
 	got, err = readRuns(path)
 	require.NoError(t, err)
 	assert.Equal(t, twoHosts, got)
+
+	noReal := append(slices.Clone(twoHosts), run{Date: "2026-12-04", Code: "eeeeeee", Host: "Oxide", SweepPerSec: 30000})
+	err = recordRun(path, noReal)
+	require.Error(t, err, "a run without real executions is not kept")
+	assert.Contains(t, err.Error(), "this run measured 0.0 real executions a second and 30000 sweep seeds a second")
+	got, err = readRuns(path)
+	require.NoError(t, err)
+	assert.Equal(t, twoHosts, got, "the file as it was")
+	require.NoError(t, recordRun(path, twoHosts[:2]))
+	got, err = readRuns(path)
+	require.NoError(t, err)
+	assert.Equal(t, twoHosts[:2], got)
 }
 
 func TestParseRunsSaysWhereAndWhatIsWrong(t *testing.T) {

@@ -119,6 +119,17 @@ func writeRunsFile(path string, runs []run) error {
 	return os.Rename(tmp, path)
 }
 
+// recordRun writes runs, this run last, to path, if this run measured both
+// sides of the ratio: a row without one would tell the next reader nothing
+// of the target.
+func recordRun(path string, runs []run) error {
+	this := runs[len(runs)-1]
+	if this.ratio() == 0 {
+		return fmt.Errorf("this run measured %.1f real executions a second and %.0f sweep seeds a second; a run kept in %s needs both", this.RealPerSec, this.SweepPerSec, path)
+	}
+	return writeRunsFile(path, runs)
+}
+
 // hostSummary is what the runs on one host had in common.
 type hostSummary struct {
 	host             string
