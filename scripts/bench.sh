@@ -10,6 +10,13 @@ OUT=${OUT:-out/bench}
 GO=${GO:-go}
 BENCHSTAT=${BENCHSTAT:-"$GO run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"}
 mkdir -p "$OUT"
+# The commit measured, taken before anything is built: "-dirty" after it
+# when files other than the two this script writes differ from it,
+# untracked ones too.
+code=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+if [ "$code" != unknown ] && [ -n "$(git status --porcelain -- . ':!docs/PERFORMANCE.md' ':!scripts/perfdoc/runs.tsv')" ]; then
+	code="$code-dirty"
+fi
 export GOGC=400 # as simrun runs its sweeps
 # The benchmarks are built with the profile simrun is built with (go build
 # picks up cmd/simrun/default.pgo; make pgo writes it), so that they measure
@@ -56,11 +63,7 @@ done
 bin/simrun explore -scenario abort-reuse -legacy -delays 3 -json -quiet -out "$OUT" >"$OUT/explore-legacy-3.json" || [ $? -eq 1 ]
 
 # The run's headline figures join every run's before it in
-# scripts/perfdoc/runs.tsv, named by the commit measured.
-code=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
-if [ "$code" != unknown ] && ! git diff --quiet HEAD -- . ':!docs/PERFORMANCE.md' ':!scripts/perfdoc/runs.tsv'; then
-	code="$code-dirty"
-fi
+# scripts/perfdoc/runs.tsv, named by the commit measured (above).
 $GO run ./scripts/perfdoc -pgo "$PGO" -bench "$OUT/bench.txt" -stress "$OUT/stress.json" -sweep "$OUT/sweep.json" \
 	-explore "$OUT/explore-*.json" -runs scripts/perfdoc/runs.tsv -record -code "$code" >"$OUT/PERFORMANCE.md"
 mv "$OUT/PERFORMANCE.md" docs/PERFORMANCE.md

@@ -326,11 +326,12 @@ func main() {
 		if runs, err = readRuns(*runsFile); err != nil {
 			fail(fmt.Errorf("-runs: %w", err))
 		}
-		at := func(name string) string { return benchName(name, procs) }
-		runs = append(runs, thisRun(time.Now().UTC().Format("2006-01-02"), *code, env, bench, &stress, &sweep, at))
+		runs = append(runs, thisRun(time.Now().UTC().Format("2006-01-02"), *code, env, procs, bench, &stress, &sweep))
 		if *record {
+			// The document is still written: a run not kept is a row
+			// short, not a run lost.
 			if err := recordRun(*runsFile, runs); err != nil {
-				fail(fmt.Errorf("-record: %w (-stress %s, -sweep %s)", err, *stressFile, *sweepFile))
+				fmt.Fprintf(os.Stderr, "perfdoc: -record: %v (-stress %s, -sweep %s); not kept\n", err, *stressFile, *sweepFile)
 			}
 		}
 	}
@@ -575,6 +576,6 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("decision, whatever the shape of the workload.")
 	p("")
 	writeScenarios(p, b)
-	writeRuns(p, runs, steps)
+	writeRuns(p, runs, costOfASeed(b, procs))
 	p("%s", strings.TrimRight(history, "\n"))
 }
