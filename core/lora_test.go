@@ -392,3 +392,80 @@ func TestAPinTakesNoSlotARunningRequestUses(t *testing.T) {
 	require.True(t, pinned, "vLLM pins it")
 	require.ErrorContains(t, outs[len(outs)-1].Dead, "All items are pinned, cannot remove oldest from the cache.")
 }
+
+// TestARequestPassedOverKeepsItsLoRASlot: with async scheduling and a
+// draft a step that the model always rejects, a request of adapter 1 at
+// the model's length behind its optimistic tokens has nothing to compute
+// at a step (vLLM's num_new_tokens 0) and is passed over, and the
+// rejection then takes its tokens back: it runs again. Its slot is kept
+// meanwhile, so b, of adapter 2, waits for it to end, and no step uses two
+// adapters with one slot. Under core/lora-slot-left-when-passed-over,
+// vLLM's scheduled_loras, the step that passes a over admits b, and the
+// next step schedules both: two adapters, which vLLM's scheduler asserts
+// against and the executor has no slot for.
+func TestARequestPassedOverKeepsItsLoRASlot(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		cfg := core.Config{MaxLoRAs: 1, AsyncScheduling: true, MaxModelLen: 7,
+			NumSpeculativeTokens: 1, Draft: core.DraftModel{Target: core.ToyModel{}, MissOdds: 1}}
+		if bug {
+			cfg.Faults = rttest.Armed(t, failpoints.CoreLoRASlotLeftWhenPassedOver.Name+"=return")
+		}
+		s := newSched(cfg)
+		a := loraReq("a", 1, seq(1, 4), 100)
+		a.Params.IgnoreEOS = true
+		b := loraReq("b", 2, seq(20, 4), 2)
+		require.NoError(t, s.AddRequest(a))
+		p := &pipeline{s: s}
+		p.step()
+		require.NoError(t, s.AddRequest(b))
+		passedOver, most := 0, 0
+		got := map[string][]int{}
+		for steps := 0; s.HasRequests() || p.so != nil; steps++ {
+			require.Less(t, steps, 100)
+			for _, f := range p.step() {
+				got[f.InternalID] = append(got[f.InternalID], f.NewTokens...)
+			}
+			if a.Status == core.StatusRunning && (p.so == nil || scheduledTokens(p.so, a) < 0) {
+				passedOver++
+			}
+			if p.so != nil {
+				most = max(most, len(adapters(p.so)))
+			}
+		}
+		assert.Equal(t, 1, passedOver, "bug %v: a step passed a over, running", bug)
+		if bug {
+			assert.Equal(t, 2, most, "the step after it schedules a beside b")
+			continue
+		}
+		assert.Equal(t, 1, most, "no step uses more adapters than the one slot")
+		assert.Equal(t, sampled(a, 3), got["a"], "a ran to the model's length")
+		assert.Equal(t, core.StatusFinishedLength, a.Status)
+		assert.Equal(t, sampled(b, 2), got["b"], "b ran once a ended")
+	}
+}
+
+// TestARequestWhoseEndIsInFlightLeavesItsLoRASlot: with async scheduling,
+// the step scheduled while a's last token is in flight passes a over, and
+// a runs no more: b, of another adapter, takes the slot at that step
+// rather than a step later.
+func TestARequestWhoseEndIsInFlightLeavesItsLoRASlot(t *testing.T) {
+	s := newSched(core.Config{MaxLoRAs: 1, AsyncScheduling: true})
+	a := loraReq("a", 1, seq(1, 4), 3)
+	a.Params.IgnoreEOS = true
+	b := loraReq("b", 2, seq(20, 4), 2)
+	require.NoError(t, s.AddRequest(a))
+	require.NoError(t, s.AddRequest(b))
+	p := &pipeline{s: s}
+	for step := range 3 { // a's prompt, then a token a step: its last in flight
+		p.step()
+		require.Positive(t, scheduledTokens(p.so, a), "step %d", step)
+		require.Equal(t, -1, scheduledTokens(p.so, b), "step %d: b waits for the slot", step)
+	}
+	p.step() // scheduled with a's end in flight, which it then applies
+	require.NotNil(t, p.so, "a step ran")
+	assert.Equal(t, -1, scheduledTokens(p.so, a), "a passed over")
+	assert.Positive(t, scheduledTokens(p.so, b), "b runs at the step that passes a over")
+	assert.Equal(t, core.StatusFinishedLength, a.Status)
+	p.drain(t)
+	assert.Equal(t, core.StatusFinishedLength, b.Status)
+}

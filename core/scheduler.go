@@ -959,8 +959,12 @@ func (s *Scheduler) RunningLoRAs(dst []int) []int {
 }
 
 // scheduledLoRAs sets out.LoRAs to the adapters of the running requests
-// the step scheduled, vLLM's scheduled_loras, before it admits waiting
-// requests.
+// the step scheduled, vLLM's scheduled_loras, and of those it passed over
+// (vLLM's num_new_tokens 0: at the model's length behind the optimistic
+// tokens of async scheduling and drafts, which a rejection takes back),
+// before it admits waiting requests: a request passed over runs at a step
+// to come, beside whatever this one admits. One whose end is in flight
+// runs no more, and leaves its slot.
 func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	out.LoRAs = out.LoRAs[:0]
 	if s.cfg.Faults.Fires(failpoints.CoreLoRALimitForgetsRunning) {
@@ -968,6 +972,13 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	}
 	for _, sc := range out.Scheduled {
 		out.LoRAs = withLoRA(out.LoRAs, sc.Req.LoRA)
+	}
+	if len(out.Scheduled) < len(s.running) && !s.cfg.Faults.Fires(failpoints.CoreLoRASlotLeftWhenPassedOver) {
+		for _, r := range s.running {
+			if !r.endsInFlight() {
+				out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
+			}
+		}
 	}
 	if s.lora == nil || s.cfg.Faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {
 		return

@@ -167,6 +167,9 @@ var (
 	CoreLoRALimitForgetsRunning = register(&Point{Name: "core/lora-limit-forgets-running", Bug: true,
 		Doc:   "a bug: the scheduler counts toward max_loras only the adapters of the waiting requests it admits in a step, not those of the running requests it scheduled first, as vLLM's scheduled_loras does, so a step's batch can ask for more adapters than the executor has slots; vLLM's worker then raises \"Number of requested LoRAs … is greater than the number of GPU LoRA slots\" and the core dies",
 		Terms: "return", checkValue: checkNoValue})
+	CoreLoRASlotLeftWhenPassedOver = register(&Point{Name: "core/lora-slot-left-when-passed-over", Bug: true,
+		Doc:   "a bug, vLLM's behaviour: scheduled_loras counts the running requests the step scheduled, so one it passes over (num_new_tokens 0: at max_model_len behind the optimistic tokens of async scheduling and speculative decoding, which a rejected draft takes back) leaves its adapter's slot to a waiting request of another adapter, and at the next step, both running, the batch asks for more adapters than max_loras (vLLM's scheduler asserts len(scheduled_loras) <= max_loras) and the core dies; the engine keeps a passed-over request's slot, but for one whose end is in flight",
+		Terms: "return", checkValue: checkNoValue})
 	CoreLoRAReloadKeepsPrefixCache = register(&Point{Name: "core/lora-reload-keeps-prefix-cache", Bug: true,
 		Doc:   "a bug, vLLM's behaviour: the prefix cache keys an adapter's blocks by the adapter alone, not by the revision of its weights, so after add_lora with load_inplace a new request of it takes blocks the old weights computed and goes on from KV of the old policy (vLLM's RFC #48297 asks callers to reset the prefix cache after such an update); the engine keys them with the revision",
 		Terms: "return", checkValue: checkNoValue})

@@ -216,7 +216,7 @@ func (st *story) engineEvent(at time.Duration, who string, ev core.Event) {
 		}
 		st.notable(at, who, fmt.Sprintf("removes LoRA adapter %d (call %d): unloaded and unpinned; a request of it loads it again", ev.LoRA, ev.Call))
 	case core.EventLoRAWait:
-		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, all %d taken by other adapters' requests in the step or pins; requests behind it may go first", req, ev.LoRA, ev.Held))
+		st.notable(at, who, fmt.Sprintf("holds %s back: no LoRA slot for its adapter %d, all %d taken by other adapters' running requests or pins; requests behind it may go first", req, ev.LoRA, ev.Held))
 	case core.EventAbort:
 		st.notable(at, who, fmt.Sprintf("aborts %s: its frontend state is removed and its collector gets the final %q output", req, ev.Reason))
 	case core.EventCoreAbort:
