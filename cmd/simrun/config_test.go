@@ -424,3 +424,25 @@ func TestCompareConfigVariants(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `variant B (-b "-config policy=lottery"): -config policy=lottery: policy must be fcfs or priority, got "lottery"`)
 }
+
+// TestASeedWhoseDrawnConfigurationTheSettingsRefuseIsNoFailure: swarm
+// draws its engine's configuration from the seed, and seed 306003 draws a
+// budget of 2 tokens a step, which -config max-num-seqs=3 makes one the
+// engine refuses. The seed tests nothing: the sweep warns of it, with the
+// engine's sentence, and counts no failure; without the settings the seed
+// runs, and a run of it alone says what the engine refused.
+func TestASeedWhoseDrawnConfigurationTheSettingsRefuseIsNoFailure(t *testing.T) {
+	code, out, errOut := simrun(t, "sweep", "-scenario", "swarm", "-seeds", "306001-306010", "-out", t.TempDir(), "-config", "max-num-seqs=3")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "failures: 0/10")
+	assert.Contains(t, errOut, "simrun sweep: warning, in 1 of 10 seeds (first seed 306003): the engine refuses the configuration swarm drew with -config max-num-seqs=3, and the seed ran nothing (no failure counted): core: MaxNumBatchedTokens (N) must be ≥ MaxNumSeqs (N)")
+
+	code, out, errOut = simrun(t, "sweep", "-scenario", "swarm", "-seeds", "306003", "-out", t.TempDir())
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "failures: 0/1", "the seed's own configuration runs")
+	assert.NotContains(t, errOut, "refuses")
+
+	code, out, _ = simrun(t, "run", "-scenario", "swarm", "-seed", "306003", "-out", t.TempDir(), "-config", "max-num-seqs=3")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "core: MaxNumBatchedTokens (2) must be ≥ MaxNumSeqs (3)")
+}

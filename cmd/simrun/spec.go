@@ -178,7 +178,8 @@ func (f *specFlags) spec() (*spec, error) {
 // (num-blocks=40 against abort-reuse's requests of 100,000 tokens), when
 // seed 1 without them does not fail so. A scenario that draws its
 // configuration or its requests from the seed (swarm) may still draw one
-// that refuses the settings on other seeds.
+// that refuses the settings on other seeds: a sweep warns of each such
+// seed and counts no failure (refusedBySettings).
 func (s *spec) checkScenarioConfig() error {
 	if len(s.config) == 0 {
 		return nil
@@ -386,6 +387,30 @@ func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 	}
 	res := sim.Run(opts, prog)
 	return outcome{seed: seed, res: res, err: out.Err(res.Err), checker: out.Checker, strategy: res.Strategy, stats: out.Stats}
+}
+
+// refusedBySettings reports whether o, the outcome of seed under opts,
+// is the engine's refusal of a configuration the -config settings made
+// invalid: a scenario that draws its configuration from the seed (swarm)
+// drew one the settings conflict with (a budget of 2 tokens against
+// max-num-seqs=3), where the seed without the settings starts its engine.
+// Such a seed tests nothing: bad input for that seed, not a failure.
+func (s *spec) refusedBySettings(seed uint64, o *outcome, opts sim.Options) bool {
+	if len(s.config) == 0 || !errors.Is(o.err, engine.ErrInvalidConfig) {
+		return false
+	}
+	plain := *s
+	plain.config = nil
+	opts.CheckDeterminism = false
+	p := plain.runSeed(seed, opts)
+	return !errors.Is(p.err, engine.ErrInvalidConfig)
+}
+
+// refusalWarning is the warning of a seed whose drawn configuration the
+// settings made invalid (refusedBySettings), by err's signature.
+func (s *spec) refusalWarning(err error) string {
+	return fmt.Sprintf("the engine refuses the configuration %s drew with -config %s, and the seed ran nothing (no failure counted): %s",
+		s.scenario.Name, strings.Join(settingStrings(s.config), " -config "), signature(err))
 }
 
 // scheduleFile names the schedule file of a seed in dir:

@@ -580,9 +580,14 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 				if wd != nil {
 					token = wd.begin(w, seed)
 				}
-				o := sp.runSeed(seed, sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool, Progress: wd.progress(w)})
+				opts := sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool, Progress: wd.progress(w)}
+				o := sp.runSeed(seed, opts)
 				if wd != nil && !wd.end(w, token) {
 					return // reported as hung, and counted, by the watchdog
+				}
+				if o.failed() && sp.refusedBySettings(seed, &o, opts) {
+					o.res.Warnings = append(o.res.Warnings, sp.refusalWarning(o.err))
+					o.err = nil
 				}
 				st.steps.Add(uint64(o.res.Steps))
 				st.record(seed, &o, check)
