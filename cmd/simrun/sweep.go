@@ -517,20 +517,23 @@ type sweepState struct {
 
 // warnTally counts the seeds whose run gave a warning (sim.Result.Warnings):
 // what the strategy could not do as asked, a misspelt starve prefix most
-// often, which would otherwise pass as seeds that found nothing.
+// often, which would otherwise pass as seeds that found nothing. Warnings
+// that differ in their numbers alone (how many starvation windows a cap
+// cut short) are one kind, told once in the first seed's words.
 type warnTally struct {
 	count     uint64
 	firstSeed uint64
+	text      string // the first seed's warning
 }
 
 // printWarnings writes a sweep's warnings to w, in the order of the seed
 // that first gave each.
 func (st *sweepState) printWarnings(w io.Writer, cmd string) {
-	texts := sortedKeys(st.warnings) // ties of first seed in the order of the text
-	sort.SliceStable(texts, func(i, j int) bool { return st.warnings[texts[i]].firstSeed < st.warnings[texts[j]].firstSeed })
-	for _, text := range texts {
-		t := st.warnings[text]
-		fmt.Fprintf(w, "simrun %s: warning, in %d of %d seeds (first seed %d): %s\n", cmd, t.count, st.ran.n, t.firstSeed, text)
+	kinds := sortedKeys(st.warnings) // ties of first seed in the order of the kind
+	sort.SliceStable(kinds, func(i, j int) bool { return st.warnings[kinds[i]].firstSeed < st.warnings[kinds[j]].firstSeed })
+	for _, kind := range kinds {
+		t := st.warnings[kind]
+		fmt.Fprintf(w, "simrun %s: warning, in %d of %d seeds (first seed %d): %s\n", cmd, t.count, st.ran.n, t.firstSeed, t.text)
 	}
 }
 
@@ -644,13 +647,16 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 		if st.warnings == nil {
 			st.warnings = map[string]*warnTally{}
 		}
-		t := st.warnings[text]
+		kind := sim.MaskDigits(text)
+		t := st.warnings[kind]
 		if t == nil {
-			t = &warnTally{firstSeed: seed}
-			st.warnings[text] = t
+			t = &warnTally{firstSeed: seed, text: text}
+			st.warnings[kind] = t
 		}
 		t.count++
-		t.firstSeed = min(t.firstSeed, seed)
+		if seed < t.firstSeed {
+			t.firstSeed, t.text = seed, text
+		}
 	}
 	if !o.failed() {
 		return

@@ -208,6 +208,21 @@ func TestAStarvePrefixThatMatchesNoTaskIsReported(t *testing.T) {
 	assert.NotContains(t, stderr, "warning", "the scenario's own starve prefix matches")
 }
 
+// TestWarningsThatDifferInTheirNumbersAreOneKind: with steps of no time,
+// every abort-reuse seed warns that some of its starvation windows ended
+// at their cap, each with its own counts; the sweep tells that once, in
+// the first seed's words, with the seeds that gave it.
+func TestWarningsThatDifferInTheirNumbersAreOneKind(t *testing.T) {
+	code, stdout, stderr := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-6", "-quiet", "-config", "step-time=none", "-out", t.TempDir())
+	require.Equal(t, 0, code, stdout)
+	assert.Equal(t, 1, strings.Count(stderr, "warning"), "one line for the kind: %s", stderr)
+	assert.Regexp(t, `simrun sweep: warning, in 6 of 6 seeds \(first seed 1\): sim: strategy starve:output-handler: \d+ of its \d+ starvation windows ended at their cap`, stderr)
+	_, _, one := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-config", "step-time=none", "-out", t.TempDir())
+	first := strings.TrimPrefix(strings.TrimSpace(one), "simrun run: warning: ")
+	require.NotEqual(t, strings.TrimSpace(one), first, "seed 1 alone warns: %s", one)
+	assert.Contains(t, stderr, first, "in seed 1's words")
+}
+
 // TestPrintedCommandsCarryGOFailpoints: GO_FAILPOINTS adds its failpoints
 // to every run, so the commands printed to show a failing seed again carry
 // it; without it they would show another run.
