@@ -96,6 +96,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	junit := fs.String("junit", "", "write a JUnit XML report to `FILE`: one test case per failing seed, with its replay command; a suite a scenario")
 	out := fs.String("out", "out", "directory for the schedule files of failing seeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE`, for go tool pprof")
+	memProfile := fs.String("memprofile", "", "write a heap profile to `FILE` as the sweep ends, for go tool pprof: what it still holds (inuse_space) and what it allocated (alloc_space)")
 	var rf reachFlags
 	rf.register(fs)
 	var stopAfter wholeNumber
@@ -117,6 +118,19 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		defer func() {
 			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return usagef("-memprofile: %v", err)
+		}
+		defer func() {
+			runtime.GC() // what the sweep still holds, not what it last threw away
+			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+				fmt.Fprintf(stderr, "simrun sweep: -memprofile: %v\n", err)
+			}
 			f.Close()
 		}()
 	}

@@ -478,3 +478,22 @@ func TestASweepOnSeveralCoresCountsAModeOnce(t *testing.T) {
 	assert.Positive(t, cores["engine-core-dp1"], "%v", cores)
 	assert.Equal(t, cores["engine-core-dp0"]+cores["engine-core-dp1"], count[sig], "%v", cores)
 }
+
+// TestASweepWritesItsProfiles: -cpuprofile and -memprofile write the
+// sweep's CPU profile and, as it ends, its heap profile, each in pprof's
+// gzipped form; a file that cannot be made is bad input.
+func TestASweepWritesItsProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	code, stdout, stderr := simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1-50", "-quiet", "-out", dir, "-cpuprofile", cpu, "-memprofile", mem)
+	require.Equal(t, 0, code, stdout+stderr)
+	for _, f := range []string{cpu, mem} {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.Greater(t, len(data), 2, f)
+		assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "%s: a gzipped profile", f)
+	}
+	code, _, stderr = simrun(t, "sweep", "-scenario", "abort-reuse", "-seeds", "1", "-quiet", "-out", dir, "-memprofile", filepath.Join(dir, "none", "mem.prof"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "-memprofile: open ")
+}
