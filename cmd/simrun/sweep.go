@@ -599,12 +599,12 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 				}
 				opts := sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool, Progress: wd.progress(w)}
 				o := sp.runSeed(seed, opts)
-				if wd != nil && !wd.end(w, token) {
-					return // reported as hung, and counted, by the watchdog
-				}
-				if o.failed() && sp.refusedBySettings(seed, &o, opts) {
+				if o.failed() && sp.refusedBySettings(seed, &o, opts) { // its second run watched too
 					o.res.Warnings = append(o.res.Warnings, sp.refusalWarning(o.err))
 					o.err = nil
+				}
+				if wd != nil && !wd.end(w, token) {
+					return // reported as hung, and counted, by the watchdog
 				}
 				st.steps.Add(uint64(o.res.Steps))
 				st.record(seed, &o, check)
