@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
@@ -58,48 +59,30 @@ func TestCommittedCounterexamples(t *testing.T) {
 	dir := filepath.Join("testdata", "rapid", foundingRaceTest)
 	if *rewrite {
 		require.NoError(t, os.RemoveAll(dir))
-		tb := &failTB{T: t, name: foundingRaceTest}
-		checkCatching(tb, foundingRace(true, nil))
-		require.True(t, tb.failed, "rapid found no failure in the legacy engine")
+		tb := &rttest.FailTB{T: t, As: foundingRaceTest}
+		rttest.CheckCatching(tb, foundingRace(true, nil))
+		require.True(t, tb.Failed(), "rapid found no failure in the legacy engine")
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.fail"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no counterexample in %s: run go test ./props -run TestCommittedCounterexamples -rewrite", dir)
 
-	setFlag(t, "rapid.nofailfile", "true")
-	setFlag(t, "rapid.checks", "0") // replay the file, draw nothing new
+	rttest.SetFlag(t, "rapid.nofailfile", "true")
+	rttest.SetFlag(t, "rapid.checks", "0") // replay the file, draw nothing new
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			setFlag(t, "rapid.failfile", file)
+			rttest.SetFlag(t, "rapid.failfile", file)
 
-			legacy := &failTB{T: t}
-			checkCatching(legacy, foundingRace(true, nil))
-			require.True(t, legacy.failed, "%s no longer makes the legacy engine fail: rapid skips a file of another version or one the program no longer reads; run -rewrite", file)
-			assert.Contains(t, strings.Join(legacy.msgs, "\n"), props.NoStaleDelivery)
+			legacy := &rttest.FailTB{T: t}
+			rttest.CheckCatching(legacy, foundingRace(true, nil))
+			require.True(t, legacy.Failed(), "%s no longer makes the legacy engine fail: rapid skips a file of another version or one the program no longer reads; run -rewrite", file)
+			assert.Contains(t, strings.Join(legacy.Msgs, "\n"), props.NoStaleDelivery)
 
 			var done int
-			fixed := &failTB{T: t}
-			checkCatching(fixed, foundingRace(false, &done))
-			assert.False(t, fixed.failed, "the fixed engine fails the legacy counterexample: %s", strings.Join(fixed.msgs, "\n"))
+			fixed := &rttest.FailTB{T: t}
+			rttest.CheckCatching(fixed, foundingRace(false, &done))
+			assert.False(t, fixed.Failed(), "the fixed engine fails the legacy counterexample: %s", strings.Join(fixed.Msgs, "\n"))
 			assert.Positive(t, done, "the fixed engine did not run the counterexample to its end")
 		})
 	}
-}
-
-// checkCatching runs rapid.Check on tb, which ends a failure by panicking
-// with itself.
-func checkCatching(tb *failTB, prop func(*rapid.T)) {
-	defer func() {
-		if r := recover(); r != nil && r != tb {
-			panic(r)
-		}
-	}()
-	rapid.Check(tb, prop)
-}
-
-// setFlag sets a rapid flag for the rest of the test.
-func setFlag(t *testing.T, name, value string) {
-	old := flag.Lookup(name).Value.String()
-	require.NoError(t, flag.Set(name, value))
-	t.Cleanup(func() { _ = flag.Set(name, old) })
 }

@@ -3,7 +3,6 @@ package props_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
@@ -265,45 +265,16 @@ func TestDeterminism(t *testing.T) {
 	})
 }
 
-// failTB is a rapid.TB that records a failure instead of failing the test,
-// for checking that rapid finds and shrinks a bug that is there on purpose.
-type failTB struct {
-	*testing.T
-	name   string // the name rapid sees, which names its fail files; "" means the test's own and "/legacy"
-	failed bool
-	msgs   []string
-}
-
-func (f *failTB) Name() string {
-	if f.name != "" {
-		return f.name
-	}
-	return f.T.Name() + "/legacy"
-}
-func (f *failTB) Errorf(format string, a ...any) {
-	f.failed = true
-	f.msgs = append(f.msgs, fmt.Sprintf(format, a...))
-}
-func (f *failTB) Error(a ...any)                 { f.failed = true; f.msgs = append(f.msgs, fmt.Sprint(a...)) }
-func (f *failTB) Fatalf(format string, a ...any) { f.Errorf(format, a...); panic(f) }
-func (f *failTB) Fatal(a ...any)                 { f.Error(a...); panic(f) }
-func (f *failTB) Fail()                          { f.failed = true }
-func (f *failTB) FailNow()                       { f.failed = true; panic(f) }
-func (f *failTB) Failed() bool                   { return f.failed }
-func (f *failTB) Logf(string, ...any)            {}
-func (f *failTB) Log(...any)                     {}
-func (f *failTB) Helper()                        {}
-
 // TestRapidShrinksTheLegacyRace points rapid at the legacy engine: it must
 // find the founding race with a drawn schedule and shrink it to a
 // counterexample with fewer scheduling decisions than the first it found.
 func TestRapidShrinksTheLegacyRace(t *testing.T) {
 	// The failure is there on purpose: no fail file for it.
-	setFlag(t, "rapid.nofailfile", "true")
+	rttest.SetFlag(t, "rapid.nofailfile", "true")
 	var steps []int64
 	var last error
-	tb := &failTB{T: t}
-	checkCatching(tb, func(rt *rapid.T) {
+	tb := &rttest.FailTB{T: t}
+	rttest.CheckCatching(tb, func(rt *rapid.T) {
 		prog, out := scenario.AbortReuse.Program(scenario.Options{Legacy: true})
 		res := sim.Run(sim.Options{Chooser: props.RapidChooser(rt, "schedule"), Strategy: sim.Starve("output-handler"), HangAfter: hangAfter}, prog)
 		if err := out.Err(res.Err); err != nil {
@@ -312,13 +283,13 @@ func TestRapidShrinksTheLegacyRace(t *testing.T) {
 			rt.Fatalf("%v", err)
 		}
 	})
-	require.True(t, tb.failed, "rapid found no failure in the legacy engine")
+	require.True(t, tb.Failed(), "rapid found no failure in the legacy engine")
 	require.NotEmpty(t, steps)
 	require.Error(t, last)
 	// Either of the legacy engine's id-reuse bugs: a stale token (the
 	// founding race) or a new incarnation killed by its predecessor's
 	// late abort, which then never ends (vLLM #23697).
-	msgs := strings.Join(tb.msgs, "\n")
+	msgs := strings.Join(tb.Msgs, "\n")
 	assert.True(t, strings.Contains(msgs, props.NoStaleDelivery) || strings.Contains(msgs, props.EndsExactlyOnce), msgs)
 	first, shrunk := steps[0], steps[len(steps)-1]
 	assert.Less(t, shrunk, first, "rapid shrank the schedule: %d decisions at first, %d after shrinking", first, shrunk)
