@@ -3,13 +3,17 @@ package core_test
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
 )
@@ -17,8 +21,8 @@ import (
 // TestLoRAPinsProperty drives an EngineCore under the simulator through
 // random requests of four adapters and the base model, interleaved with
 // random loads, pins, removals and lists of adapters, over 1 to 3 slots
-// and a cache of up to two more, with async scheduling and prefix caching
-// drawn: the core never dies, no step takes more slots than there are
+// and a cache of up to two more, with async scheduling, prefix caching,
+// draft tokens and a short model length drawn: the core never dies, no step takes more slots than there are
 // (EventStep counts the pinned ones), every request ends with its own
 // adapter's tokens, a list holds at most the cache's size and every
 // adapter pinned and not removed since, and a removal finds a pinned
@@ -41,7 +45,15 @@ func loraPinsProperty(faults *failpoints.Set) func(t *rapid.T) {
 	return func(t *rapid.T) {
 		slots := rapid.IntRange(1, 3).Draw(t, "slots")
 		cfg := core.Config{MaxLoRAs: slots, MaxCPULoRAs: slots + rapid.IntRange(0, 2).Draw(t, "extra"),
-			AsyncScheduling: rapid.Bool().Draw(t, "async"), EnablePrefixCaching: rapid.Bool().Draw(t, "caching"), BlockSize: 4, Faults: faults}
+			AsyncScheduling: rapid.Bool().Draw(t, "async"), EnablePrefixCaching: rapid.Bool().Draw(t, "caching"), BlockSize: 4, Faults: faults,
+			// A model length a request's tokens may reach: with async
+			// scheduling and drafts a step may pass a running request
+			// over, which must keep its slot.
+			MaxModelLen: rapid.SampledFrom([]int{0, 8, 10, 12}).Draw(t, "modelLen")}
+		if k := rapid.IntRange(0, 2).Draw(t, "drafts"); k > 0 {
+			cfg.NumSpeculativeTokens = k
+			cfg.Draft = core.DraftModel{Target: core.ToyModel{}, MissOdds: uint64(rapid.IntRange(1, 3).Draw(t, "missOdds"))}
+		}
 		var actions []pinAction
 		var reqs []*core.Request
 		for i := range rapid.IntRange(1, 40).Draw(t, "actions") {
@@ -140,5 +152,24 @@ func loraPinsProperty(faults *failpoints.Set) func(t *rapid.T) {
 				t.Fatalf("request %s (adapter %d) sampled %v, want %v", r.InternalID, r.LoRA, tokens[r.InternalID], want)
 			}
 		}
+	}
+}
+
+// TestLoRAPinsPropertyCatchesThePlantedSlotBugs: the property fails,
+// within 1,000 cases from a fixed seed, with each planted bug of the LoRA
+// slots armed: pins that do not count toward the slots (vLLM's), a limit
+// that forgets the running requests, and vLLM's scheduled_loras, which
+// gives away the slot of a running request a step passes over.
+func TestLoRAPinsPropertyCatchesThePlantedSlotBugs(t *testing.T) {
+	for _, p := range []*failpoints.Point{failpoints.CoreLoRAPinIgnoresSlots, failpoints.CoreLoRALimitForgetsRunning, failpoints.CoreLoRASlotLeftWhenPassedOver} {
+		t.Run(p.Name, func(t *testing.T) {
+			rttest.SetFlag(t, "rapid.nofailfile", "true") // the failure is there on purpose
+			rttest.SetFlag(t, "rapid.seed", "1")
+			rttest.SetFlag(t, "rapid.checks", "1000")
+			tb := &rttest.FailTB{T: t, As: t.Name()}
+			rttest.CheckCatching(tb, loraPinsProperty(rttest.Armed(t, p.Name+"=return")))
+			require.True(t, tb.Failed(), "the property passed with %s armed", p.Name)
+			assert.Regexp(t, `LoRA slots of \d|the core died`, strings.Join(tb.Msgs, "\n"))
+		})
 	}
 }
