@@ -445,27 +445,34 @@ func TestARequestPassedOverKeepsItsLoRASlot(t *testing.T) {
 }
 
 // TestARequestWhoseEndIsInFlightLeavesItsLoRASlot: with async scheduling,
-// the step scheduled while a's last token is in flight passes a over, and
-// a runs no more: b, of another adapter, takes the slot at that step
-// rather than a step later.
+// the step scheduled while a's last token is in flight — its MaxTokens'
+// or the model length's — passes a over, and a runs no more: b, of another
+// adapter, takes the slot at that step rather than a step later.
 func TestARequestWhoseEndIsInFlightLeavesItsLoRASlot(t *testing.T) {
-	s := newSched(core.Config{MaxLoRAs: 1, AsyncScheduling: true})
-	a := loraReq("a", 1, seq(1, 4), 3)
-	a.Params.IgnoreEOS = true
-	b := loraReq("b", 2, seq(20, 4), 2)
-	require.NoError(t, s.AddRequest(a))
-	require.NoError(t, s.AddRequest(b))
-	p := &pipeline{s: s}
-	for step := range 3 { // a's prompt, then a token a step: its last in flight
-		p.step()
-		require.Positive(t, scheduledTokens(p.so, a), "step %d", step)
-		require.Equal(t, -1, scheduledTokens(p.so, b), "step %d: b waits for the slot", step)
+	for _, c := range []struct {
+		name              string
+		maxTokens, length int
+	}{{"max-tokens", 3, 0}, {"model-length", 100, 7}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSched(core.Config{MaxLoRAs: 1, AsyncScheduling: true, MaxModelLen: c.length})
+			a := loraReq("a", 1, seq(1, 4), c.maxTokens)
+			a.Params.IgnoreEOS = true
+			b := loraReq("b", 2, seq(20, 4), 2)
+			require.NoError(t, s.AddRequest(a))
+			require.NoError(t, s.AddRequest(b))
+			p := &pipeline{s: s}
+			for step := range 3 { // a's prompt, then a token a step: its last in flight
+				p.step()
+				require.Positive(t, scheduledTokens(p.so, a), "step %d", step)
+				require.Equal(t, -1, scheduledTokens(p.so, b), "step %d: b waits for the slot", step)
+			}
+			p.step() // scheduled with a's end in flight, which it then applies
+			require.NotNil(t, p.so, "a step ran")
+			assert.Equal(t, -1, scheduledTokens(p.so, a), "a passed over")
+			assert.Positive(t, scheduledTokens(p.so, b), "b runs at the step that passes a over")
+			assert.True(t, a.Status.Finished(), "a ended: %v", a.Status)
+			p.drain(t)
+			assert.Equal(t, core.StatusFinishedLength, b.Status)
+		})
 	}
-	p.step() // scheduled with a's end in flight, which it then applies
-	require.NotNil(t, p.so, "a step ran")
-	assert.Equal(t, -1, scheduledTokens(p.so, a), "a passed over")
-	assert.Positive(t, scheduledTokens(p.so, b), "b runs at the step that passes a over")
-	assert.Equal(t, core.StatusFinishedLength, a.Status)
-	p.drain(t)
-	assert.Equal(t, core.StatusFinishedLength, b.Status)
 }

@@ -963,8 +963,8 @@ func (s *Scheduler) RunningLoRAs(dst []int) []int {
 // (vLLM's num_new_tokens 0: at the model's length behind the optimistic
 // tokens of async scheduling and drafts, which a rejection takes back),
 // before it admits waiting requests: a request passed over runs at a step
-// to come, beside whatever this one admits. One whose end is in flight
-// runs no more, and leaves its slot.
+// to come, beside whatever this one admits. One whose end is in flight,
+// at its MaxTokens or the model length, runs no more, and leaves its slot.
 func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	out.LoRAs = out.LoRAs[:0]
 	if s.cfg.Faults.Fires(failpoints.CoreLoRALimitForgetsRunning) {
@@ -975,7 +975,7 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	}
 	if len(out.Scheduled) < len(s.running) && !s.cfg.Faults.Fires(failpoints.CoreLoRASlotLeftWhenPassedOver) {
 		for _, r := range s.running {
-			if !r.endsInFlight() {
+			if !r.endsInFlightAt(s.cfg.MaxModelLen) {
 				out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
 			}
 		}
