@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/scenario"
 )
 
 func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
@@ -429,13 +430,24 @@ func TestCompareConfigVariants(t *testing.T) {
 // draws its engine's configuration from the seed, and seed 306003 draws a
 // budget of 2 tokens a step, which -config max-num-seqs=3 makes one the
 // engine refuses. The seed tests nothing: the sweep warns of it, with the
-// engine's sentence, and counts no failure; without the settings the seed
-// runs, and a run of it alone says what the engine refused.
+// engine's sentence, counts it apart and leaves it out of the rates;
+// without the settings the seed runs, and a run of it alone says what the
+// engine refused. compare keeps it a failure of its variant, named by the
+// sentence, so that its seeds stay paired.
 func TestASeedWhoseDrawnConfigurationTheSettingsRefuseIsNoFailure(t *testing.T) {
 	code, out, errOut := simrun(t, "sweep", "-scenario", "swarm", "-seeds", "306001-306010", "-out", t.TempDir(), "-config", "max-num-seqs=3")
 	assert.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "failures: 0/10")
+	assert.Contains(t, out, "1 of them ran nothing: the engine refused the configuration each drew with the -config settings")
+	assert.Contains(t, out, "failures: 0/9", "the rate leaves the refused seed out")
 	assert.Contains(t, errOut, "simrun sweep: warning, in 1 of 10 seeds (first seed 306003): the engine refuses the configuration swarm drew with -config max-num-seqs=3, and the seed ran nothing (no failure counted): core: MaxNumBatchedTokens (N) must be ≥ MaxNumSeqs (N)")
+
+	code, out, _ = simrun(t, "sweep", "-scenario", "swarm", "-seeds", "306001-306010", "-out", t.TempDir(), "-config", "max-num-seqs=3", "-json")
+	assert.Equal(t, 0, code)
+	var res sweepResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, uint64(10), res.Seeds)
+	assert.Equal(t, uint64(1), res.Refused)
+	assert.Zero(t, res.Failures)
 
 	code, out, errOut = simrun(t, "sweep", "-scenario", "swarm", "-seeds", "306003", "-out", t.TempDir())
 	assert.Equal(t, 0, code, errOut)
@@ -445,4 +457,36 @@ func TestASeedWhoseDrawnConfigurationTheSettingsRefuseIsNoFailure(t *testing.T) 
 	code, out, _ = simrun(t, "run", "-scenario", "swarm", "-seed", "306003", "-out", t.TempDir(), "-config", "max-num-seqs=3")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "core: MaxNumBatchedTokens (2) must be ≥ MaxNumSeqs (3)")
+
+	code, out, errOut = simrun(t, "compare", "-scenario", "swarm", "-seeds", "306001-306010", "-out", t.TempDir(), "-a", "-config max-num-seqs=3", "-b", "")
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "core: MaxNumBatchedTokens (N) must be ≥ MaxNumSeqs (N)", "A's refused seed is its failure")
+}
+
+// TestARefusalTheScenarioMakesItselfStaysAFailure: test-odd-budget's odd
+// seeds start an engine the engine refuses whatever the settings; under
+// -config they fail as they do without it, not as seeds the settings
+// refused.
+func TestARefusalTheScenarioMakesItselfStaysAFailure(t *testing.T) {
+	code, out, errOut := simrun(t, "sweep", "-scenario", "test-odd-budget", "-seeds", "2-5", "-out", t.TempDir(), "-config", "max-model-len=1000")
+	assert.Equal(t, 1, code, errOut)
+	assert.Contains(t, out, "failures: 2/4")
+	assert.NotContains(t, out, "ran nothing")
+	assert.NotContains(t, errOut, "refuses the configuration")
+}
+
+func init() {
+	scenario.Register(&scenario.Scenario{Name: "test-odd-budget", Summary: "a scenario whose odd seeds but the first start an engine with a budget below its seats", DefaultStrategy: "random",
+		Run: func(x *scenario.Run) error {
+			cfg := engine.Config{}
+			if x.Opts.Seed%2 == 1 && x.Opts.Seed > 1 {
+				cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens = 8, 4
+			}
+			e, err := x.NewEngine(cfg)
+			if err != nil {
+				return err
+			}
+			_ = e
+			return nil
+		}})
 }

@@ -298,6 +298,7 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 	for _, r := range shards {
 		m.Seeds += r.Seeds
 		m.Failures += r.Failures
+		m.Refused += r.Refused
 		m.StepLimited += r.StepLimited
 		m.Steps += r.Steps
 		m.Workers += r.Workers
@@ -344,7 +345,7 @@ func mergeSweeps(shards []sweepResult, files []string) (*mergeResult, error) {
 		m.Stopped = strings.Join(stops, "; ")
 		m.Requested = seedSet{spans: mergeSpans(requested)}.String()
 	}
-	rate := triage.Rate{K: int(m.Failures), N: int(m.Seeds)}
+	rate := triage.Rate{K: int(m.Failures), N: int(m.tested())}
 	m.Rate = rate.P()
 	m.CI95[0], m.CI95[1] = rate.CI95()
 	m.UpperBound = rate.UpperBound()

@@ -310,6 +310,9 @@ type outcome struct {
 	fileSuffix string
 	meta       []sim.Meta
 	stats      []engine.Stats // each engine's, with the spec's metrics
+	// refused: the engine refused the configuration the seed drew with the
+	// spec's settings, and the run tested nothing (refusedBySettings).
+	refused bool
 }
 
 func (o *outcome) failed() bool { return o.err != nil }
@@ -396,8 +399,8 @@ func (s *spec) runSeed(seed uint64, opts sim.Options) outcome {
 // max-num-seqs=3), where the seed without the settings starts its engine.
 // Such a seed tests nothing: bad input for that seed, not a failure.
 func (s *spec) refusedBySettings(seed uint64, o *outcome, opts sim.Options) bool {
-	if len(s.config) == 0 || !errors.Is(o.err, engine.ErrInvalidConfig) {
-		return false
+	if len(s.config) == 0 || !errors.Is(o.err, engine.ErrInvalidConfig) || o.checker != nil && o.checker.Err() != nil {
+		return false // a violation beside the refusal is a failure
 	}
 	plain := *s
 	plain.config = nil

@@ -34,17 +34,21 @@ const failingSeedsMax = 1000
 
 // sweepResult is what a sweep found, mergeable across shards.
 type sweepResult struct {
-	Scenario     string      `json:"scenario"`
-	Strategy     string      `json:"strategy"`
-	Engine       string      `json:"engine"`
-	StepsMax     int64       `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
-	Failpoints   []string    `json:"failpoints,omitempty"` // -failpoint, in order
-	Config       []string    `json:"config,omitempty"`     // -config, one per key, sorted by key
-	SeedRange    string      `json:"seed_range"`
-	Requested    string      `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
-	Stopped      string      `json:"stopped,omitempty"`              // why it stopped early
-	Seeds        uint64      `json:"seeds"`
-	Failures     uint64      `json:"failures"`
+	Scenario   string   `json:"scenario"`
+	Strategy   string   `json:"strategy"`
+	Engine     string   `json:"engine"`
+	StepsMax   int64    `json:"steps_max,omitempty"`  // -steps-max; 0: the simulator's default
+	Failpoints []string `json:"failpoints,omitempty"` // -failpoint, in order
+	Config     []string `json:"config,omitempty"`     // -config, one per key, sorted by key
+	SeedRange  string   `json:"seed_range"`
+	Requested  string   `json:"requested_seed_range,omitempty"` // set when the sweep stopped early
+	Stopped    string   `json:"stopped,omitempty"`              // why it stopped early
+	Seeds      uint64   `json:"seeds"`
+	Failures   uint64   `json:"failures"`
+	// Refused are the seeds that ran nothing: the engine refused the
+	// configuration each drew with the -config settings (refusedBySettings).
+	// They count in Seeds but in no rate.
+	Refused      uint64      `json:"refused_by_settings,omitempty"`
 	Rate         float64     `json:"rate"`
 	CI95         [2]float64  `json:"ci95"`
 	UpperBound   float64     `json:"upper_bound"` // the rule of three when nothing failed, as the text says; else ci95's upper end
@@ -70,6 +74,10 @@ type sweepResult struct {
 	Replay        string            `json:"replay,omitempty"`
 	Error         string            `json:"first_error,omitempty"`
 }
+
+// tested is how many seeds tested the engine: the seeds run, less those
+// the settings refused; the rates are of these.
+func (r *sweepResult) tested() uint64 { return r.Seeds - r.Refused }
 
 type sweepMode struct {
 	Signature string     `json:"signature"`
@@ -204,7 +212,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	for i, sp := range specs {
 		cmd := cmdOf(sp.scenario.Name)
-		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i]}
+		st := &sweepState{modes: map[string]*modeTally{}, workers: wf.jobs, stopAfter: uint64(stopAfter), targets: targets[i], refusals: true}
 		st.budget = wf.budget
 		if wf.budget > 0 && multi {
 			st.budget, st.budgetOf = budgetShare(wf.budget, start, len(specs)-i), wf.budget
@@ -510,10 +518,17 @@ type sweepState struct {
 	workers   int
 	elapsed   time.Duration
 	firstErrs map[uint64]error
-	sigs      map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
-	warnings  map[string]*warnTally
-	reached   reachTally         // seeds that reached each situation
-	targets   props.SituationSet // the situations to reach
+	// refusals makes a seed whose drawn configuration the settings made
+	// invalid (refusedBySettings) a warning that tests nothing, counted in
+	// refused, as a sweep tells it; compare keeps it a failure of its
+	// variant, named by the engine's sentence, so that its seeds stay
+	// paired.
+	refusals bool
+	refused  uint64
+	sigs     map[uint64]string // failing seed → signature, kept for compare's paired tables; nil in a sweep
+	warnings map[string]*warnTally
+	reached  reachTally         // seeds that reached each situation
+	targets  props.SituationSet // the situations to reach
 
 	// A sweep may stop taking seeds early: after budget of wall time, or
 	// once stopAfter failures are seen (zero: never). The seeds that ran
@@ -599,9 +614,9 @@ func sweepInto(st *sweepState, sp *spec, seeds seedSet, det checkShare, bar *pro
 				}
 				opts := sim.Options{Strategy: strategy, NoRecord: true, NoHash: true, CheckDeterminism: check, Pool: pool, Progress: wd.progress(w)}
 				o := sp.runSeed(seed, opts)
-				if o.failed() && sp.refusedBySettings(seed, &o, opts) { // its second run watched too
+				if st.refusals && o.failed() && sp.refusedBySettings(seed, &o, opts) { // its second run watched too
 					o.res.Warnings = append(o.res.Warnings, sp.refusalWarning(o.err))
-					o.err = nil
+					o.err, o.refused = nil, true
 				}
 				if wd != nil && !wd.end(w, token) {
 					return // reported as hung, and counted, by the watchdog
@@ -656,22 +671,13 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	if checked {
 		st.checked++
 	}
-	st.reached.add(seed, o.reached())
-	for _, text := range o.res.Warnings {
-		if st.warnings == nil {
-			st.warnings = map[string]*warnTally{}
-		}
-		kind := sim.MaskDigits(text)
-		t := st.warnings[kind]
-		if t == nil {
-			t = &warnTally{firstSeed: seed, text: text}
-			st.warnings[kind] = t
-		}
-		t.count++
-		if seed < t.firstSeed {
-			t.firstSeed, t.text = seed, text
-		}
+	if o.refused { // it tested nothing: its warning alone is told
+		st.refused++
+		st.warn(seed, o.res.Warnings)
+		return
 	}
+	st.reached.add(seed, o.reached())
+	st.warn(seed, o.res.Warnings)
 	if !o.failed() {
 		return
 	}
@@ -699,6 +705,25 @@ func (st *sweepState) record(seed uint64, o *outcome, checked bool) {
 	m.count++
 	if seed < m.firstSeed {
 		m.firstSeed, m.err = seed, o.err
+	}
+}
+
+// warn tallies the warnings of seed's run; st.mu is held.
+func (st *sweepState) warn(seed uint64, warnings []string) {
+	for _, text := range warnings {
+		if st.warnings == nil {
+			st.warnings = map[string]*warnTally{}
+		}
+		kind := sim.MaskDigits(text)
+		t := st.warnings[kind]
+		if t == nil {
+			t = &warnTally{firstSeed: seed, text: text}
+			st.warnings[kind] = t
+		}
+		t.count++
+		if seed < t.firstSeed {
+			t.firstSeed, t.text = seed, text
+		}
 	}
 }
 
@@ -732,7 +757,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	r := sweepResult{
 		Scenario: sp.scenario.Name, Strategy: sp.strategyOrDefault().String(), Engine: sp.engineName(),
 		StepsMax: sp.stepsMax, Failpoints: sp.failpoints, Config: sp.configStrings(),
-		SeedRange: st.ran.String(), Seeds: st.ran.n, Stopped: st.stopped, Failures: uint64(len(st.failing)), StepLimited: st.limited,
+		SeedRange: st.ran.String(), Seeds: st.ran.n, Stopped: st.stopped, Failures: uint64(len(st.failing)), Refused: st.refused, StepLimited: st.limited,
 		Seconds: st.elapsed.Seconds(), Workers: st.workers, Steps: st.steps.Load(), Determinism: st.checked,
 		Nondetermined: st.nondet, Shard: shard, FailingSeeds: st.failing,
 	}
@@ -749,7 +774,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	if r.Seconds > 0 {
 		r.SeedsPerSec = float64(r.Seeds) / r.Seconds
 	}
-	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}
+	rate := triage.Rate{K: int(r.Failures), N: int(r.tested())}
 	r.Rate = rate.P()
 	r.CI95[0], r.CI95[1] = rate.CI95()
 	r.UpperBound = rate.UpperBound()
@@ -761,7 +786,7 @@ func (st *sweepState) summary(sp *spec, shard string) sweepResult {
 	}
 	for _, sig := range sortedKeys(st.modes) {
 		m := st.modes[sig]
-		mr := triage.Rate{K: int(m.count), N: int(r.Seeds)}
+		mr := triage.Rate{K: int(m.count), N: int(r.tested())}
 		sm := sweepMode{Signature: sig, Count: m.count, Rate: mr.P(), FirstSeed: m.firstSeed, Error: firstLine(m.err.Error())}
 		errors.As(m.err, &sm.hang)
 		sm.CI95[0], sm.CI95[1] = mr.CI95()
@@ -812,7 +837,10 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	}
 	fmt.Fprintf(w, "  %d seeds in %.2fs: %.0f seeds/s with %d worker(s), %.0f steps a seed\n",
 		r.Seeds, r.Seconds, r.SeedsPerSec, r.Workers, float64(r.Steps)/float64(max(r.Seeds, 1)))
-	rate := triage.Rate{K: int(r.Failures), N: int(r.Seeds)}
+	rate := triage.Rate{K: int(r.Failures), N: int(r.tested())}
+	if r.Refused > 0 {
+		fmt.Fprintf(w, "  %d of them ran nothing: the engine refused the configuration each drew with the -config settings (the warning above); the rates leave them out\n", r.Refused)
+	}
 	fmt.Fprintf(w, "  failures: %s\n", rate)
 	if r.StepLimited > 0 {
 		fmt.Fprintf(w, "  of which %d hit the step limit (a livelock or an overlong run, not a property failure)\n", r.StepLimited)
@@ -832,7 +860,7 @@ func printSweep(w io.Writer, sp *spec, r *sweepResult) {
 	if len(r.Modes) > 0 {
 		fmt.Fprintf(w, "  failure modes (%d):\n", len(r.Modes))
 		for _, m := range r.Modes {
-			mr := triage.Rate{K: int(m.Count), N: int(r.Seeds)}
+			mr := triage.Rate{K: int(m.Count), N: int(r.tested())}
 			fmt.Fprintf(w, "    %s  %s\n      first seed %d: %s\n", mr, m.Signature, m.FirstSeed, m.Replay)
 		}
 	}
