@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"slices"
 	"strconv"
 )
@@ -209,21 +210,16 @@ func (r *Request) tokenAt(p int) int {
 // endsInFlight reports, under AsyncScheduling, whether a step in flight
 // samples r's last token (MaxTokens) whatever it keeps of its drafts: vLLM
 // schedules r no step that could only be dropped.
-func (r *Request) endsInFlight() bool {
-	return r.Placeholders > 0 && r.tokensLanded() >= len(r.Prompt)+r.Params.MaxTokens
-}
+func (r *Request) endsInFlight() bool { return r.endsInFlightAt(math.MaxInt) }
 
 // endsInFlightAt reports, under AsyncScheduling, whether the steps in
 // flight end r whatever they keep of its drafts: at MaxTokens, or at the
 // model length maxModelLen.
 func (r *Request) endsInFlightAt(maxModelLen int) bool {
-	return r.Placeholders > 0 && r.tokensLanded() >= min(len(r.Prompt)+r.Params.MaxTokens, maxModelLen)
+	// (NumComputed+1) − (Placeholders−1): the tokens known once the steps
+	// in flight land, should every draft among them be rejected.
+	return r.Placeholders > 0 && r.NumComputed+2-r.Placeholders >= min(len(r.Prompt)+r.Params.MaxTokens, maxModelLen)
 }
-
-// tokensLanded is (NumComputed+1) − (Placeholders−1): the tokens r's
-// sequence holds once the steps in flight land, should every draft among
-// them be rejected.
-func (r *Request) tokensLanded() int { return r.NumComputed + 2 - r.Placeholders }
 
 // NumTokens is the length of the sequence: prompt and output.
 func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.Output) }

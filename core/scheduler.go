@@ -970,14 +970,17 @@ func (s *Scheduler) scheduledLoRAs(out *SchedulerOutput) {
 	if s.cfg.Faults.Fires(failpoints.CoreLoRALimitForgetsRunning) {
 		return
 	}
-	for _, sc := range out.Scheduled {
-		out.LoRAs = withLoRA(out.LoRAs, sc.Req.LoRA)
-	}
+	// out.Scheduled holds the running requests scheduled so far, none
+	// whose end is in flight: all of them unless the step passed one over.
 	if len(out.Scheduled) < len(s.running) && !s.cfg.Faults.Fires(failpoints.CoreLoRASlotLeftWhenPassedOver) {
 		for _, r := range s.running {
 			if !r.endsInFlightAt(s.cfg.MaxModelLen) {
 				out.LoRAs = withLoRA(out.LoRAs, r.LoRA)
 			}
+		}
+	} else {
+		for _, sc := range out.Scheduled {
+			out.LoRAs = withLoRA(out.LoRAs, sc.Req.LoRA)
 		}
 	}
 	if s.lora == nil || s.cfg.Faults.Fires(failpoints.CoreLoRAPinIgnoresSlots) {

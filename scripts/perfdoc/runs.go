@@ -163,15 +163,20 @@ type cpuSummary struct {
 
 // byCPU sums the runs up by the CPU they ran on, in the order each first
 // ran; runs without a ratio are left out.
-func byCPU(runs []run) []cpuSummary {
+func byCPU(runs []run) []cpuSummary { return groupRuns(runs, func(r run) string { return r.CPU }) }
+
+// groupRuns sums the runs with a ratio up by key, in the order each key
+// first comes.
+func groupRuns(runs []run, key func(run) string) []cpuSummary {
 	var cs []cpuSummary
 	for _, r := range runs {
 		if r.ratio() == 0 {
 			continue
 		}
-		i := slices.IndexFunc(cs, func(c cpuSummary) bool { return c.cpu == r.CPU })
+		k := key(r)
+		i := slices.IndexFunc(cs, func(c cpuSummary) bool { return c.cpu == k })
 		if i < 0 {
-			cs = append(cs, cpuSummary{cpu: r.CPU})
+			cs = append(cs, cpuSummary{cpu: k})
 			i = len(cs) - 1
 		}
 		c := &cs[i]
@@ -258,20 +263,16 @@ func writeRuns(p func(string, ...any), runs []run, cost seedCost) {
 	p("")
 	p("| CPU | runs | real executions/s | sweep seeds/s | ratio | a seed this much cheaper would meet 1,000× |")
 	p("|---|---|---|---|---|---|")
-	var all cpuSummary
 	fastest := run{}
-	for i, c := range cs {
+	for _, c := range cs {
 		cheaper := fmt.Sprintf("%.1f – %.1f", 1000/c.rat[1], 1000/c.rat[0])
 		if c.rat[0] >= 1000 {
 			cheaper = "met on every run"
 		}
 		p("| %s | %d | %.0f – %.0f | %.0f – %.0f | %.0f× – %.0f× | %s |", c.cpu, c.runs, c.real[0], c.real[1],
 			c.sweep[0], c.sweep[1], c.rat[0], c.rat[1], cheaper)
-		widen(&all.real, c.real[0], i == 0)
-		widen(&all.real, c.real[1], false)
-		widen(&all.sweep, c.sweep[0], i == 0)
-		widen(&all.sweep, c.sweep[1], false)
 	}
+	all := groupRuns(runs, func(run) string { return "" })[0]
 	for _, r := range runs {
 		if r.ratio() > 0 && r.RealPerSec > fastest.RealPerSec {
 			fastest = r
