@@ -33,6 +33,7 @@ func main() {
 		// memory this tool can spare.
 		debug.SetGCPercent(400)
 	}
+	setMemoryLimit(os.Getenv, os.DirFS("/")) // but not past half the memory it may use
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
