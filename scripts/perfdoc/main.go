@@ -122,6 +122,8 @@ type sweepSummary struct {
 	FirstFailSecs *float64 `json:"first_failure_after_seconds"`
 	// Reached counts the seeds that reached each situation.
 	Reached map[string]uint64 `json:"reached"`
+
+	profile *profileShares // a legacy sweep's CPU profile (-profile); nil when none
 }
 
 // exploreSummary is what simrun explore -json prints.
@@ -283,6 +285,7 @@ func main() {
 	runsFile := flag.String("runs", "", "every make bench run's headline figures (scripts/perfdoc/runs.tsv), set out with this run's after them (\"\": none)")
 	record := flag.Bool("record", false, "add this run's row to the -runs file")
 	code := flag.String("code", "", "the commit the benchmarks measured, for this run's row (-runs)")
+	profileFile := flag.String("profile", "", "go tool pprof -top -nodefraction=0 of a legacy sweep's CPU profile, for what a seed's time goes to (\"\": none)")
 	flag.Parse()
 	if *record && *runsFile == "" {
 		fail(fmt.Errorf("-record adds this run to the -runs file, and no -runs was given"))
@@ -303,6 +306,12 @@ func main() {
 	var sweep sweepSummary
 	if err := readJSON(*sweepFile, &sweep); err != nil {
 		fail(fmt.Errorf("sweep: %w", err))
+	}
+	if *profileFile != "" {
+		// A profile unread is a paragraph short, not a run lost.
+		if sweep.profile, err = readProfileTop(*profileFile); err != nil {
+			fmt.Fprintf(os.Stderr, "perfdoc: -profile: %v; the document leaves it out\n", err)
+		}
 	}
 	var walks []exploreSummary
 	if *exploreGlob != "" {
@@ -576,6 +585,8 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("decision, whatever the shape of the workload.")
 	p("")
 	writeScenarios(p, b)
-	writeRuns(p, runs, costOfASeed(b, procs))
+	cost := costOfASeed(b, procs)
+	cost.profile = sweep.profile
+	writeRuns(p, runs, cost)
 	p("%s", strings.TrimRight(history, "\n"))
 }

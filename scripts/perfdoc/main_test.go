@@ -245,7 +245,7 @@ func TestThisRunsRowFromWhatItMeasured(t *testing.T) {
 	text := "cpu: Oxide Virtual Turin-like Processor  \n" +
 		"BenchmarkSeedParallel/abort-reuse/fixed   \t 100\t 18000 seeds/s\n" +
 		"BenchmarkSeedParallel/abort-reuse/fixed-2   \t 100\t 35000 seeds/s\n" +
-		"BenchmarkYieldSwitch/pull-4   \t 1000\t 61.0 ns/op\t 61.0 ns/switch\n" +
+		"BenchmarkYieldSwitch/pull-4   \t 1000\t 61.45 ns/op\t 61.45 ns/switch\n" +
 		"BenchmarkYieldSwitch/pull-sweep-4   \t 1000\t 55.0 ns/op\t 55.0 ns/switch\n" +
 		"BenchmarkSeed/abort-reuse/fixed \t 100\t 1000 ns/op\t 342 steps/seed\n" +
 		"BenchmarkSeed/abort-reuse/legacy \t 100\t 1000 ns/op\t 334 steps/seed\n" +
@@ -255,9 +255,11 @@ func TestThisRunsRowFromWhatItMeasured(t *testing.T) {
 	b, env, err := parseBench(strings.NewReader(text))
 	require.NoError(t, err)
 	stress := &stressSummary{Variants: []stressVariant{{ExecsPerSec: 54.4}}}
-	got := thisRun("2026-12-07", "bba1080", env, 4, b, stress, &sweepSummary{SeedsPerSec: 30757})
+	got := thisRun("2026-12-07", "bba1080", env, 4, b, stress, &sweepSummary{SeedsPerSec: 30757.44})
+	// To a tenth, as runs.tsv keeps it: 61.45 shown as 61 today would be
+	// 61.5, shown as 62, in every document after.
 	assert.Equal(t, run{Date: "2026-12-07", Code: "bba1080", CPU: "Oxide Virtual Turin-like Processor", Procs: 4,
-		RealPerSec: 54.4, SweepPerSec: 30757, BothCores: 35000, SwitchNs: 61}, got)
+		RealPerSec: 54.4, SweepPerSec: 30757.4, BothCores: 35000, SwitchNs: 61.5}, got)
 	assert.Equal(t, seedCost{decisions: 334, calmNs: 10, chaosNs: 41, coroutineSwitchNs: 35}, costOfASeed(b, 4))
 	assert.Equal(t, "unknown", thisRun("d", "c", map[string]string{}, 2, b, stress, &sweepSummary{}).CPU)
 }

@@ -102,8 +102,10 @@ func readRuns(path string) ([]run, error) {
 // without a point, and none rounded across a target's line (99.96 ns is
 // 100 and a miss either way; 99.94 stays under it).
 func tenths(v float64) string {
-	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+	return strconv.FormatFloat(tenth(v), 'f', -1, 64)
 }
+
+func tenth(v float64) float64 { return math.Round(v*10) / 10 }
 
 // formatRuns writes runs as runs.tsv holds them.
 func formatRuns(w io.Writer, runs []run) error {
@@ -208,9 +210,10 @@ func orDash(v float64, format string) string {
 // seedCost is what this run measured of a legacy seed's parts, for the
 // cost a thousandfold would leave each decision; a figure not measured is 0.
 type seedCost struct {
-	decisions         float64 // a legacy abort-reuse seed's scheduling decisions
-	calmNs, chaosNs   float64 // a decision where the task goes on
-	coroutineSwitchNs float64 // a bare coroutine switch
+	decisions         float64        // a legacy abort-reuse seed's scheduling decisions
+	calmNs, chaosNs   float64        // a decision where the task goes on
+	coroutineSwitchNs float64        // a bare coroutine switch
+	profile           *profileShares // a legacy sweep's CPU profile; nil when none was taken
 }
 
 // writeRuns sets out every make bench run, this one last, and what the
@@ -295,18 +298,17 @@ func writeRuns(p func(string, ...any), runs []run, cost seedCost) {
 			orDash(cost.calmNs, "%.0f ns"), orDash(cost.chaosNs, "%.0f ns"))
 		p("(`chaos`) and a bare coroutine switch %s (\"The simulator's switch\").", orDash(cost.coroutineSwitchNs, "%.0f ns"))
 	}
-	p("Nor is one cost most of a seed. A legacy sweep's CPU profile on 2026-12-07 (`simrun sweep")
-	p("-legacy -seeds 1-100000 -cpuprofile`), its own time by package: the Go runtime 35%% (allocation,")
-	p("collection, the coroutine switches), the simulator 19%%, the engine's core 19%%, its frontend 9%%,")
-	p("the checker 6%%; no function above 5%% of its own. A simulator that cost nothing would make a")
-	p("seed about 1.3 times faster. Counted in openings of the founding race's window instead (\"Real")
+	writeProfile(p, cost.profile)
+	p("Counted in openings of the founding race's window instead (\"Real")
 	p("processes against the simulator\"), the simulator is thousands of times ahead; the target")
 	p("counts executions, and that is the figure held to it.")
 	p("")
 }
 
 // thisRun is the row this make bench run adds: its date, the code it
-// measured, its CPU and cores, and its figures.
+// measured, its CPU and cores, and its figures to a tenth, as runs.tsv
+// keeps them, so that the run reads the same in this document as in the
+// ones after it.
 func thisRun(date, code string, env map[string]string, procs int, b map[string]*result, stress *stressSummary, sweep *sweepSummary) run {
 	r := run{Date: date, Code: code, CPU: env["cpu"], Procs: procs, SweepPerSec: sweep.SeedsPerSec}
 	if r.CPU == "" {
@@ -317,6 +319,7 @@ func thisRun(date, code string, env map[string]string, procs int, b map[string]*
 	}
 	r.BothCores, _ = get(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s")
 	r.SwitchNs, _ = get(b, benchName("BenchmarkYieldSwitch/pull", procs), "ns/switch")
+	r.RealPerSec, r.SweepPerSec, r.BothCores, r.SwitchNs = tenth(r.RealPerSec), tenth(r.SweepPerSec), tenth(r.BothCores), tenth(r.SwitchNs)
 	return r
 }
 
