@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"time"
 
@@ -27,13 +26,7 @@ func register(c *command) { commands[c.name] = c }
 var errFailed = errors.New("failures found")
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// A sweep allocates in short-lived bursts, one run at a time per
-		// core, with little live data: collecting less often buys speed for
-		// memory this tool can spare.
-		debug.SetGCPercent(400)
-	}
-	setMemoryLimit(os.Getenv, os.DirFS("/")) // but not past half the memory it may use
+	tuneGC(os.Getenv, os.DirFS("/"))
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

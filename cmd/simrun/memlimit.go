@@ -7,20 +7,34 @@ import (
 	"math"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// simrun collects garbage less often than Go does by default (GOGC=400):
+// simrun collects garbage less often than Go does by default (gcPercent):
 // a sweep's live data is small, so its heap grows to five times that and
 // no more. A seed with steps of no time is the exception: its starved
 // output handler holds hundreds of thousands of batches at once, and five
 // times that is hundreds of MB a worker. So that such a sweep works harder
-// at collecting rather than be killed for its memory, simrun sets a soft
-// memory limit (runtime/debug.SetMemoryLimit) of half the memory it may
-// use: the machine's, or its cgroup's when that is less. A sweep whose
-// live data stays under that pays nothing for it; GOMEMLIMIT, like GOGC,
-// overrides it.
+// at collecting before it nears what the machine or its cgroup allows,
+// simrun sets a soft memory limit (runtime/debug.SetMemoryLimit) of half
+// the least of them. A sweep whose live data stays under that pays nothing
+// for it. GOMEMLIMIT replaces the limit, as GOGC replaces gcPercent; each
+// simrun process takes its half, so two in one cgroup may reach all of it.
+
+// gcPercent is simrun's GOGC: a sweep allocates in short-lived bursts, one
+// run at a time per core, with little live data, so collecting less often
+// buys speed for memory this tool can spare.
+const gcPercent = 400
+
+// tuneGC sets simrun's GOGC, unless GOGC is set, and its memory limit.
+func tuneGC(getenv func(string) string, root fs.FS) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	setMemoryLimit(getenv, root)
+}
 
 // setMemoryLimit sets the soft memory limit from what root tells of the
 // memory simrun may use, unless GOMEMLIMIT is set or nothing tells of it,
@@ -76,12 +90,16 @@ func memTotal(root fs.FS) int64 {
 }
 
 // cgroupLimits reads the memory limits of the cgroups /proc/self/cgroup
-// names and of their ancestors: v2's memory.max and v1's
-// memory.limit_in_bytes. One that is unset ("max", or v1's page-rounded
-// largest number) or unreadable is left out.
+// names, and of their ancestors as far up as this view of the hierarchy
+// goes: v2's memory.max and v1's memory.limit_in_bytes, where
+// /proc/self/mountinfo says the hierarchy is mounted, and from which of its
+// cgroups (a container's mount starts at its own). A cgroup outside the
+// mount is not read, nor is a limit that is unset ("max", or v1's
+// page-rounded largest number) or unreadable.
 func cgroupLimits(root fs.FS) []int64 {
+	mounts := cgroupMounts(root)
 	b, err := fs.ReadFile(root, "proc/self/cgroup")
-	if err != nil {
+	if err != nil || len(mounts) == 0 {
 		return nil
 	}
 	var out []int64
@@ -89,41 +107,108 @@ func cgroupLimits(root fs.FS) []int64 {
 	for sc.Scan() {
 		// hierarchy-ID:controllers:path; v2's is 0 with no controllers.
 		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) != 3 || !strings.HasPrefix(f[2], "/") {
+		if len(f) != 3 {
 			continue
 		}
-		var dir, file string
-		switch {
-		case f[0] == "0" && f[1] == "":
-			dir, file = "sys/fs/cgroup", "memory.max"
-		case hasController(f[1], "memory"):
-			dir, file = "sys/fs/cgroup/memory", "memory.limit_in_bytes"
-		default:
+		v2 := f[0] == "0" && f[1] == ""
+		if !v2 && !hasController(f[1], "memory") {
 			continue
 		}
-		// Inside a container the path may be one the container's view of
-		// the hierarchy does not have: what is missing is skipped, and
-		// the hierarchy's root, the container's own, read too.
-		for p := path.Clean(f[2]); ; p = path.Dir(p) {
-			name := path.Join(dir, strings.TrimPrefix(p, "/"), file)
-			if n, ok := readLimit(root, name); ok {
-				out = append(out, n)
+		for _, m := range mounts {
+			if m.v2 != v2 {
+				continue
 			}
-			if p == "/" {
-				break
+			rel, ok := under(f[2], m.root)
+			if !ok {
+				continue
+			}
+			file := "memory.limit_in_bytes"
+			if v2 {
+				file = "memory.max"
+			}
+			for p := rel; ; p = path.Dir(p) {
+				if n, ok := readLimit(root, path.Join(m.point, p, file)); ok {
+					out = append(out, n)
+				}
+				if p == "/" || p == "." {
+					break
+				}
 			}
 		}
 	}
 	return out
 }
 
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
+// cgroupMount is where a cgroup hierarchy with memory limits is mounted
+// (relative to the root, without its leading slash), and the cgroup of the
+// hierarchy the mount shows.
+type cgroupMount struct {
+	point, root string
+	v2          bool
+}
+
+// cgroupMounts reads /proc/self/mountinfo for the cgroup v2 hierarchy and
+// the v1 hierarchy of the memory controller.
+func cgroupMounts(root fs.FS) []cgroupMount {
+	b, err := fs.ReadFile(root, "proc/self/mountinfo")
+	if err != nil {
+		return nil
 	}
-	return false
+	var out []cgroupMount
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		// ID parent major:minor root mount-point options [optional...] - type source super-options
+		before, after, ok := strings.Cut(sc.Text(), " - ")
+		f, g := strings.Fields(before), strings.Fields(after)
+		if !ok || len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		m := cgroupMount{root: unescapeMount(f[3]), point: strings.TrimPrefix(unescapeMount(f[4]), "/")}
+		switch {
+		case g[0] == "cgroup2":
+			m.v2 = true
+		case g[0] == "cgroup" && hasController(g[2], "memory"):
+		default:
+			continue
+		}
+		if m.point == "" {
+			m.point = "."
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// under returns p relative to root, as an absolute path, and whether p is
+// root or below it. A path that climbs out (a cgroup outside this cgroup
+// namespace, which the kernel shows with "..") is not.
+func under(p, root string) (string, bool) {
+	if !strings.HasPrefix(p, "/") || slices.Contains(strings.Split(p, "/"), "..") {
+		return "", false
+	}
+	p, root = path.Clean(p), path.Clean(root)
+	switch {
+	case root == "/":
+		return p, true
+	case p == root:
+		return "/", true
+	case strings.HasPrefix(p, root+"/"):
+		return p[len(root):], true
+	}
+	return "", false
+}
+
+// unescapeMount undoes mountinfo's octal escapes of a space, a tab, a
+// newline and a backslash.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
+}
+
+func hasController(list, name string) bool {
+	return slices.Contains(strings.Split(list, ","), name)
 }
 
 // noLimitV1 is at most what cgroup v1 reports for no limit: the largest
