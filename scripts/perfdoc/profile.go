@@ -122,13 +122,23 @@ var ours = map[string]string{
 	"scenario":   "the scenarios",
 	"task":       "the task seam",
 	"failpoints": "the failpoints",
-	"cmd/simrun": "simrun itself",
 }
 
-// partOf says which part of the code a function of a profile is in: the Go
-// runtime (and its assembly, which has no package), one of the module's
-// packages, the rest of the standard library, or another module.
+// partOf says which part of the code a function of a profile of simrun is
+// in: the Go runtime (its assembly, which has no package, and the
+// equality functions the compiler writes), simrun's own package main, one
+// of the module's other packages, the rest of the standard library,
+// another module, or code outside Go (C, the kernel, what pprof could not
+// name).
 func partOf(fn string) string {
+	switch {
+	case strings.HasPrefix(fn, "<") || strings.HasPrefix(fn, "[") || strings.Contains(fn, "cgo"):
+		return "code outside Go" // <unknown>, [libc.so.6], _cgo_topofstack
+	case strings.HasPrefix(fn, "type:"):
+		return partRuntime // type:.eq.core.Request
+	case strings.HasPrefix(fn, "main."):
+		return "simrun itself"
+	}
 	if i := strings.IndexByte(fn, '['); i >= 0 { // a generic's shape may name other packages
 		fn = fn[:i]
 	}
@@ -172,8 +182,9 @@ func writeProfile(p func(string, ...any), prof *profileShares) {
 	if rest > 0 {
 		parts = append(parts, fmt.Sprintf("and %.1f%% in parts of under 1%% each", rest))
 	}
-	p("Nor is one cost most of a seed. A legacy sweep's CPU profile on this run (`simrun sweep -legacy")
-	p("-seeds 1-100000 -j 1 -cpuprofile`, `go tool pprof -top`), each function's own time summed by")
+	p("Nor is one cost most of a seed. A legacy sweep's CPU profile on this run (`simrun sweep -scenario")
+	p("abort-reuse -legacy -seeds 1-100000 -j 1 -check-determinism 0 -cpuprofile`, `go tool pprof -top`),")
+	p("each function's own time summed by")
 	p("part: %s. No function has more than %.1f%% of its own", strings.Join(parts, ", "), prof.top.pct)
 	p("(`%s`). A simulator whose own code cost nothing would make a seed %.2f times faster (the", prof.top.name, 100/(100-prof.part(partSim)))
 	p("coroutine switches it asks for are the runtime's).")
