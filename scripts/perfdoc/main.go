@@ -244,7 +244,14 @@ func writeScenarios(p func(string, ...any), b map[string]*result) {
 	p("## Each scenario's seeds")
 	p("")
 	p("Seeds per second on one core, each scenario under its default strategy, to size a hunt")
-	p("(a sweep on both cores runs about twice as many), the fixed engine's on two data-parallel")
+	one, ok1 := get(b, "BenchmarkSeedParallel/abort-reuse/fixed", "seeds/s")
+	both, ok2 := get(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s")
+	if ok1 && ok2 && one > 0 {
+		p("(a sweep on two cores runs %.1f times as many: abort-reuse's `BenchmarkSeedParallel`), the", both/one)
+	} else {
+		p("(a sweep on more cores runs more: `BenchmarkSeedParallel` says how many), the")
+	}
+	p("fixed engine's on two data-parallel")
 	p("engine cores too (`-config data-parallel-size=2`); the decisions, bytes and allocations")
 	p("are the fixed engine's on one engine core, a seed's mean:")
 	p("")
@@ -379,6 +386,37 @@ func spread(b map[string]*result, name, unit, format string) string {
 	return fmt.Sprintf(format+" – "+format+" (%d)", lo, hi, len(r.values[unit]))
 }
 
+// spreadFloorNs leaves out of widestSpread the benchmarks of a nanosecond
+// or so, whose counts move with the code's alignment more than the host.
+const spreadFloorNs = 100
+
+// widestSpread is the benchmark whose counts spread the widest about their
+// median time, (highest − lowest) ÷ median in percent, among those of three
+// counts or more and of spreadFloorNs or more: the noise of the host as this
+// run saw it.
+func widestSpread(b map[string]*result) (name string, pct float64, ok bool) {
+	names := make([]string, 0, len(b))
+	for n := range b {
+		names = append(names, n)
+	}
+	sort.Strings(names) // the first of equals, whatever the map's order
+	for _, n := range names {
+		r := b[n]
+		if len(r.values["ns/op"]) < 3 {
+			continue
+		}
+		med, _ := r.median("ns/op")
+		lo, hi, _ := r.span("ns/op")
+		if med < spreadFloorNs {
+			continue
+		}
+		if v := 100 * (hi - lo) / med; !ok || v > pct {
+			name, pct, ok = n, v, true
+		}
+	}
+	return name, pct, ok
+}
+
 func num(v float64, ok bool, format string) string {
 	if !ok {
 		return "not measured"
@@ -424,9 +462,12 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 		p("optimisation), as `go build ./cmd/simrun` builds `simrun`; `make pgo` writes it again.")
 	}
 	p("")
-	p("**Machine:** %s, %s/%s, %d cores seen by Go, %s; a shared virtual machine whose speed drifts",
-		env["cpu"], env["goos"], env["goarch"], runtime.NumCPU(), runtime.Version())
-	p("by up to 40%% within an hour, so a figure varies as much from one `make bench` to the next.")
+	p("**Machine:** %s, %s/%s, %d cores seen by Go, %s.", env["cpu"], env["goos"], env["goarch"], runtime.NumCPU(), runtime.Version())
+	if name, pct, ok := widestSpread(b); ok {
+		p("On this run the counts of one benchmark spread by as much as %.0f%% of their median (`%s`),", pct, name)
+		p("so a figure may differ as much from one `make bench` to the next: benchstat says when a")
+		p("difference is more than that.")
+	}
 	p("")
 
 	p("## Targets")

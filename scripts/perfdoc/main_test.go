@@ -144,6 +144,13 @@ func TestEachScenarioIsARow(t *testing.T) {
 	assert.Less(t, abort, swarm, "rows in name order")
 	assert.NotContains(t, doc, "| abort-reuse-2 |", "the parallel benchmark is not a scenario's row")
 	assert.NotContains(t, doc, "| abort-reuse/dp2 |", "two cores are a column, not a row")
+	assert.Contains(t, doc, "(a sweep on more cores runs more: `BenchmarkSeedParallel` says how many)", "no one-core figure, no ratio")
+
+	b, _, err = parseBench(strings.NewReader(text + "BenchmarkSeedParallel/abort-reuse/fixed   \t 100\t 16000 seeds/s\n"))
+	require.NoError(t, err)
+	out.Reset()
+	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
+	assert.Contains(t, out.String(), "(a sweep on two cores runs 1.8 times as many: abort-reuse's `BenchmarkSeedParallel`)", "28000 ÷ 16000")
 
 	out.Reset()
 	write(&out, map[string]*result{}, map[string]string{}, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
@@ -323,4 +330,27 @@ func TestSinceLastMiss(t *testing.T) {
 	assert.Equal(t, "last on the run of 1 (d), not on the runs after it", sinceLastMiss(at(120, 90, 130), sw, under))
 	assert.Equal(t, "on every one of the 1 runs since the run of 1 (d), which missed it at 130", sinceLastMiss(at(90, 130, 0, 80), sw, under))
 	assert.Equal(t, "", sinceLastMiss(at(0, 0), sw, under))
+}
+
+// TestTheHostsNoiseIsTheWidestSpreadOfARun: the machine's line says how far
+// one benchmark's counts spread about their median on this run, the widest
+// of those with three counts or more, rather than what another host did.
+func TestTheHostsNoiseIsTheWidestSpreadOfARun(t *testing.T) {
+	text := "cpu: Some CPU\n"
+	for _, v := range []string{"100", "110", "130"} { // (130 − 100) ÷ 110: 27%
+		text += "BenchmarkA-2 \t 10\t " + v + " ns/op\n"
+	}
+	for _, v := range []string{"0.3", "0.8", "0.5", "0.5"} { // 100%, but of half a nanosecond: alignment, not the host
+		text += "BenchmarkB-2 \t 10\t " + v + " ns/op\n"
+	}
+	text += "BenchmarkC-2 \t 10\t 10 ns/op\nBenchmarkC-2 \t 10\t 90 ns/op\n" // two counts: no spread to speak of
+	b, env, err := parseBench(strings.NewReader(text))
+	require.NoError(t, err)
+	var out strings.Builder
+	write(&out, b, env, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
+	assert.Contains(t, out.String(), "On this run the counts of one benchmark spread by as much as 27% of their median (`BenchmarkA-2`),")
+
+	out.Reset()
+	write(&out, map[string]*result{}, env, &stressSummary{}, &sweepSummary{}, nil, nil, 2, "off")
+	assert.NotContains(t, out.String(), "spread by as much as", "no counts, nothing said")
 }
