@@ -367,6 +367,21 @@ func (x *Run) readAll(r *engine.Request, take func(engine.Output)) (last engine.
 	}
 }
 
+// endedByAbort returns what a scenario takes for the end an abort gave a
+// request of prompt and maxTokens on an engine of cfg: "abort", or "length"
+// too when the model length the run's settings give it is shorter than
+// the request (-config max-model-len), which may then end it first.
+func (x *Run) endedByAbort(cfg engine.Config, prompt string, maxTokens int) func(engine.FinishReason) bool {
+	modelLen := x.engineConfig(cfg).MaxModelLen
+	if modelLen == 0 {
+		modelLen = core.DefaultMaxModelLen
+	}
+	cut := modelLen < len(core.Tokenizer{}.Encode(prompt))+maxTokens
+	return func(r engine.FinishReason) bool {
+		return r == engine.FinishAbort || cut && r == engine.FinishLength
+	}
+}
+
 // want returns the model's first n tokens for prompt.
 func want(prompt string, n int) []int {
 	return core.Tokens(core.ToyModel{}, core.Tokenizer{}.Encode(prompt), n)
