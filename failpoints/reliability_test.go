@@ -69,8 +69,12 @@ func TestEveryFailpointKeepsTheInvariantsUnderSimulation(t *testing.T) {
 			for _, sc := range scenarios {
 				for _, policy := range policies {
 					var reached props.SituationSet
+					n := seeds
+					if sc == scenario.KVOffload {
+						n = max(n, 60) // enough that a fault of 3*off->1/3*return fires
+					}
 					for _, st := range []sim.Strategy{sim.Random(), sim.Chaos(), sim.Starve("output-handler")} {
-						for seed := uint64(1); seed <= seeds; seed++ {
+						for seed := uint64(1); seed <= n; seed++ {
 							opts := scenario.Options{Seed: seed, Failpoints: []string{spec},
 								Engine: func(c *engine.Config) { c.KVLoadFailurePolicy = policy }}
 							prog, out := sc.Program(opts)

@@ -32,7 +32,9 @@ func Example() {
 		}
 		return nil
 	}
-	sum, err := simtest.Run("TestTellers", simtest.Config{Dir: "-", OutDir: "-"}, program)
+	// Seeds is set so that the output is the same under go test -short,
+	// whose default is fewer.
+	sum, err := simtest.Run("TestTellers", simtest.Config{Dir: "-", OutDir: "-", Seeds: simtest.DefaultSeeds}, program)
 	fmt.Println("strategies:", strings.Join(sum.Strategies, " "))
 	fmt.Println(err)
 	// Output:
