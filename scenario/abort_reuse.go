@@ -65,7 +65,11 @@ func abortReuseTest(x *Run, waitIdle bool) error {
 		return err
 	}
 	long := engine.Params{MaxTokens: 100000, Output: engine.Delta}
-	aborted := x.endedByAbort(cfg, "hello", long.MaxTokens)
+	// A model length shorter than the requests (-config max-model-len)
+	// may end them first: the long ones before their abort, the others
+	// short of their tokens.
+	room := x.room(cfg, "hello")
+	aborted, early := abortEnds(room, long.MaxTokens)
 	a, err := e.AddRequest("abort-a", "hello", long)
 	if err != nil {
 		return err
@@ -83,7 +87,7 @@ func abortReuseTest(x *Run, waitIdle bool) error {
 	if err != nil {
 		return err
 	}
-	if partial.Finished && !aborted(partial.FinishReason) {
+	if partial.Finished && !early(partial.FinishReason) {
 		return fmt.Errorf("CHECK_FALSE(partial.finished) failed: abort-a finished on its own (%s)", partial.FinishReason)
 	}
 	e.Abort("abort-a", "abort-b")
@@ -103,8 +107,8 @@ func abortReuseTest(x *Run, waitIdle bool) error {
 	if err != nil {
 		return err
 	}
-	if len(got) != 8 {
-		return fmt.Errorf("CHECK(Drain(engine, survivor) == 8) failed: %d", len(got))
+	if n := min(8, room); len(got) != n {
+		return fmt.Errorf("CHECK(Drain(engine, survivor) == %d) failed: %d", n, len(got))
 	}
 	if e.HasUnfinishedRequests() {
 		return fmt.Errorf("CHECK_FALSE(engine.has_unfinished_requests()) failed")
@@ -123,8 +127,8 @@ func abortReuseTest(x *Run, waitIdle bool) error {
 	if err != nil {
 		return err
 	}
-	if !slices.Equal(got, want("hello", 3)) {
-		return fmt.Errorf("CHECK(Drain(engine, reused) == 3) failed: %d tokens %v, want %v", len(got), got, want("hello", 3))
+	if w := want("hello", min(3, room)); !slices.Equal(got, w) {
+		return fmt.Errorf("CHECK(Drain(engine, reused) == %d) failed: %d tokens %v, want %v", len(w), len(got), got, w)
 	}
 	return nil
 }

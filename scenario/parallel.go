@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/llmdst/llmdst/core"
@@ -44,7 +45,8 @@ func parallelAbortReuse(x *Run) error {
 	if err != nil {
 		return err
 	}
-	aborted := x.endedByAbort(cfg, "hello", 100000)
+	room := x.room(cfg, "hello") // as in abort-reuse
+	aborted, early := abortEnds(room, 100000)
 	a, err := e.AddRequest("abort-a", "hello", engine.Params{MaxTokens: 100000, Output: engine.Delta, N: 3})
 	if err != nil {
 		return err
@@ -62,12 +64,12 @@ func parallelAbortReuse(x *Run) error {
 	if err != nil {
 		return err
 	}
-	// A sequence the model length ended (-config max-model-len) may end
-	// before the abort; every other ends by it.
+	// A sequence the model length ends may end before the abort; every
+	// other ends by it.
 	ended := map[int]engine.FinishReason{}
 	noteEnds(ended, partial)
-	if partial.Finished && endedOtherwise(ended, 3, aborted) >= 0 {
-		return fmt.Errorf("CHECK_FALSE(partial.finished) failed: abort-a finished on its own (%q; sequences %v)", partial.FinishReason, ended)
+	if i := endedOtherwise(ended, early); i >= 0 || partial.Finished && len(ended) != 3 {
+		return fmt.Errorf("CHECK_FALSE(partial.finished) failed: abort-a finished on its own (sequences %v)", ended)
 	}
 	e.Abort("abort-a", "abort-b")
 	// The abort ends every sequence at once, under the frontend's lock:
@@ -80,7 +82,7 @@ func parallelAbortReuse(x *Run) error {
 		} else if partial.Finished {
 			continue // the model length ended every sequence before the abort
 		}
-		before := len(ended)
+		before := maps.Clone(ended)
 		last, err := x.readAll(r, func(out engine.Output) { noteEnds(ended, out) })
 		if err != nil {
 			return fmt.Errorf("get_output(%s) after abort: %w", r.ID(), err)
@@ -88,14 +90,20 @@ func parallelAbortReuse(x *Run) error {
 		if !last.Finished || last.RequestID != r.ID() {
 			return fmt.Errorf("CHECK(final.finished) failed for %s: finished=%v, request id %q", r.ID(), last.Finished, last.RequestID)
 		}
-		if len(ended) != n || len(last.Completions) < n-before {
-			return fmt.Errorf("CHECK(%d sequences in the final output of %s) failed: %d", n, r.ID(), len(last.Completions))
+		// The final output ends every sequence not ended before it, once.
+		for _, c := range last.Completions {
+			if _, was := before[c.Index]; was || c.FinishReason == "" {
+				return fmt.Errorf("CHECK(the final output of %s ends each sequence not ended before it) failed: sequence %d, %q", r.ID(), c.Index, c.FinishReason)
+			}
 		}
-		if i := endedOtherwise(ended, n, aborted); i >= 0 {
+		if len(ended) != n || len(last.Completions) != n-len(before) {
+			return fmt.Errorf("CHECK(%d sequences in the final output of %s) failed: %d, %d ended before it", n-len(before), r.ID(), len(last.Completions), len(before))
+		}
+		if i := endedOtherwise(ended, aborted); i >= 0 {
 			return fmt.Errorf("CHECK(final.finish_reason == \"abort\") failed for %s sequence %d: %q", r.ID(), i, ended[i])
 		}
 	}
-	if err := x.checkSeqs(survivor, engine.Cumulative, 3, 8); err != nil {
+	if err := x.checkSeqs(survivor, engine.Cumulative, 3, min(8, room)); err != nil {
 		return err
 	}
 	if e.HasUnfinishedRequests() {
@@ -106,7 +114,7 @@ func parallelAbortReuse(x *Run) error {
 	if err != nil {
 		return fmt.Errorf("reusing abort-a: %w", err)
 	}
-	return x.checkSeqs(reused, engine.Delta, 3, 3)
+	return x.checkSeqs(reused, engine.Delta, 3, min(3, room))
 }
 
 // noteEnds notes the end of each sequence out ends.
@@ -118,15 +126,16 @@ func noteEnds(ended map[int]engine.FinishReason, out engine.Output) {
 	}
 }
 
-// endedOtherwise returns the first of n sequences that did not end as an
-// abort would end it, or -1.
-func endedOtherwise(ended map[int]engine.FinishReason, n int, aborted func(engine.FinishReason) bool) int {
-	for i := range n {
-		if !aborted(ended[i]) {
-			return i
+// endedOtherwise returns the lowest sequence of those ended whose end ok
+// does not take, or -1.
+func endedOtherwise(ended map[int]engine.FinishReason, ok func(engine.FinishReason) bool) int {
+	low := -1
+	for i, r := range ended {
+		if !ok(r) && (low < 0 || i < low) {
+			low = i
 		}
 	}
-	return -1
+	return low
 }
 
 // checkSeqs drains a request of n sequences and checks that each has

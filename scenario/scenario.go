@@ -367,19 +367,26 @@ func (x *Run) readAll(r *engine.Request, take func(engine.Output)) (last engine.
 	}
 }
 
-// endedByAbort returns what a scenario takes for the end an abort gave a
-// request of prompt and maxTokens on an engine of cfg: "abort", or "length"
-// too when the model length the run's settings give it is shorter than
-// the request (-config max-model-len), which may then end it first.
-func (x *Run) endedByAbort(cfg engine.Config, prompt string, maxTokens int) func(engine.FinishReason) bool {
+// room is how many tokens a request of prompt may generate on an engine of
+// cfg before the model length the run's settings give it
+// (-config max-model-len) ends it.
+func (x *Run) room(cfg engine.Config, prompt string) int {
 	modelLen := x.engineConfig(cfg).MaxModelLen
 	if modelLen == 0 {
 		modelLen = core.DefaultMaxModelLen
 	}
-	cut := modelLen < len(core.Tokenizer{}.Encode(prompt))+maxTokens
-	return func(r engine.FinishReason) bool {
-		return r == engine.FinishAbort || cut && r == engine.FinishLength
-	}
+	return modelLen - len(core.Tokenizer{}.Encode(prompt))
+}
+
+// abortEnds says what a scenario takes for the ends of a request of
+// maxTokens that it aborts, with room tokens before the model length:
+// early, an end before the abort, is only "length", and only when the room
+// is less than the request; aborted, an end by the abort, is "abort" or an
+// early one.
+func abortEnds(room, maxTokens int) (aborted, early func(engine.FinishReason) bool) {
+	early = func(r engine.FinishReason) bool { return r == engine.FinishLength && room < maxTokens }
+	aborted = func(r engine.FinishReason) bool { return r == engine.FinishAbort || early(r) }
+	return aborted, early
 }
 
 // want returns the model's first n tokens for prompt.
