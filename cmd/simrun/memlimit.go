@@ -50,8 +50,8 @@ func setMemoryLimit(getenv func(string) string, root fs.FS) int64 {
 	return limit
 }
 
-// memoryShare is the part of the memory simrun may use that its heap may
-// grow to before the collector works harder.
+// memoryShare divides the memory simrun may use into what its heap may
+// grow to before the collector works harder: a half.
 const memoryShare = 2
 
 // memoryLimit returns the soft memory limit simrun sets: a share of the
