@@ -91,7 +91,7 @@ func memTotal(root fs.FS) int64 {
 
 // cgroupLimits reads the memory limits of the cgroups /proc/self/cgroup
 // names, and of their ancestors as far up as this view of the hierarchy
-// goes: v2's memory.max and v1's memory.limit_in_bytes, where
+// goes: v2's memory.max and memory.high and v1's memory.limit_in_bytes, where
 // /proc/self/mountinfo says the hierarchy is mounted, and from which of its
 // cgroups (a container's mount starts at its own). A cgroup outside the
 // mount is not read, nor is a limit that is unset ("max", or v1's
@@ -122,13 +122,15 @@ func cgroupLimits(root fs.FS) []int64 {
 			if !ok {
 				continue
 			}
-			file := "memory.limit_in_bytes"
-			if v2 {
-				file = "memory.max"
+			files := []string{"memory.limit_in_bytes"}
+			if v2 { // memory.high throttles the cgroup and reclaims its memory
+				files = []string{"memory.max", "memory.high"}
 			}
 			for p := rel; ; p = path.Dir(p) {
-				if n, ok := readLimit(root, path.Join(m.point, p, file)); ok {
-					out = append(out, n)
+				for _, f := range files {
+					if n, ok := readLimit(root, path.Join(m.point, p, f)); ok {
+						out = append(out, n)
+					}
 				}
 				if p == "/" || p == "." {
 					break

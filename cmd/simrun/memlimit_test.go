@@ -42,6 +42,12 @@ func TestTheMemoryLimitIsHalfTheLeastMemorySimrunMayUse(t *testing.T) {
 			"proc/self/mountinfo", mountV2,
 			"proc/self/cgroup", "0::/\n",
 			"sys/fs/cgroup/memory.max", "2147483648\n"), 1 * gib},
+		{"v2's memory.high, under its memory.max", files(
+			"proc/meminfo", meminfo24G,
+			"proc/self/mountinfo", mountV2,
+			"proc/self/cgroup", "0::/\n",
+			"sys/fs/cgroup/memory.max", "4294967296\n",
+			"sys/fs/cgroup/memory.high", "2147483648\n"), 1 * gib},
 		{"a v2 limit of max is none", files(
 			"proc/meminfo", meminfo24G,
 			"proc/self/mountinfo", mountV2,
