@@ -151,8 +151,7 @@ func writeWalks(p func(string, ...any), walks []exploreSummary) {
 	p("from `starve:output-handler`'s calm one, on both cores. The schedules a bound holds grow by")
 	p("a factor of about the run's decisions with each departure; a walk's cost is theirs:")
 	p("")
-	p("| engine | departures | schedules | outcome | wall | schedules per second |")
-	p("|---|---|---|---|---|---|")
+	head(p, "engine", "departures", "schedules", "outcome", "wall", "schedules per second")
 	for _, w := range walks {
 		outcome := "stopped early, none failed"
 		switch {
@@ -212,8 +211,7 @@ func writeWindows(p func(string, ...any), stress *stressSummary, sweep *sweepSum
 	}
 	p("Every situation either side reached, in executions (seeds):")
 	p("")
-	p("| situation | real processes, of %d | simulator, of %d |", v.Runs, sweep.Seeds)
-	p("|---|---|---|")
+	head(p, "situation", fmt.Sprintf("real processes, of %d", v.Runs), fmt.Sprintf("simulator, of %d", sweep.Seeds))
 	for _, s := range props.AllSituations {
 		name := s.String()
 		r, n := v.Reached[name], sweep.Reached[name]
@@ -255,8 +253,7 @@ func writeScenarios(p func(string, ...any), b map[string]*result) {
 	p("engine cores too (`-config data-parallel-size=2`); the decisions, bytes and allocations")
 	p("are the fixed engine's on one engine core, a seed's mean:")
 	p("")
-	p("| scenario | fixed engine, seeds/s | legacy engine, seeds/s | fixed, two cores, seeds/s | decisions | µs a decision | bytes | allocations |")
-	p("|---|---|---|---|---|---|---|---|")
+	head(p, "scenario", "fixed engine, seeds/s", "legacy engine, seeds/s", "fixed, two cores, seeds/s", "decisions", "µs a decision", "bytes", "allocations")
 	for _, sc := range names {
 		fixed, legacy := "BenchmarkSeed/"+sc+"/fixed", "BenchmarkSeed/"+sc+"/legacy"
 		s, okS := get(b, fixed, "seeds/s")
@@ -417,6 +414,20 @@ func widestSpread(b map[string]*result) (name string, pct float64, ok bool) {
 	return name, pct, ok
 }
 
+// head writes a table's header, a column a name, and the line under it.
+func head(p func(string, ...any), cols ...string) {
+	var row strings.Builder
+	row.WriteString("|")
+	for _, c := range cols {
+		if c != "" {
+			row.WriteString(" " + c)
+		}
+		row.WriteString(" |")
+	}
+	p("%s", row.String())
+	p("|%s", strings.Repeat("---|", len(cols)))
+}
+
 func num(v float64, ok bool, format string) string {
 	if !ok {
 		return "not measured"
@@ -476,8 +487,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("whose range straddles it is met on some runs and missed on others. The two rows measured by")
 	p("one run each have none.")
 	p("")
-	p("| what | target | measured | range over the counts | |")
-	p("|---|---|---|---|---|")
+	head(p, "what", "target", "measured", "range over the counts", "")
 	seeds2, ok2 := get(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s")
 	p("| abort-reuse seeds per second, both cores | ≥ 20,000 | %s | %s | %s |", num(seeds2, ok2, "%.0f"),
 		spread(b, "BenchmarkSeedParallel/abort-reuse/fixed-2", "seeds/s", "%.0f"), verdict(ok2, seeds2 >= 20000))
@@ -521,8 +531,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("record, trace hash) and the simulator's bookkeeping; \"as in a sweep\" leaves out the record")
 	p("and the hash, as a sweep's seeds run.")
 	p("")
-	p("| mechanism | raw floor, ns per switch | a task switch in the simulator, ns | as in a sweep, ns | ping-pong through a Queue, ns per switch |")
-	p("|---|---|---|---|---|")
+	head(p, "mechanism", "raw floor, ns per switch", "a task switch in the simulator, ns", "as in a sweep, ns", "ping-pong through a Queue, ns per switch")
 	for _, m := range []string{"pull", "chan"} {
 		raw, ok1 := get(b, at("BenchmarkRawSwitch/"+m), "ns/switch")
 		ys, ok2 := get(b, at("BenchmarkYieldSwitch/"+m), "ns/switch")
@@ -551,8 +560,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 
 	p("## abort-reuse seeds per second")
 	p("")
-	p("| | one core | both cores |")
-	p("|---|---|---|")
+	head(p, "", "one core", "both cores")
 	for _, e := range []string{"fixed", "legacy"} {
 		one, ok1 := get(b, "BenchmarkSeedParallel/abort-reuse/"+e, "seeds/s")
 		two, ok2 := get(b, "BenchmarkSeedParallel/abort-reuse/"+e+"-2", "seeds/s")
@@ -568,8 +576,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("")
 	p("The same founding case, on the legacy engine, measured in one `make bench` run:")
 	p("")
-	p("| | executions | failures | executions per second | wall time to the first failure |")
-	p("|---|---|---|---|---|")
+	head(p, "", "executions", "failures", "executions per second", "wall time to the first failure")
 	if len(stress.Variants) > 0 {
 		v := stress.Variants[0]
 		ff := fmt.Sprintf("none in %d executions (rate ≤ %.2f%%, rule of three)", v.Runs, 100*v.UpperBound)
@@ -601,8 +608,7 @@ func write(w io.Writer, b map[string]*result, env map[string]string, stress *str
 	p("Seeds per second on one core for a workload of C client tasks, each adding and reading R")
 	p("requests of 4 tokens one after another (chaos strategy), to size a sweep:")
 	p("")
-	p("| clients \\ requests each | 1 | 4 | 16 |")
-	p("|---|---|---|---|")
+	head(p, "clients \\ requests each", "1", "4", "16")
 	for _, c := range []int{1, 4, 16} {
 		row := fmt.Sprintf("| %d |", c)
 		for _, r := range []int{1, 4, 16} {

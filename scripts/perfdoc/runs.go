@@ -231,8 +231,7 @@ func writeRuns(p func(string, ...any), runs []run, cost seedCost) {
 	p("core, their ratio, and the simulator's own pace on the host that ran them. The CPU is the name")
 	p("the host reports; one name may cover several machines.")
 	p("")
-	p("| date | code | CPU | cores | real executions/s | sweep seeds/s | ratio | fixed seeds/s, both cores | task switch, ns |")
-	p("|---|---|---|---|---|---|---|---|---|")
+	head(p, "date", "code", "CPU", "cores", "real executions/s", "sweep seeds/s", "ratio", "fixed seeds/s, both cores", "task switch, ns")
 	for _, r := range runs {
 		p("| %s | %s | %s | %d | %s | %s | %s | %s | %s |", r.Date, r.Code, r.CPU, r.Procs, orDash(r.RealPerSec, "%.0f"),
 			orDash(r.SweepPerSec, "%.0f"), orDash(r.ratio(), "%.0f×"), orDash(r.BothCores, "%.0f"), orDash(r.SwitchNs, "%.0f"))
@@ -264,8 +263,7 @@ func writeRuns(p func(string, ...any), runs []run, cost seedCost) {
 	p("The ratio follows how fast the host starts processes far more than the code. CPU by CPU, the")
 	p("lowest and the highest over its runs:")
 	p("")
-	p("| CPU | runs | real executions/s | sweep seeds/s | ratio | a seed this much cheaper would meet 1,000× |")
-	p("|---|---|---|---|---|---|")
+	head(p, "CPU", "runs", "real executions/s", "sweep seeds/s", "ratio", "a seed this much cheaper would meet 1,000×")
 	fastest := run{}
 	for _, c := range cs {
 		cheaper := fmt.Sprintf("%.1f – %.1f", 1000/c.rat[1], 1000/c.rat[0])
