@@ -371,10 +371,7 @@ func (x *Run) readAll(r *engine.Request, take func(engine.Output)) (last engine.
 // cfg before the model length the run's settings give it
 // (-config max-model-len) ends it.
 func (x *Run) room(cfg engine.Config, prompt string) int {
-	modelLen := x.engineConfig(cfg).MaxModelLen
-	if modelLen == 0 {
-		modelLen = core.DefaultMaxModelLen
-	}
+	modelLen := core.Config{MaxModelLen: x.engineConfig(cfg).MaxModelLen}.WithDefaults().MaxModelLen // as the checker takes it
 	return modelLen - len(core.Tokenizer{}.Encode(prompt))
 }
 
