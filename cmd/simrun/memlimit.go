@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"io/fs"
 	"math"
 	"path"
@@ -75,9 +73,8 @@ func memTotal(root fs.FS) int64 {
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
 		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil || kb <= 0 || kb > math.MaxInt64/1024 {
@@ -103,10 +100,9 @@ func cgroupLimits(root fs.FS) []int64 {
 		return nil
 	}
 	var out []int64
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
+	for line := range strings.Lines(string(b)) {
 		// hierarchy-ID:controllers:path; v2's is 0 with no controllers.
-		f := strings.SplitN(sc.Text(), ":", 3)
+		f := strings.SplitN(strings.TrimSuffix(line, "\n"), ":", 3)
 		if len(f) != 3 {
 			continue
 		}
@@ -157,10 +153,9 @@ func cgroupMounts(root fs.FS) []cgroupMount {
 		return nil
 	}
 	var out []cgroupMount
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
+	for line := range strings.Lines(string(b)) {
 		// ID parent major:minor root mount-point options [optional...] - type source super-options
-		before, after, ok := strings.Cut(sc.Text(), " - ")
+		before, after, ok := strings.Cut(line, " - ")
 		f, g := strings.Fields(before), strings.Fields(after)
 		if !ok || len(f) < 5 || len(g) < 3 {
 			continue
