@@ -151,7 +151,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	undo, err := outputDirs(append([][2]string{{"-out", filepath.Join(*out, "a")}, {"-out", filepath.Join(*out, "b")}}, fileDir("-junit", *junit)...)...)
+	undo, err := outputDirs(append([]outPlace{outDir("-out", filepath.Join(*out, "a")), outDir("-out", filepath.Join(*out, "b"))}, fileDir("-junit", *junit)...)...)
 	if err != nil {
 		return err
 	}

@@ -666,12 +666,34 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // writeFile creates file (and its directory) and fills it with write,
-// reporting the first error of writing or closing. It writes a temporary
-// file beside file and renames it into place only when everything was
-// written, so that a failed write (a full disk, a file size limit) leaves
-// no truncated artifact behind, and an older file of the same name intact.
+// reporting the first error of writing or closing. A regular file is
+// written as a temporary file beside it and renamed into place only when
+// everything was written, so that a failed write (a full disk, a file size
+// limit) leaves no truncated artifact behind, and an older file of the same
+// name intact. A symbolic link is written through: the file it names is
+// replaced and the link kept. Anything else that is there already (a
+// device such as /dev/stdout, a named pipe) is opened and written as it
+// is, never replaced; a directory is refused.
 func writeFile(file string, write func(w io.Writer) error) (err error) {
-	dir, base := filepath.Split(file)
+	path, inPlace, err := writePlace(file)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", file, err)
+	}
+	if inPlace {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", file, err)
+		}
+		return nil
+	}
+	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
@@ -697,17 +719,46 @@ func writeFile(file string, write func(w io.Writer) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", file, err)
 	}
-	return os.Rename(f.Name(), file)
+	return os.Rename(f.Name(), path)
+}
+
+// writePlace is where writeFile puts file: the path to replace by a
+// rename (file itself, or the file a symbolic link names), or, with
+// inPlace, the path to open and write as it is (a device, a named pipe, a
+// link that names nothing yet). A directory is an error.
+func writePlace(file string) (path string, inPlace bool, err error) {
+	fi, err := os.Lstat(file)
+	if err != nil {
+		return file, false, nil // nothing there yet (or unreadable: the write says why)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		real, err := filepath.EvalSymlinks(file)
+		if err != nil {
+			return file, true, nil // a dangling link: opening it makes what it names
+		}
+		if fi, err = os.Stat(real); err != nil {
+			return file, true, nil
+		}
+		file = real
+	}
+	switch {
+	case fi.IsDir():
+		return "", false, errors.New("it is a directory")
+	case !fi.Mode().IsRegular():
+		return file, true, nil
+	}
+	return file, false, nil
 }
 
 // outputDirs makes the directories a command will write its files into
 // before it spends its time, so that a result is not lost at the end for
 // want of a place to put it: a directory that cannot be made, or in which
-// no file can be created, is bad input, refused before anything runs. dirs
-// pairs each flag with its directory. The returned undo removes the
-// directories made here that are still empty, so that a command that wrote
-// nothing (a sweep that passed) leaves nothing behind.
-func outputDirs(dirs ...[2]string) (undo func(), err error) {
+// no file can be created, is bad input, refused before anything runs, and
+// so is a file flag that names a directory or the standard output. The
+// returned undo removes the directories made here that are still empty, so
+// that a command that wrote nothing (a sweep that passed) leaves nothing
+// behind.
+func outputDirs(places ...outPlace) (undo func(), err error) {
 	// made is in the reverse of the order the directories were made in,
 	// so that each is removed before its parent: compare makes OUT/a (and
 	// OUT with it) and then OUT/b, and OUT can go only after both.
@@ -717,8 +768,12 @@ func outputDirs(dirs ...[2]string) (undo func(), err error) {
 			os.Remove(d) // only an empty directory goes
 		}
 	}
-	for _, fd := range dirs {
-		flagName, dir := fd[0], fd[1]
+	for _, p := range places {
+		if p.file == "-" {
+			undo()
+			return nil, usagef("%s -: simrun writes a file here, not the standard output; name a file (/dev/stdout is one)", p.flag)
+		}
+		dir := p.dir
 		if dir == "" {
 			dir = "."
 		}
@@ -733,34 +788,47 @@ func outputDirs(dirs ...[2]string) (undo func(), err error) {
 		made = append(fresh, made...) // fresh is deepest first
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			undo()
-			return nil, usagef("%s %s: cannot make the directory: %v", flagName, dir, err)
+			return nil, usagef("%s %s: cannot make the directory: %v", p.flag, dir, err)
 		}
 		f, err := os.CreateTemp(dir, ".simrun-probe-*")
 		if err != nil {
 			undo()
-			return nil, usagef("%s %s: cannot write files there: %v", flagName, dir, err)
+			return nil, usagef("%s %s: cannot write files there: %v", p.flag, dir, err)
 		}
 		f.Close()
 		os.Remove(f.Name())
+		if p.file != "" {
+			if _, _, err := writePlace(p.file); err != nil {
+				undo()
+				return nil, usagef("%s %s: %v; name a file", p.flag, p.file, err)
+			}
+		}
 	}
 	return undo, nil
 }
 
-// fileDir pairs a flag that names a file with the file's directory, for
-// outputDirs; nothing when the flag is not given.
-func fileDir(flagName, file string) [][2]string {
-	if file == "" || file == "-" {
+// outPlace is a place a command writes into, named by flag: a directory
+// (-out), or a file and its directory.
+type outPlace struct{ flag, dir, file string }
+
+// outDir is the directory a flag names, for outputDirs.
+func outDir(flagName, dir string) outPlace { return outPlace{flag: flagName, dir: dir} }
+
+// fileDir is the file a flag names, for outputDirs; nothing when the flag
+// is not given (or, for -schedule-out, is "-": write none).
+func fileDir(flagName, file string) []outPlace {
+	if file == "" || file == "-" && flagName == "-schedule-out" {
 		return nil
 	}
-	return [][2]string{{flagName, filepath.Dir(file)}}
+	return []outPlace{{flag: flagName, dir: filepath.Dir(file), file: file}}
 }
 
-// dirs are the directories the flags write into; out is the -out directory
+// dirs are the places the flags write into; out is the -out directory
 // when the command has one.
-func (f *outputFlags) dirs(withOut bool) [][2]string {
-	var d [][2]string
+func (f *outputFlags) dirs(withOut bool) []outPlace {
+	var d []outPlace
 	if withOut {
-		d = append(d, [2]string{"-out", f.out})
+		d = append(d, outDir("-out", f.out))
 		d = append(d, fileDir("-schedule-out", f.schedule)...)
 	}
 	d = append(d, fileDir("-trace", f.trace)...)

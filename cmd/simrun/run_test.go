@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,6 +55,92 @@ func TestAFailedWriteLeavesNoPartialFile(t *testing.T) {
 	info, err := os.Stat(file)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
+}
+
+func TestAWriteGoesThroughALinkAndIntoADeviceOrPipeAsItIs(t *testing.T) {
+	dir := t.TempDir()
+	say := func(text string) func(w io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, text); return err }
+	}
+
+	// A link is kept, and the file it names gets what was written.
+	target := filepath.Join(dir, "target.txt")
+	require.NoError(t, os.WriteFile(target, []byte("old"), 0o644))
+	link := filepath.Join(dir, "link.txt")
+	require.NoError(t, os.Symlink("target.txt", link))
+	require.NoError(t, writeFile(link, say("new")))
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.NotZero(t, fi.Mode()&os.ModeSymlink, "the link is still a link")
+	data, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(data))
+
+	// A link that names nothing yet makes what it names.
+	dangling := filepath.Join(dir, "dangling.txt")
+	require.NoError(t, os.Symlink("made.txt", dangling))
+	require.NoError(t, writeFile(dangling, say("made")))
+	data, err = os.ReadFile(filepath.Join(dir, "made.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "made", string(data))
+
+	// A named pipe stays a pipe, and its reader gets the bytes.
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	read := make(chan string)
+	go func() {
+		data, _ := os.ReadFile(fifo)
+		read <- string(data)
+	}()
+	require.NoError(t, writeFile(fifo, say("piped")))
+	assert.Equal(t, "piped", <-read)
+	fi, err = os.Lstat(fifo)
+	require.NoError(t, err)
+	assert.NotZero(t, fi.Mode()&os.ModeNamedPipe, "the pipe is not replaced by a file")
+
+	// A device is written, not replaced.
+	require.NoError(t, writeFile(os.DevNull, say("gone")))
+	fi, err = os.Lstat(os.DevNull)
+	require.NoError(t, err)
+	assert.NotZero(t, fi.Mode()&os.ModeDevice, "%s is still a device", os.DevNull)
+
+	// A directory is refused, and left as it was.
+	err = writeFile(dir, say("x"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "it is a directory")
+	assert.DirExists(t, dir)
+}
+
+func TestAFileFlagThatNamesADirectoryOrTheStandardOutputIsRefusedBeforeAnythingRuns(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		flag string
+		want string
+	}{
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1-50", "-quiet", "-out", dir, "-junit", dir}, "-junit", "it is a directory"},
+		{[]string{"run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-out", dir, "-html", dir}, "-html", "it is a directory"},
+		{[]string{"run", "-scenario", "abort-reuse", "-seed", "1", "-trace", "-"}, "-trace", "not the standard output"},
+		{[]string{"compare", "-scenario", "abort-reuse", "-seeds", "1-5", "-a", "-legacy", "-b", "", "-quiet", "-out", dir, "-junit", "-"}, "-junit", "not the standard output"},
+		{[]string{"shrink", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-quiet", "-out", dir, "-trace", dir}, "-trace", "it is a directory"},
+		{[]string{"stress", "-p", "2", "-rounds", "1", "-quiet", "-junit", dir, "--", "false"}, "-junit", "it is a directory"},
+	} {
+		code, out, errOut := simrun(t, c.args...)
+		assert.Equal(t, 2, code, "%v: %s%s", c.args, out, errOut)
+		assert.Empty(t, out, "%v: nothing ran", c.args)
+		assert.Contains(t, errOut, "simrun "+c.args[0]+": "+c.flag+" ", "%v: the message names the flag", c.args)
+		assert.Contains(t, errOut, c.want, "%v", c.args)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing was written")
+
+	// -schedule-out - still means: write none.
+	code, out, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-out", dir, "-schedule-out", "-")
+	assert.Equal(t, 1, code, "%s%s", out, errOut)
+	entries, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "-schedule-out - writes no schedule")
 }
 
 func TestReplayOffersOnlyTheFlagsItHonours(t *testing.T) {

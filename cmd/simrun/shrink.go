@@ -91,7 +91,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	dirs := append([][2]string{{"-out", *out}}, fileDir("-trace", *trace)...)
+	dirs := append([]outPlace{outDir("-out", *out)}, fileDir("-trace", *trace)...)
 	undo, err := outputDirs(append(dirs, fileDir("-html", *html)...)...)
 	if err != nil {
 		return err

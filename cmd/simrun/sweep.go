@@ -192,7 +192,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) error {
 	if rf.min > 0 && rf.targets == "" && some == 0 {
 		return usagef("-min-reached %d: scenarios %s name no target situations; name them with -targets", rf.min, sf.scenario)
 	}
-	undo, err := outputDirs(append([][2]string{{"-out", *out}}, fileDir("-junit", *junit)...)...)
+	undo, err := outputDirs(append([]outPlace{outDir("-out", *out)}, fileDir("-junit", *junit)...)...)
 	if err != nil {
 		return err
 	}
