@@ -14,9 +14,13 @@ import (
 // characters are held back, since they could still become a stop string
 // (characters, as vLLM counts them with Python's len, not bytes: a stop
 // string "é" holds nothing back).
-// When new text completes several stop strings, the earliest in the text
-// wins (vLLM takes the first in its list, which can leave an earlier stop
-// string in the text: the output would then show a stop string). As in
+// The stop string found is the one a request decoded token by token finds,
+// however its tokens come in steps (several a step, with speculative
+// decoding): the first token that completes any decides, and of those it
+// completes the earliest in the text wins (vLLM takes the first in its
+// list, which can leave an earlier stop string in the text: the output
+// would then show a stop string; and it searches a step's text as a whole,
+// so that what it finds depends on how the tokens were grouped). As in
 // vLLM, no stop string is looked for until the request has more than
 // MinTokens tokens, and then only one that ends in the text after them.
 type detokenizer struct {
@@ -64,35 +68,40 @@ func (d *detokenizer) update(tokens []int) (stop string, took int, hit bool) {
 			checkFrom = len(d.text)
 		}
 	}
-	added := len(d.text) - checkFrom
-	if added == 0 {
+	if len(d.text) == checkFrom {
 		return "", len(tokens), false
 	}
-	cut, which := -1, ""
+	if len(tokens) == 1 {
+		return d.stopIn(checkFrom, len(d.text), 1)
+	}
+	end := first
+	for i, t := range tokens {
+		if end += len(d.tok.Piece(t)); end <= checkFrom {
+			continue
+		}
+		if stop, took, hit = d.stopIn(checkFrom, end, i+1); hit {
+			return stop, took, true
+		}
+	}
+	return "", len(tokens), false
+}
+
+// stopIn looks for a stop string that ends in the text after checkFrom and
+// by end, the end of the took-th new token's text: of those it finds, the
+// earliest in the text, before which the text is then cut.
+func (d *detokenizer) stopIn(checkFrom, end, took int) (stop string, _ int, hit bool) {
+	cut := -1
 	for _, s := range d.stops {
-		from := max(0, len(d.text)-added-len(s)+1)
-		if i := strings.Index(string(d.text[from:]), s); i >= 0 && (cut < 0 || from+i < cut) {
-			cut, which = from+i, s
+		from := max(0, checkFrom-len(s)+1)
+		if i := strings.Index(string(d.text[from:end]), s); i >= 0 && (cut < 0 || from+i < cut) {
+			cut, stop = from+i, s
 		}
 	}
 	if cut < 0 {
-		return "", len(tokens), false
-	}
-	took = len(tokens)
-	if took > 1 {
-		// The tokens whose text starts before the stop string's end are
-		// needed to complete it; the rest are past it.
-		end, at := cut+len(which), first
-		for i, t := range tokens {
-			if at >= end {
-				took = i
-				break
-			}
-			at += len(d.tok.Piece(t))
-		}
+		return "", took, false
 	}
 	d.text = d.text[:cut]
-	return which, took, true
+	return stop, took, true
 }
 
 // next returns the text of the next output: all of it, or what is new for

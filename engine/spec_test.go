@@ -122,3 +122,29 @@ func TestAStopStringInsideAStepsTokensEndsTheTokensThere(t *testing.T) {
 		}
 	}
 }
+
+// TestAStepsTokensFindTheStopStringOneTokenAStepFinds: when a step's
+// several tokens complete two stop strings, the one whose token comes
+// first ends the request, as it does one token a step, though the other
+// starts earlier in the text: a draft model does not change the output.
+func TestAStepsTokensFindTheStopStringOneTokenAStepFinds(t *testing.T) {
+	tok := core.Tokenizer{}
+	ts := want("hello", 6)
+	word := func(i int) string { return strings.TrimPrefix(tok.Piece(ts[i]), " ") }
+	long, short := word(1)+" "+word(2)+" "+word(3), word(2) // ending in the fourth token and in the third
+	text := tok.Decode(ts)
+	require.Equal(t, strings.Index(text, long)+len(word(1))+1, strings.Index(text, short), "the short stop string is first seen inside the long one: %q", text)
+	jobs := []asyncJob{{"a", "hello", engine.Params{MaxTokens: 30, IgnoreEOS: true, Stop: []string{long, short}}}}
+	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
+	for _, cfg := range []engine.Config{{}, {NumSpeculativeTokens: 4, Draft: never}} {
+		w := jobsWorkload(t, cfg, 1, sim.Random(), jobs)
+		got := w.results["a"]
+		assert.Equal(t, short, got.StopReason[0], "drafts %d", cfg.NumSpeculativeTokens)
+		assert.Equal(t, text[:strings.Index(text, short)], got.Text[0], "drafts %d", cfg.NumSpeculativeTokens)
+		assert.Equal(t, want("hello", 3), got.Tokens[0], "drafts %d", cfg.NumSpeculativeTokens)
+		if cfg.NumSpeculativeTokens > 0 {
+			assert.Positive(t, w.multis, "the second step carried tokens 2 to 6")
+		}
+	}
+}
+
