@@ -714,7 +714,7 @@ func (e *AsyncLLM) processFrameLocked(f *core.Frame) *reqState {
 			// The frame's tokens after the one that completed the stop
 			// string (several a step with speculative decoding) are past
 			// the request's end: dropped, as vLLM's open #47616 would.
-			newTokens = newTokens[:took]
+			newTokens = newTokens[:took:took] // no room over the core's tokens past the stop
 			st.tokens = st.tokens[:len(st.tokens)-past]
 			if e.obs != nil {
 				e.emit(Event{Kind: core.EventTokensCut, RequestID: f.ExternalID, InternalID: f.InternalID, Incarnation: f.Incarnation, Index: f.Index, Held: past, Text: "stop-string"})

@@ -12,6 +12,7 @@ import (
 	"github.com/llmdst/llmdst/engine"
 	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
+	"github.com/llmdst/llmdst/task"
 )
 
 // TestSpeculativeDecodingGivesTheSameOutputs: with draft tokens every
@@ -148,3 +149,22 @@ func TestAStepsTokensFindTheStopStringOneTokenAStepFinds(t *testing.T) {
 	}
 }
 
+// TestACutDeltaOutputHasNoRoomOverTheCoresTokens: a Delta output cut at a
+// stop string inside a step's tokens ends where its tokens end, so that a
+// caller appending to it copies rather than writes over the tokens past
+// the stop, which the core still holds (it may still be running the
+// request: its abort is on the way).
+func TestACutDeltaOutputHasNoRoomOverTheCoresTokens(t *testing.T) {
+	stop, _ := stopAt(t, "hello", 2)
+	never := core.DraftModel{Target: core.ToyModel{}, MissOdds: math.MaxUint64}
+	e, err := engine.New(engine.Config{Runtime: task.Real(), NumSpeculativeTokens: 4, Draft: never})
+	require.NoError(t, err)
+	defer e.Close()
+	r, err := e.AddRequest("a", "hello", engine.Params{MaxTokens: 30, IgnoreEOS: true, Output: engine.Delta, Stop: []string{stop}})
+	require.NoError(t, err)
+	outs, err := readAll(r)
+	require.NoError(t, err)
+	got := last(outs).TokenIDs
+	require.Equal(t, want("hello", 3)[len(want("hello", 3))-len(got):], got, "the stop string is in the third token")
+	assert.Equal(t, len(got), cap(got))
+}
