@@ -234,7 +234,7 @@ func (e *AsyncLLM) AddRequest(id, prompt string, p Params) (*Request, error) {
 	inc := e.nextInc
 	internal := id
 	if !e.cfg.LegacyIDRouting {
-		internal = id + "-" + strconv.FormatUint(inc|1<<32, 16)[1:]
+		internal = id + "-" + incSuffix(inc)
 	}
 	r := &Request{e: e, id: id, internalID: internal, incarnation: inc, c: newCollector(e.rt, p.Output)}
 	n := p.sequences()
@@ -912,4 +912,14 @@ func (e *AsyncLLM) Generate(ctx context.Context, id, prompt string, p Params) it
 			}
 		}
 	}
+}
+
+// incSuffix is the suffix of an incarnation's internal id: its number in
+// hex, eight digits at least, so that no two incarnations share one (the
+// eight digits alone would repeat after 2³² requests).
+func incSuffix(inc uint64) string {
+	if inc < 1<<32 {
+		return strconv.FormatUint(inc|1<<32, 16)[1:]
+	}
+	return strconv.FormatUint(inc, 16)
 }
