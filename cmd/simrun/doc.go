@@ -241,6 +241,8 @@
 // every goroutine's stack goes to OUT/SCENARIO-ENGINE-seedN.stacks.txt, and
 // a sweep stops there.
 //
-// Exit codes: 0 when everything passed, 1 when a failure was found, 2 for
-// bad usage or bad input, with a sentence saying what was wrong.
+// Exit codes: 0 when everything passed, 1 when a failure was found (for
+// replay, a run that failed or whose trace hash is not the one its
+// schedule recorded), 2 for bad usage or bad input, with a sentence saying
+// what was wrong.
 package main

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -347,6 +348,32 @@ func readJUnit(t *testing.T, file string) junitDoc {
 	var doc junitDoc
 	require.NoError(t, xml.Unmarshal(data, &doc), "%s is not JUnit XML", file)
 	return doc
+}
+
+// TestAReplayWhoseTraceHashIsNotTheRecordedOneFails: a schedule that
+// replays to another trace hash than it recorded is not the run recorded;
+// the replay says so and exits 1, though the run itself passed, so that CI
+// replaying kept schedules sees the drift.
+func TestAReplayWhoseTraceHashIsNotTheRecordedOneFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pass.schedule")
+	code, out, _ := simrun(t, "run", "-scenario", "abort-reuse", "-seed", "1", "-schedule-out", file)
+	require.Equal(t, 0, code, out)
+	code, out, _ = simrun(t, "replay", file)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "(the same as recorded)")
+
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	changed := regexp.MustCompile(`(?m)^meta "trace-hash" ".*"$`).ReplaceAllString(string(b), `meta "trace-hash" "0000000000000001"`)
+	require.NotEqual(t, string(b), changed, "the schedule had a trace hash")
+	require.NoError(t, os.WriteFile(file, []byte(changed), 0o644))
+	code, out, _ = simrun(t, "replay", file)
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, ": ok, ", "the run itself passed")
+	assert.Contains(t, out, "(DIFFERENT from the recorded 0000000000000001: this is not the run recorded")
+	code, out, _ = simrun(t, "replay", "-json", file)
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, `"same_hash_as_recorded": false`)
 }
 
 func TestReplayOfAScheduleWithNoTraceHashSaysNoneWasRecorded(t *testing.T) {

@@ -339,15 +339,22 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	recorded, _ := sch.Get("trace-hash")
-	rp := &replayed{file: rest[0], recorded: recorded != "", same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
-	return report(sp, &o, &of, rp, stdout)
+	rp := &replayed{file: rest[0], recorded: recorded, same: recorded == fmt.Sprintf("%016x", o.res.TraceHash)}
+	if err := report(sp, &o, &of, rp, stdout); err != nil {
+		return err
+	}
+	if recorded != "" && !rp.same {
+		return errFailed // not the run recorded: the code changed since, or it is not deterministic
+	}
+	return nil
 }
 
 // replayed is what report says of a replay: the schedule file replayed,
-// whether the file recorded a trace hash, and whether the run's is that one.
+// the trace hash it recorded ("" for none), and whether the run's is that
+// one.
 type replayed struct {
 	file     string
-	recorded bool
+	recorded string
 	same     bool
 }
 
@@ -416,7 +423,7 @@ func (o *outcome) json(sp *spec, schedFile string, rp *replayed) runJSON {
 	for _, s := range o.reached().List() {
 		j.Reached = append(j.Reached, s.String())
 	}
-	if rp != nil && rp.recorded {
+	if rp != nil && rp.recorded != "" {
 		j.Replayed = &rp.same
 	}
 	for _, st := range o.stats {
@@ -450,12 +457,12 @@ func printOutcome(sp *spec, o *outcome, of *outputFlags, rp *replayed, schedFile
 	fmt.Fprintf(stdout, "  trace hash %016x", o.res.TraceHash)
 	if rp != nil {
 		switch {
-		case !rp.recorded:
+		case rp.recorded == "":
 			fmt.Fprint(stdout, " (the schedule recorded none)")
 		case rp.same:
 			fmt.Fprint(stdout, " (the same as recorded)")
 		default:
-			fmt.Fprint(stdout, " (DIFFERENT from the recorded one)")
+			fmt.Fprintf(stdout, " (DIFFERENT from the recorded %s: this is not the run recorded; the code changed since, or the run is not deterministic)", rp.recorded)
 		}
 	}
 	fmt.Fprintln(stdout)
