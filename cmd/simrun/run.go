@@ -393,7 +393,7 @@ func writeArtifacts(sp *spec, o *outcome, of *outputFlags, rp *replayed) (schedF
 	case o.failed():
 		schedFile = sp.scheduleFile(of.out, o.seed, o.fileSuffix)
 	}
-	if schedFile != "" && !replaysFile(sp, schedFile) {
+	if schedFile != "" {
 		if err := writeSchedule(schedFile, sp, o, o.meta...); err != nil {
 			return "", err
 		}
@@ -617,8 +617,13 @@ func indent(s, prefix string) string {
 }
 
 // writeSchedule writes a recorded run's schedule with the meta that says
-// what ran, and extra.
+// what ran, and extra; but never over the file the run replays (-strategy
+// replay:FILE), which holds that run's schedule already, and whose meta
+// says how it was first found.
 func writeSchedule(file string, sp *spec, o *outcome, extra ...sim.Meta) error {
+	if replaysFile(sp, file) {
+		return nil
+	}
 	sch := o.res.Schedule
 	sch.Meta = append(sp.meta(o), extra...)
 	return writeFile(file, func(w io.Writer) error {

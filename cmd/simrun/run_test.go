@@ -239,6 +239,37 @@ func TestTheCommandPrintedForAReplayRunsIt(t *testing.T) {
 	assert.Contains(t, out, "property no-cross-incarnation-delivery violated")
 }
 
+// TestAReplayKeepsTheFileItReplays: sweep and compare, replaying a
+// schedule into the directory that holds it, write their failing seed's
+// schedule where the file is: they leave it as it was, its meta saying how
+// the run was first found, not that it was replayed from itself.
+func TestAReplayKeepsTheFileItReplays(t *testing.T) {
+	dir := t.TempDir()
+	file, data := recordSeed1(t, dir)
+	replay := "replay:" + file
+	// compare writes variant A's schedules to OUT/a: the file is put there.
+	out := t.TempDir()
+	inA := filepath.Join(out, "a", filepath.Base(file))
+	require.NoError(t, os.Mkdir(filepath.Dir(inA), 0o755))
+	require.NoError(t, os.WriteFile(inA, []byte(data), 0o644))
+	variant := "-legacy -strategy replay:" + inA
+	for _, c := range []struct {
+		args []string
+		file string
+	}{
+		{[]string{"sweep", "-scenario", "abort-reuse", "-legacy", "-seeds", "1", "-quiet", "-strategy", replay, "-out", dir}, file},
+		{[]string{"run", "-scenario", "abort-reuse", "-legacy", "-seed", "1", "-strategy", replay, "-out", dir}, file},
+		{[]string{"compare", "-scenario", "abort-reuse", "-seeds", "1", "-a", variant, "-b", variant, "-quiet", "-out", out}, inA},
+	} {
+		code, stdout, errOut := simrun(t, c.args...)
+		require.Equal(t, 1, code, "%v: %s%s", c.args, stdout, errOut)
+		assert.Contains(t, stdout, c.file, "%v: the replay offered is the file", c.args)
+		got, err := os.ReadFile(c.file)
+		require.NoError(t, err)
+		assert.Equal(t, data, string(got), "%v: the replayed file is as it was", c.args)
+	}
+}
+
 func TestAReplayRunsOnlyOnTheSeedItWasRecordedWith(t *testing.T) {
 	dir := t.TempDir()
 	file, _ := recordSeed1(t, dir)
