@@ -813,6 +813,11 @@ func (s *sched) deadlock() *DeadlockError {
 		d.Blocked = append(d.Blocked, b)
 	}
 	sort.Slice(d.Blocked, func(i, j int) bool { return d.Blocked[i].ID < d.Blocked[j].ID })
+	for _, t := range s.timers {
+		if t.deadline == never {
+			d.NeverTimers++
+		}
+	}
 	for _, w := range s.watches {
 		if _, ok := w.ctx.Deadline(); ok && !task.VirtualDeadline(w.ctx) {
 			d.WallDeadlines++

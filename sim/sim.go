@@ -276,11 +276,19 @@ type DeadlockError struct {
 	// for. A deadline from task.WithTimeout or task.WithDeadline is on
 	// the virtual clock and is not counted.
 	WallDeadlines int
+	// NeverTimers counts the timers pending past the end of virtual time
+	// (a Sleep or AfterFunc more than about 292 years ahead), which never
+	// fire: a task that sleeps on one waits for ever.
+	NeverTimers int
 }
 
 func (e *DeadlockError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim: deadlock at step %d (+%v): %d task(s) blocked, none runnable, no timer pending:", e.Step, e.At, len(e.Blocked))
+	pending := "no timer pending"
+	if e.NeverTimers > 0 {
+		pending = fmt.Sprintf("no timer pending but %d past the end of virtual time, which never fire (a sleep or AfterFunc of more than 292 years)", e.NeverTimers)
+	}
+	fmt.Fprintf(&b, "sim: deadlock at step %d (+%v): %d task(s) blocked, none runnable, %s:", e.Step, e.At, len(e.Blocked), pending)
 	for _, t := range e.Blocked {
 		fmt.Fprintf(&b, "\n  task %d %q waits at %q", t.ID, t.Name, t.Point)
 		if t.HolderID >= 0 {

@@ -860,7 +860,18 @@ func TestASleepPastTheEndOfTimeIsADeadlock(t *testing.T) {
 		require.Len(t, dl.Blocked, 1)
 		assert.Equal(t, "sleep", dl.Blocked[0].Point)
 		assert.Equal(t, first, res.Elapsed)
+		assert.Equal(t, 1, dl.NeverTimers)
+		assert.Contains(t, dl.Error(), "none runnable, no timer pending but 1 past the end of virtual time, which never fire")
 	}
+	// A deadlock with no such timer says only that none is pending.
+	res := sim.Run(sim.Options{Seed: 1}, func(rt task.Runtime) error {
+		task.NewQueue[int](rt).Get()
+		return nil
+	})
+	var dl *sim.DeadlockError
+	require.ErrorAs(t, res.Err, &dl)
+	assert.Zero(t, dl.NeverTimers)
+	assert.Contains(t, dl.Error(), "none runnable, no timer pending:")
 }
 
 // TestAfterContextStopOfAContextNeverDone: context.Background() is never
