@@ -83,5 +83,6 @@ func ParseDraws(s string) (Draws, error) {
 // then with 0, each answer capped at the draw's last: with the Strategy and
 // Seed explored, the run is the schedule Explore ran (ExploreResult.Draws,
 // HangError.Draws). Draws beyond what the code under test asks for change
-// nothing.
+// nothing; Run's Result.Warnings names them, and answers past a draw's
+// last.
 func FollowDraws(d Draws) Chooser { return &walkChooser{prefix: d} }

@@ -379,6 +379,24 @@ func (c *walkChooser) Intn(n int) int {
 	return v
 }
 
+// unfollowed says which answers of the draws a run followed (FollowDraws)
+// it could not give: a draw the run never made, or an answer past a
+// draw's last, given as its last. The run is then not the schedule asked
+// for.
+func (c *walkChooser) unfollowed() []string {
+	var w []string
+	for i, v := range c.prefix {
+		switch {
+		case v == 0:
+		case i >= len(c.ranges):
+			return append(w, fmt.Sprintf("sim: draws: the run made %d draws, so the answer %d:%d and any after it were never given: the run is the calm one from there", len(c.ranges), i+1, v))
+		case v >= c.ranges[i]:
+			w = append(w, fmt.Sprintf("sim: draws: draw %d had %d answers, so %d:%d was answered %d, its last", i+1, c.ranges[i], i+1, v, c.ranges[i]-1))
+		}
+	}
+	return w
+}
+
 // next sets prefix to the schedule after the one just run, in depth-first
 // order, among those whose first departure is at a draw i that owns(i):
 // its draws up to the last one with an answer left untried whose schedule

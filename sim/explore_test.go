@@ -151,6 +151,18 @@ func TestExploreStarvesUnderStarve(t *testing.T) {
 	followed := sim.Run(sim.Options{Strategy: starve.Strategy, Chooser: sim.FollowDraws(draws)}, simprog.Courier)
 	require.ErrorContains(t, followed.Err, "a parcel")
 	assert.Equal(t, res.Failed.TraceHash, followed.TraceHash, "draws %s", res.Draws)
+	assert.Empty(t, followed.Warnings, "every answer was given")
+
+	// Answers the run could not give are warned of: one past a draw's
+	// last, given as its last, and one at a draw the run never made.
+	calm := sim.Run(sim.Options{Strategy: starve.Strategy, Chooser: sim.FollowDraws(nil)}, simprog.Courier)
+	require.Positive(t, calm.Steps)
+	past, err := sim.ParseDraws(fmt.Sprintf("1:1000000,%d:1", calm.Steps*10))
+	require.NoError(t, err)
+	unfollowed := sim.Run(sim.Options{Strategy: starve.Strategy, Chooser: sim.FollowDraws(past)}, simprog.Courier)
+	require.Len(t, unfollowed.Warnings, 2, "%q", unfollowed.Warnings)
+	assert.Regexp(t, `^sim: draws: draw 1 had \d+ answers, so 1:1000000 was answered \d+, its last$`, unfollowed.Warnings[0])
+	assert.Regexp(t, fmt.Sprintf(`^sim: draws: the run made \d+ draws, so the answer %d:1 and any after it were never given`, calm.Steps*10), unfollowed.Warnings[1])
 
 	// Chaos may starve either task, and the receiver is not the first.
 	chaos := sim.ExploreOptions{Options: sim.Options{Strategy: sim.Chaos()}, Delays: 2}

@@ -157,6 +157,9 @@ func Run(opts Options, main func(rt task.Runtime) error) Result {
 	if opts.CheckDeterminism && opts.Chooser != nil {
 		res.Warnings = append(res.Warnings, noDeterminismCheck)
 	}
+	if w, ok := opts.Chooser.(*walkChooser); ok {
+		res.Warnings = append(res.Warnings, w.unfollowed()...)
+	}
 	return res
 }
 

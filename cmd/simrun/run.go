@@ -237,7 +237,7 @@ func seedCommand(name string, stderr io.Writer, seedDoc string) (*flag.FlagSet, 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs, sf, of, seed := seedCommand("run", stderr, "the seed `N` to run")
 	check := fs.Bool("check-determinism", false, "run the seed twice and fail if the two runs' trace hashes differ")
-	drawsFlag := fs.String("draws", "", "answer the strategy's draws with `D`, a schedule simrun explore ran (as it prints them: N:V,… the draw N answered V, every other 0; calm for none), in place of the seed's")
+	drawsFlag := fs.String("draws", "", "answer the strategy's draws with `D`, a schedule simrun explore ran (as it prints them: N:V,… the draw N answered V, every other 0; calm for none), in place of the seed's; an answer the run cannot give (a draw it never makes, an answer past a draw's last) is warned of")
 	var timeout time.Duration
 	registerSeedTimeout(fs, &timeout)
 	sf.timeout = &timeout
