@@ -860,7 +860,7 @@ func (h compareHangOut) stopSuite(results []compareSide, sides []hangSide, failu
 func variantCase(name string, s *compareSide, seeds uint64, failure, output string) triage.JUnitCase {
 	c := triage.JUnitCase{Name: fmt.Sprintf("%s: %s", name, flagsOrNone(s.Flags)), Classname: "simrun.compare." + s.Scenario,
 		Time:   time.Duration(s.Seconds * float64(time.Second)),
-		Output: fmt.Sprintf("%s, strategy %s, %s: %s", s.Scenario, s.Strategy, engineWords(s.Engine, s.Config), triage.Rate{K: int(s.Failures), N: int(seeds)})}
+		Output: fmt.Sprintf("%s, strategy %s, %s: %s", s.Scenario, s.Strategy, engineWords(s.Engine, s.Config, nil), triage.Rate{K: int(s.Failures), N: int(seeds)})}
 	switch {
 	case failure != "":
 		c.Failure = failure
@@ -935,7 +935,7 @@ func printCompare(w io.Writer, r *compareResult) {
 		name string
 		side *compareSide
 	}{{"A", &r.A}, {"B", &r.B}} {
-		fmt.Fprintf(w, "  %s  %-16s %s, strategy %s, %s\n", s.name, flagsOrNone(s.side.Flags), s.side.Scenario, s.side.Strategy, engineWords(s.side.Engine, s.side.Config))
+		fmt.Fprintf(w, "  %s  %-16s %s, strategy %s, %s\n", s.name, flagsOrNone(s.side.Flags), s.side.Scenario, s.side.Strategy, engineWords(s.side.Engine, s.side.Config, nil))
 	}
 	fmt.Fprintln(w, "  failures:")
 	fmt.Fprintf(w, "    A  %s\n", triage.Rate{K: int(r.A.Failures), N: int(r.Seeds)})

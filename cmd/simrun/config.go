@@ -257,9 +257,13 @@ func configList(settings []string) string {
 
 // engineWords names the engine a run ran, with its settings when -config
 // gave some: "fixed engine", "fixed engine, config prefix-caching=on".
-func engineWords(engineName string, settings []string) string {
-	if len(settings) == 0 {
-		return engineName + " engine"
+func engineWords(engineName string, settings, failpoints []string) string {
+	w := engineName + " engine"
+	if len(settings) > 0 {
+		w += ", config " + strings.Join(settings, " ")
 	}
-	return engineName + " engine, config " + strings.Join(settings, " ")
+	if len(failpoints) > 0 {
+		w += ", failpoints " + strings.Join(failpoints, " ")
+	}
+	return w
 }

@@ -491,3 +491,24 @@ func init() {
 			return nil
 		}})
 }
+
+// TestTheHeaderNamesTheArmedFailpoints: a run, a sweep and a shrink say in
+// their first line which failpoints they armed, so that a fixed engine's
+// FAIL is read as the planted bug it is.
+func TestTheHeaderNamesTheArmedFailpoints(t *testing.T) {
+	fp := "core/spec-placeholders-outlive-their-window=return"
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"run", "-scenario", "swarm", "-seed", "110", "-failpoint", fp, "-out", dir},
+		{"sweep", "-scenario", "swarm", "-seeds", "110", "-failpoint", fp, "-quiet", "-out", dir},
+		{"shrink", "-scenario", "swarm", "-seed", "110", "-failpoint", fp, "-quiet", "-out", dir, "-tries", "5"},
+	} {
+		code, out, errOut := simrun(t, args...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		first, _, _ := strings.Cut(out, "\n")
+		assert.Contains(t, first, "fixed engine, failpoints "+fp, "%v", args)
+	}
+	code, out, _ := simrun(t, "run", "-scenario", "swarm", "-seed", "110", "-schedule-out", "-")
+	require.Equal(t, 0, code, out)
+	assert.NotContains(t, out, "failpoints")
+}

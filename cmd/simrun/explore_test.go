@@ -174,7 +174,7 @@ func TestExploreWalksEachSeedUntilOneFails(t *testing.T) {
 	bug := []string{"explore", "-scenario", "swarm", "-seeds", "1-60", "-delays", "1", "-failpoint", "core/kv-keep-evicted-hash=return", "-config", "prefix-caching=on", "-out", dir}
 	code, out, errOut := simrun(t, bug...)
 	require.Equal(t, 1, code, "%s%s", out, errOut)
-	assert.Contains(t, out, "swarm seeds 1-60, strategy chaos, fixed engine, config prefix-caching=on, within 1 departure: FAIL after 5 seeds, ")
+	assert.Contains(t, out, "swarm seeds 1-60, strategy chaos, fixed engine, config prefix-caching=on, failpoints core/kv-keep-evicted-hash=return, within 1 departure: FAIL after 5 seeds, ")
 	assert.Contains(t, out, "seed 5's failing schedule is the calm one itself: FAIL after")
 	files, err := filepath.Glob(filepath.Join(dir, "swarm-fixed-*-seed5-explored.schedule"))
 	require.NoError(t, err)

@@ -147,7 +147,7 @@ func exploreDiff(a, b exploreJSON) string {
 func printExploreMerge(w io.Writer, m *exploreMerge) {
 	fmt.Fprintf(w, "merge of %d shard(s): %s\n", len(m.Shards), strings.Join(m.Shards, ", "))
 	bound := sim.ExploreOptions{Delays: m.Delays}.Bound()
-	engine := engineWords(m.Engine, m.Config)
+	engine := engineWords(m.Engine, m.Config, m.Failpoints)
 	fmt.Fprintf(w, "%s seed %d, strategy %s, %s, %s: ", m.Scenario, m.Seed, m.Strategy, engine, bound)
 	tally := fmt.Sprintf("%d schedules, the slowest shard %.2fs", m.Schedules, m.Seconds)
 	switch {

@@ -343,8 +343,10 @@ func (s *spec) options(seed uint64) scenario.Options {
 // there are none.
 func (s *spec) configStrings() []string { return settingStrings(s.config) }
 
-// engineWords names the spec's engine and its settings.
-func (s *spec) engineWords() string { return engineWords(s.engineName(), s.configStrings()) }
+// engineWords names the spec's engine, its settings and its failpoints.
+func (s *spec) engineWords() string {
+	return engineWords(s.engineName(), s.configStrings(), s.failpoints)
+}
 
 // runWords names a run of the spec: "abort-reuse seed 7, strategy chaos,
 // draws 3:1, fixed engine".

@@ -824,7 +824,7 @@ func sortModes(ms []sweepMode) {
 }
 
 func printSweep(w io.Writer, sp *spec, r *sweepResult) {
-	fmt.Fprintf(w, "sweep %s: strategy %s, %s, seeds %s", r.Scenario, r.Strategy, engineWords(r.Engine, r.Config), r.SeedRange)
+	fmt.Fprintf(w, "sweep %s: strategy %s, %s, seeds %s", r.Scenario, r.Strategy, engineWords(r.Engine, r.Config, r.Failpoints), r.SeedRange)
 	if r.Requested != "" {
 		fmt.Fprintf(w, " of %s", r.Requested)
 	}
@@ -892,7 +892,7 @@ func sweepJUnitCases(sp *spec, r *sweepResult, st *sweepState, minReached uint64
 	}
 	summary := triage.JUnitCase{Name: fmt.Sprintf("sweep %s", r.SeedRange), Classname: "simrun." + r.Scenario,
 		Time:   time.Duration(r.Seconds * float64(time.Second)),
-		Output: fmt.Sprintf("%d seeds, %d failures, strategy %s, %s", r.Seeds, r.Failures, r.Strategy, engineWords(r.Engine, r.Config))}
+		Output: fmt.Sprintf("%d seeds, %d failures, strategy %s, %s", r.Seeds, r.Failures, r.Strategy, engineWords(r.Engine, r.Config, r.Failpoints))}
 	if r.Failures > 0 {
 		summary.Failure = fmt.Sprintf("%d of %d seeds failed", r.Failures, r.Seeds)
 	}
