@@ -234,6 +234,22 @@ func TestScopedArmsAndDisarmsTheProcessWideSet(t *testing.T) {
 	assert.Error(t, failpoints.Enable(failpoints.ClientAbandon.Name, "garbage(("))
 }
 
+// TestEnableRefusesWhatPingcapCannotRead: terms pingcap's parser panics on
+// are refused like any it cannot parse, and disarming a failpoint whose
+// arming was refused is a no-op, as disarming a disarmed one is.
+func TestEnableRefusesWhatPingcapCannotRead(t *testing.T) {
+	var nilSet *failpoints.Set
+	for _, terms := range []string{"return(abc)", "return(x)", "garbage(("} {
+		err := failpoints.Enable(failpoints.ModelPanic.Name, terms)
+		require.Error(t, err, terms)
+		assert.Contains(t, err.Error(), "failpoints: core/model-panic: ", terms)
+		assert.False(t, nilSet.Fires(failpoints.ModelPanic), terms)
+		require.NoError(t, failpoints.Disable(failpoints.ModelPanic.Name), terms)
+	}
+	assert.ErrorContains(t, failpoints.Enable(failpoints.ModelPanic.Name, "return(abc)"),
+		`failpoints: core/model-panic: pingcap's failpoint cannot read "return(abc)": runtime error: slice bounds out of range`)
+}
+
 // TestGOFailpointsArmsTheProcessWideSet runs this test binary again with
 // GO_FAILPOINTS set, as a user would.
 func TestGOFailpointsArmsTheProcessWideSet(t *testing.T) {
