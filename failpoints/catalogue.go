@@ -195,10 +195,20 @@ var (
 
 // Lookup returns the failpoint, fault or bug, with the short or full name.
 func Lookup(name string) (*Point, error) {
+	p, err := lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("failpoints: %w", err)
+	}
+	return p, nil
+}
+
+// lookup is Lookup, its error without the package's name, for a caller
+// that says where the name came from first.
+func lookup(name string) (*Point, error) {
 	if p, ok := catalogue[strings.TrimPrefix(name, fullPrefix)]; ok {
 		return p, nil
 	}
-	return nil, fmt.Errorf("failpoints: unknown failpoint %q: want one of %s", name, strings.Join(append(Names(), names(true)...), ", "))
+	return nil, fmt.Errorf("unknown failpoint %q: want one of %s", name, strings.Join(append(Names(), names(true)...), ", "))
 }
 
 // All returns the faults of the catalogue, sorted by name: every failpoint

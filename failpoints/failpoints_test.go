@@ -1,6 +1,7 @@
 package failpoints_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pingcap/failpoint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -251,8 +253,13 @@ func TestEnableRefusesWhatPingcapCannotRead(t *testing.T) {
 }
 
 // TestGOFailpointsArmsTheProcessWideSet runs this test binary again with
-// GO_FAILPOINTS set, as a user would.
+// GO_FAILPOINTS set, as a user would: this package reads it at start
+// before pingcap's init does (internal/fpenv takes it out of the
+// environment first), arms the catalogue's failpoints and other packages'
+// alike, and puts it back.
 func TestGOFailpointsArmsTheProcessWideSet(t *testing.T) {
+	const other = "some/other/package/point"
+	env := failpoints.CoreStallMidStep.FullName() + "=return(42);" + other + "=return(7)"
 	if os.Getenv("LLMDST_FAILPOINTS_CHILD") == "1" {
 		var nilSet *failpoints.Set
 		v, ok := nilSet.Value(failpoints.CoreStallMidStep)
@@ -263,24 +270,61 @@ func TestGOFailpointsArmsTheProcessWideSet(t *testing.T) {
 		if err != nil || len(specs) != 1 || specs[0] != "core/stall-mid-step=return(42)" {
 			t.Fatalf("EnvSpecs: %v %v", specs, err)
 		}
+		if v, err := failpoint.Eval(other); err != nil || v != 7 {
+			t.Fatalf("GO_FAILPOINTS did not arm %s in pingcap's registry: %v %v", other, v, err)
+		}
+		if got := os.Getenv("GO_FAILPOINTS"); got != env {
+			t.Fatalf("GO_FAILPOINTS is %q after start, not %q", got, env)
+		}
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1",
-		"GO_FAILPOINTS="+failpoints.CoreStallMidStep.FullName()+"=return(42);some/other/package/point=return")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(out))
-	assert.True(t, strings.Contains(string(out), "PASS"), string(out))
+	code, stdout, stderr := goFailpointsChild(t, env)
+	require.Equal(t, 0, code, stdout+stderr)
+	assert.Contains(t, stdout, "PASS")
+}
 
-	// A value the failpoint cannot take stops the process at start, as
-	// pingcap does for terms it cannot parse.
-	cmd = exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1",
-		"GO_FAILPOINTS="+failpoints.CoreStallMidStep.FullName()+"=return(-5)")
-	out, err = cmd.CombinedOutput()
-	require.Error(t, err, string(out))
-	assert.Contains(t, string(out), "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(-5): the delay must be")
-	assert.NotContains(t, string(out), "PASS")
+// TestBadGOFailpointsStopsTheProcessAtStart: a GO_FAILPOINTS that this
+// package or pingcap's cannot take stops the process before main with one
+// line on standard error and exit code 2, as any bad input to simrun
+// does, rather than pingcap's panic, or its exit 1 (a failure found, to a
+// CI job) with its message on standard output.
+func TestBadGOFailpointsStopsTheProcessAtStart(t *testing.T) {
+	const delay = `the delay must be a whole number of microseconds ≥ 0 or a quoted duration such as "2ms"`
+	stall := failpoints.CoreStallMidStep.FullName()
+	for env, want := range map[string]string{
+		stall + "=return(abc)":                            "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(abc): " + delay,
+		stall + "=return(ab)":                             "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(ab): " + delay,
+		stall + "=return(-5)":                             "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(-5): " + delay,
+		"core/stall-mid-step=return(x)":                   "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(x): " + delay,
+		"garbage":                                         `failpoints: GO_FAILPOINTS: "garbage": want NAME=TERMS, specs separated by ";", as in github.com/llmdst/llmdst/core/stall-before-abort=return(500)`,
+		stall + "=return;=return":                         `failpoints: GO_FAILPOINTS: "=return": want NAME=TERMS`,
+		stall + "p=return":                                `failpoints: GO_FAILPOINTS: unknown failpoint "github.com/llmdst/llmdst/core/stall-mid-stepp": want one of core/`,
+		"other/x=return(x)":                               `failpoints: GO_FAILPOINTS: other/x: pingcap's failpoint cannot read "return(x)": `,
+		"other/x=return(1.5)":                             `failpoints: GO_FAILPOINTS: other/x: failpoint: failed to parse "return(1.5)"`,
+		failpoints.ModelPanic.FullName() + "=return(abc)": `failpoints: GO_FAILPOINTS: core/model-panic: pingcap's failpoint cannot read "return(abc)": `,
+	} {
+		code, stdout, stderr := goFailpointsChild(t, env)
+		assert.Equal(t, 2, code, "%s: %s", env, stderr)
+		assert.Empty(t, stdout, env)
+		assert.True(t, strings.HasPrefix(stderr, want), "%s: %s", env, stderr)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%s: one line: %s", env, stderr)
+	}
+}
+
+// goFailpointsChild runs TestGOFailpointsArmsTheProcessWideSet in this
+// test binary again with GO_FAILPOINTS set to env.
+func goFailpointsChild(t *testing.T, env string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1", "GO_FAILPOINTS="+env)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running %s: %v", os.Args[0], err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
 func ExampleNewSet() {

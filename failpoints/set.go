@@ -1,8 +1,8 @@
 package failpoints
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,11 +195,20 @@ func Enable(name, terms string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.checkValues(readPingcap(terms)); err != nil {
+	if err := enable(p, terms); err != nil {
 		return fmt.Errorf("failpoints: %w", err)
 	}
+	return nil
+}
+
+// enable is Enable for a failpoint of the catalogue, its error without the
+// package's name.
+func enable(p *Point, terms string) error {
+	if err := p.checkValues(readPingcap(terms)); err != nil {
+		return err
+	}
 	if err := enablePingcap(p.FullName(), terms); err != nil {
-		return fmt.Errorf("failpoints: %s: %w", p.Name, err)
+		return fmt.Errorf("%s: %w", p.Name, err)
 	}
 	arm(p, true)
 	return nil
@@ -214,7 +223,12 @@ func enablePingcap(name, terms string) (err error) {
 			err = fmt.Errorf("pingcap's failpoint cannot read %q: %v", terms, r)
 		}
 	}()
-	return failpoint.Enable(name, terms)
+	if err := failpoint.Enable(name, terms); err != nil {
+		// pingcap's error names the failpoint ("error on NAME: "), which
+		// the caller's says already.
+		return errors.New(strings.TrimPrefix(err.Error(), "error on "+name+": "))
+	}
+	return nil
 }
 
 // arm marks p armed or not in the process-wide set, keeping the set's
@@ -265,49 +279,4 @@ func Scoped(t TB, name, terms string) {
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() { _ = Disable(name) })
-}
-
-// EnvSpecs returns the catalogue's failpoints that GO_FAILPOINTS arms, as
-// "name=terms" specs, so that a simulated run can arm the same ones in a
-// set of its own (where a term that would break replay is refused).
-// pingcap already armed them in the process-wide set at start. It refuses
-// a value that a failpoint cannot take.
-func EnvSpecs() ([]string, error) {
-	env := os.Getenv("GO_FAILPOINTS")
-	var specs []string
-	for _, fp := range strings.Split(env, ";") {
-		if strings.TrimSpace(fp) == "" {
-			continue
-		}
-		name, terms, ok := strings.Cut(fp, "=")
-		if !ok {
-			return nil, fmt.Errorf("failpoints: GO_FAILPOINTS: %q: want NAME=TERMS", fp)
-		}
-		p, err := Lookup(name)
-		if err != nil {
-			continue // somebody else's failpoint
-		}
-		if err := p.checkValues(readPingcap(terms)); err != nil {
-			return nil, fmt.Errorf("failpoints: GO_FAILPOINTS: %w", err)
-		}
-		specs = append(specs, p.Name+"="+terms)
-	}
-	return specs, nil
-}
-
-func init() {
-	// pingcap armed GO_FAILPOINTS in its registry at start; mark ours.
-	// pingcap exits on terms it cannot parse; a value that one of ours
-	// cannot take is as wrong, and would otherwise run as something else.
-	specs, err := EnvSpecs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	for _, spec := range specs {
-		name, _, _ := strings.Cut(spec, "=")
-		if p, err := Lookup(name); err == nil {
-			arm(p, true)
-		}
-	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -261,6 +263,54 @@ func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
 		assert.Contains(t, errOut, c.want, "%v", c.args)
 	}
+}
+
+// TestGOFailpointsIsReadAtStart runs this test binary again as simrun with
+// GO_FAILPOINTS set, as a user would: a value simrun cannot take is bad
+// input, exit code 2 and one line on standard error before anything runs
+// (not exit 1, a failure found, with pingcap's message in the -json
+// output), a name under the module's path must be in the catalogue, as
+// -failpoint's must, and a good value is still in the environment of the
+// processes simrun starts.
+func TestGOFailpointsIsReadAtStart(t *testing.T) {
+	if args, ok := os.LookupEnv("LLMDST_SIMRUN_CHILD"); ok {
+		os.Exit(run(strings.Split(args, "\t"), os.Stdout, os.Stderr))
+	}
+	child := func(env string, args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsIsReadAtStart$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "LLMDST_SIMRUN_CHILD="+strings.Join(args, "\t"), "GO_FAILPOINTS="+env)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("running %s: %v", os.Args[0], err)
+		}
+		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	}
+	stall := failpoints.CoreStallMidStep.FullName()
+	for env, want := range map[string]string{
+		"garbage":                 `failpoints: GO_FAILPOINTS: "garbage": want NAME=TERMS`,
+		"other/x=return(1.5)":     `failpoints: GO_FAILPOINTS: other/x: failpoint: failed to parse "return(1.5)"`,
+		stall + "=return(abc)":    "failpoints: GO_FAILPOINTS: core/stall-mid-step: return(abc): the delay must be",
+		stall + "p=return":        `failpoints: GO_FAILPOINTS: unknown failpoint "github.com/llmdst/llmdst/core/stall-mid-stepp": want one of`,
+		stall + "=50%return(400)": "", // pingcap's grammar: the process-wide set takes it, a run set refuses it
+	} {
+		code, out, errOut := child(env, "sweep", "-scenario", "abort-reuse", "-seeds", "1-10", "-json")
+		assert.Equal(t, 2, code, "%s: %s", env, errOut)
+		if want == "" {
+			assert.Contains(t, errOut, "would break replay", env)
+			continue
+		}
+		assert.Empty(t, out, env)
+		assert.True(t, strings.HasPrefix(errOut, want), "%s: %s", env, errOut)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "%s: one line: %s", env, errOut)
+	}
+
+	env := stall + "=return(400);other/x=return(1)"
+	code, out, errOut := child(env, "stress", "-p", "1", "-rounds", "1", "--", "sh", "-c", `test "$GO_FAILPOINTS" = "$0"`, env)
+	assert.Equal(t, 0, code, "the copies stress runs see GO_FAILPOINTS as it was set: %s%s", out, errOut)
 }
 
 func TestReplayOfAScheduleThatNoLongerMatches(t *testing.T) {
