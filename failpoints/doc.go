@@ -24,7 +24,13 @@
 //
 //  1. In a test on the real runtime, arm a failpoint with Scoped (it is
 //     disarmed at cleanup) or Enable/Disable; or set GO_FAILPOINTS with the
-//     full names (simrun list -failpoints shows them).
+//     full names (simrun list -failpoints shows them). This package, not
+//     pingcap's init, reads GO_FAILPOINTS at start (internal/fpenv hides
+//     it from pingcap's) and arms each spec, another package's too; a spec
+//     it cannot take (not NAME=TERMS, a name under the module's path that
+//     is not in the catalogue, a value Enable refuses, terms pingcap
+//     cannot parse) stops the process with one line on standard error and
+//     exit code 2.
 //  2. Under the simulator, build a Set per run with NewSet from "name=term"
 //     specs and a chooser from the run's seed, and give it to the engine
 //     (engine.Config.Faults).

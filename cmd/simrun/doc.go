@@ -25,7 +25,10 @@
 // its D-1 change points over the first K decisions, K being the median
 // length of seeds 1-16 under random unless given; it is named pct:D:K in
 // what simrun prints. -failpoint
-// NAME=TERMS (repeatable) arms a failpoint in every run. Every failure
+// NAME=TERMS (repeatable) arms a failpoint in every run, and so does each
+// of GO_FAILPOINTS's specs (full names, separated by ";"); a GO_FAILPOINTS
+// that package failpoints refuses is bad input, refused at start, before
+// any command runs. Every failure
 // prints the command that replays it and writes its schedule file,
 // OUT/SCENARIO-ENGINE-seedN.schedule, with a tag of the -failpoint and
 // -config settings after ENGINE when there are any (so that runs of other

@@ -86,7 +86,7 @@ func (f *specFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.strategy, "strategy", "", "random, pct:D, pct:D:K, chaos[:MAX], starve:PREFIX[:MAX] or replay:FILE; default: the scenario's")
 	fs.BoolVar(&f.legacy, "legacy", false, "run the legacy engine (LegacyIDRouting): the pre-fix engine of the founding race")
 	fs.Int64Var(&f.stepsMax, "steps-max", 0, "scheduling decisions allowed per run; 0 means the simulator's default")
-	fs.Var(&f.failpoints, "failpoint", "arm a failpoint in every run, as `NAME=TERMS` (repeatable; simrun list -failpoints shows them)")
+	fs.Var(&f.failpoints, "failpoint", "arm a failpoint in every run, as `NAME=TERMS` (repeatable; simrun list -failpoints shows them); GO_FAILPOINTS's specs, full names separated by \";\", are armed too")
 	fs.Var(&f.config, "config", configHelp())
 }
 
