@@ -122,6 +122,9 @@ func cmdExplore(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if err := of.check(); err != nil {
+		return err
+	}
 	undo, err := outputDirs(of.dirs(true)...)
 	if err != nil {
 		return err

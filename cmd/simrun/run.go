@@ -195,6 +195,14 @@ func (f *outputFlags) registerSchedule(fs *flag.FlagSet) {
 }
 
 // tracing reports whether the flags need the run's full trace.
+// check refuses flags that do not go together.
+func (f *outputFlags) check() error {
+	if f.json && f.story {
+		return usagef("-story and -json do not go together: -json prints one JSON object; -trace FILE.jsonl writes the run's events as JSON lines")
+	}
+	return nil
+}
+
 func (f *outputFlags) tracing() bool { return f.trace != "" || f.story || f.html != "" }
 
 type runJSON struct {
@@ -255,6 +263,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if err := sp.checkReplaySeeds(seedSet{spans: []span{{*seed, *seed}}, n: 1}, "-seed"); err != nil {
+		return err
+	}
+	if err := of.check(); err != nil {
 		return err
 	}
 	undo, err := outputDirs(of.dirs(true)...)
@@ -328,6 +339,9 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 		return usagef("%s: %v", rest[0], err)
 	}
 	sp.seedTimeout, sp.metrics = timeout, of.metrics
+	if err := of.check(); err != nil {
+		return err
+	}
 	undo, err := outputDirs(of.dirs(false)...)
 	if err != nil {
 		return err
