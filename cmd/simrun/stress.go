@@ -105,7 +105,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) error {
 		return usagef("-min-reached %d needs target situations: name them with -targets LIST", minReached)
 	}
 	cfg := triage.StressConfig{Parallel: *parallel, Rounds: *rounds, Cmd: argv, PrivateTmp: *privateTmp, Env: env, Load: *load, Timeout: *timeout, Budget: *budget, Targets: targetList}
-	if *vs != "" {
+	if flagGiven(fs, "vs") {
 		b, err := splitCommand(*vs)
 		if err != nil {
 			return usagef("-vs: %v", err)

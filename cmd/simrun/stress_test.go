@@ -78,6 +78,7 @@ func TestStressUsageErrors(t *testing.T) {
 		{[]string{"-private-tmp", "-env", "TMPDIR=/tmp", "--", "true"}, "TMPDIR"},
 		{[]string{"-vs", `true 'unterminated`, "--", "true"}, "-vs: "},
 		{[]string{"-vs", "   ", "--", "true"}, "holds no command"},
+		{[]string{"-vs", "", "--", "true"}, `-vs "" holds no command`},
 		{[]string{"-p", "1", "--", "./no/such/command"}, "cannot start ./no/such/command"},
 		{[]string{"-p", "1", "-vs", "no-such-command-llmdst", "--", "true"}, "cannot start no-such-command-llmdst"},
 		{[]string{"-nosuchflag", "--", "true"}, "flag provided but not defined"},
