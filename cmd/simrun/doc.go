@@ -17,7 +17,7 @@
 //	simrun compare -scenario abort-reuse -seeds 1-10000 -a '-legacy' -b '' [-targets LIST] [-min-reached N]
 //	simrun compare -scenario swarm -seeds 1-10000 -a '-config policy=priority' -b ''
 //	simrun compare -scenario all -seeds 1-2000 -a '' -b '-failpoint NAME=return'
-//	simrun merge   [-min-reached N] shard-*.json
+//	simrun merge   [-json] [-min-reached N] shard-*.json
 //	simrun stress  -p 40 -rounds 3 [-for D] [-vs 'CMD B'] [-load N] [-private-tmp] [-env K=V] [-targets LIST] [-min-reached N] -- CMD ARGS
 //
 // -strategy takes random, pct:D[:K], chaos[:MAX], starve:PREFIX[:MAX] or

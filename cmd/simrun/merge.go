@@ -43,7 +43,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: simrun merge [-json] SHARD.json...")
+		fmt.Fprintln(stderr, "usage: simrun merge [-json] [-min-reached N] SHARD.json...")
 		fmt.Fprintln(stderr, "Adds up the outputs of simrun sweep -json -shard I/N into the result of one sweep")
 		fmt.Fprintln(stderr, "(of each scenario, when the sweep named several),")
 		fmt.Fprintln(stderr, "or those of simrun explore -json -shard I/N into one walk.")
