@@ -53,12 +53,15 @@ func Signature(output []byte, exitCode int) string {
 //     "TestName: file_test.go:<n>: message" — the detail, not the
 //     "--- FAIL" summary above or below it;
 //  3. a Go "panic:" or "fatal error:" line;
-//  4. the first line that reads like an error (error, fail, CHECK(,
+//  4. a Rust thread's panic with its message, the exception line that
+//     ends a Python traceback, or pytest's first "FAILED file::test - …"
+//     summary line;
+//  5. the first line that reads like an error (error, fail, CHECK(,
 //     assert, expected, cannot, timed out, deadlock…), skipping summary
 //     lines (FAIL, "FAIL pkg 0.1s", "exit status 1", "--- FAIL: TestX")
 //     and stack traces; a line ending in a colon takes the lines after it;
-//  5. the first log line of a failing Go test;
-//  6. the innermost "--- FAIL: TestName", then "FAIL pkg".
+//  6. the first log line of a failing Go test;
+//  7. the innermost "--- FAIL: TestName", then "FAIL pkg".
 func (f Failure) Signature() string {
 	if f.TimedOut {
 		if f.Timeout > 0 {
@@ -140,6 +143,9 @@ func outputSignature(output []byte) string {
 		if !stack && panicRE.MatchString(l) {
 			return finish(withDetail(l, lines[i+1:]))
 		}
+	}
+	if sig := otherLanguageSignature(lines); sig != "" {
+		return finish(sig)
 	}
 	stack = false
 	for i, l := range lines {
@@ -347,6 +353,47 @@ func continuation(lines []string) []string {
 		out = append(out, strings.TrimSpace(l))
 	}
 	return out
+}
+
+var (
+	rustPanicRE     = regexp.MustCompile(`^thread '[^']*' panicked at `)
+	pyTracebackRE   = regexp.MustCompile(`^Traceback \(most recent call last\):\s*$`)
+	pytestFailedRE  = regexp.MustCompile(`^FAILED \S+::\S+`)
+	rustBacktraceRE = regexp.MustCompile(`^note: run with .RUST_BACKTRACE=`)
+)
+
+// otherLanguageSignature is the failure line of a test runner or language
+// other than Go's whose first error-like line is not the one that names the
+// failure: Rust's panic of a thread (cargo test's "test x ... FAILED"
+// comes first), with its message and the assertion's values; the
+// exception that ends a Python traceback, not the frames after its first
+// line; pytest's short summary line of the first failing test, not the
+// source line it marks with ">". "" when there is none.
+func otherLanguageSignature(lines []string) string {
+	for i, l := range lines {
+		switch {
+		case rustPanicRE.MatchString(l):
+			var detail []string
+			if strings.HasSuffix(strings.TrimSpace(l), ":") {
+				for _, c := range continuation(lines[i+1:]) {
+					if rustBacktraceRE.MatchString(c) {
+						break
+					}
+					detail = append(detail, c)
+				}
+			}
+			return strings.Join(append([]string{l}, detail...), " ")
+		case pyTracebackRE.MatchString(l):
+			for _, e := range lines[i+1:] {
+				if e != "" && e[0] != ' ' && e[0] != '\t' {
+					return e // the exception: "ValueError: …"
+				}
+			}
+		case pytestFailedRE.MatchString(l):
+			return l
+		}
+	}
+	return ""
 }
 
 // withDetail appends to an error line the lines that complete it: those

@@ -101,7 +101,7 @@ func TestSignaturesGolden(t *testing.T) {
 	golden.Check(t, "signatures.golden", b.String())
 }
 
-func TestSignaturePicksTheDetailOfGoTestFailures(t *testing.T) {
+func TestSignaturePicksTheDetailOfTestFailures(t *testing.T) {
 	_, out := outputs(t)
 	for _, tc := range []struct{ name, want string }{
 		{"go-testify-equal.txt", "TestDrainTestify: demo_test.go:<n>: Not equal: expected: <n> actual : <n> | drain of reused engine"},
@@ -114,6 +114,9 @@ func TestSignaturePicksTheDetailOfGoTestFailures(t *testing.T) {
 		{"go-race.txt", "WARNING: DATA RACE | Read at <hex> by goroutine <n>: demo/race.TestRace.func2() | Write at <hex> by goroutine <n>: demo/race.TestRace.func1()"},
 		{"catch2-check.txt", ".../engine_test.cpp:<n>: FAILED: CHECK( Drain(engine, reused) == <n> ) with expansion: <n> == <n>"},
 		{"cpp-tokenizer.txt", "terminate called after throwing an instance of 'std::runtime_error' what(): tokenizer: cannot open <tmp>"},
+		{"rust-panic.txt", "thread 'tests::drain_reused' panicked at src/lib.rs:<n>:<n>: assertion `left == right` failed: drain of reused engine left: <n> right: <n>"},
+		{"python-traceback.txt", "ValueError: drained <n> tokens, want <n>"},
+		{"pytest-assert.txt", "FAILED test_drain.py::test_reused - assert <n> == <n>"},
 	} {
 		sig := Signature(out[tc.name], 1)
 		assert.Equal(t, tc.want, sig, tc.name)
