@@ -115,7 +115,9 @@ func (e *AsyncLLM) startCores() {
 // the sequences the frontend routed there and not ended and the requests
 // the core runs and keeps waiting, waiting ones counting extra on a core
 // whose KV cache is more than half full; the scan starts one core further
-// each time, so that ties go round. vLLM reads the cores' counts from a
+// each time, so that ties go round (vLLM's scoring since its #49204 and
+// rotation since #47420; before them it scored waiting*4 + running from a
+// fixed start). vLLM reads the cores' counts from a
 // coordinator that publishes them every 100ms; here they are the cores'
 // own, as of their last change.
 func (e *AsyncLLM) routeLocked(p Params) int {
