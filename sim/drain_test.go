@@ -3,6 +3,7 @@ package sim
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,5 +139,51 @@ func TestADrainingTaskThatSpinsIsStopped(t *testing.T) {
 		assert.Equal(t, "worker", pe.Task)
 		assert.Equal(t, lostPanic, pe.Value)
 		assert.Contains(t, string(pe.Stack), "drain_test")
+	}
+}
+
+// TestAnUnwoundTasksDeferredCallThatWaitsIsStopped: main returns while a
+// producer sleeps; the unwind stops the producer, and its deferred call
+// waits for the queue to be drained, polling Len and Yield, which return at
+// once now that nothing else runs. It is stopped after drainCallsMax calls,
+// the task's other deferred calls still run, Run returns, and its warnings
+// say which task spun; a deferred call that waits on a Lock is stopped too.
+func TestAnUnwoundTasksDeferredCallThatWaitsIsStopped(t *testing.T) {
+	for _, sw := range []Switcher{SwitchPull, SwitchChan} {
+		for _, poll := range []string{"len", "lock"} {
+			outer := false
+			res := Run(Options{Seed: 1, switcher: sw}, func(rt task.Runtime) error {
+				q := task.NewQueue[int](rt, task.QueueName("jobs"))
+				mu := rt.NewMutex("flag")
+				drained := false
+				rt.Go("producer", func() {
+					defer func() { outer = true }()
+					defer func() {
+						for {
+							if poll == "len" && q.Len() == 0 {
+								return
+							}
+							mu.Lock()
+							d := drained
+							mu.Unlock()
+							if poll == "lock" && d {
+								return
+							}
+							rt.Yield("producer.drain")
+						}
+					}()
+					for i := 0; ; i++ {
+						q.Put(i)
+						rt.Sleep(time.Millisecond)
+					}
+				})
+				rt.Sleep(5 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, res.Err, "%s %s", sw, poll)
+			assert.True(t, outer, "%s %s: the producer's other deferred call ran", sw, poll)
+			require.Len(t, res.Warnings, 1, "%s %s", sw, poll)
+			assert.Contains(t, res.Warnings[0], `task 1 "producer", unwound as the run ended, went on calling the runtime in a deferred call`)
+		}
 	}
 }

@@ -68,8 +68,16 @@ type sched struct {
 	// draining is the task let go on in a deferred call of its own panic
 	// after the run ended (see drain); nil until then.
 	draining *drainState
-	mainErr  error
-	reached  []string // task.Reach's names, each once, in the order first reached
+	// spin counts the runtime calls of the task the unwind stopped, made
+	// by its deferred calls, bounded by drainCallsMax (see drainCall).
+	spin struct {
+		t     *Task
+		calls int
+	}
+	// spun names the tasks whose deferred calls the unwind had to stop.
+	spun    []string
+	mainErr error
+	reached []string // task.Reach's names, each once, in the order first reached
 	// reachedBuf holds a run's first few names, which a scenario's
 	// checker reaches in most seeds: no allocation for them.
 	reachedBuf [4]string
@@ -398,6 +406,21 @@ func (s *sched) drainCall() {
 	if d := s.draining; d != nil && d.t == s.cur {
 		if d.calls++; d.calls > drainCallsMax {
 			s.stopTask(d.t)
+		}
+		return
+	}
+	// A stopped task's deferred call that waits for another task (polls a
+	// queue's Len, a flag under a lock) would spin for ever: nothing else
+	// runs now. Past drainCallsMax calls it is stopped again, which ends
+	// that deferred call and runs the task's others.
+	if t := s.cur; t != nil && t.stopped && s.unwinding {
+		if s.spin.t != t {
+			s.spin.t, s.spin.calls = t, 0
+		}
+		if s.spin.calls++; s.spin.calls > drainCallsMax {
+			s.spin.calls = 0
+			s.spun = append(s.spun, fmt.Sprintf("task %d %q", t.id, t.name))
+			s.stopTask(t)
 		}
 	}
 }

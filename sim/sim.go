@@ -190,6 +190,9 @@ func runOnce(opts *Options, main func(rt task.Runtime) error) Result {
 	if w, ok := s.policy.(Warner); ok {
 		warnings = w.Warnings(s.tasks)
 	}
+	for _, t := range s.spun {
+		warnings = append(warnings, fmt.Sprintf("sim: %s, unwound as the run ended, went on calling the runtime in a deferred call (%d calls: a wait for another task, which no longer runs); that deferred call was stopped", t, drainCallsMax))
+	}
 	names := make([]string, len(s.tasks))
 	for i, t := range s.tasks {
 		names[i] = t.name
