@@ -461,7 +461,10 @@ func (c *checker) defaultStrategies() []string {
 		}
 	}
 	for _, n := range names {
-		out = append(out, "starve:"+n)
+		if n == "" {
+			continue // no prefix to starve by: chaos starves every task
+		}
+		out = append(out, sim.Starve(n).String()) // reads back whatever colons n holds
 	}
 	return out
 }

@@ -545,3 +545,39 @@ func TestTheDefaultsStarveATaskOnlySomeRunsStart(t *testing.T) {
 	}
 	t.Fatal("no first seed where random does not start the rare task and another strategy does")
 }
+
+// TestTheDefaultsStarveTasksWhateverTheirNames: a task named with a colon
+// ("worker:0", which reads like a window of 0) or with nothing is no bad
+// configuration: the defaults starve each named one by a strategy that
+// reads back as that name, and skip the unnamed.
+func TestTheDefaultsStarveTasksWhateverTheirNames(t *testing.T) {
+	program := func(rt task.Runtime) error {
+		g := task.NewGroup(rt, "pool")
+		mu := rt.NewMutex("total")
+		total := 0
+		for _, name := range []string{"worker:0", "x:1h", ""} {
+			g.Go(name, func() {
+				mu.Lock()
+				total++
+				mu.Unlock()
+			})
+		}
+		g.Wait()
+		if total != 3 {
+			return fmt.Errorf("total %d, want 3", total)
+		}
+		return nil
+	}
+	sum, ft := check(t, "TestNames", simtest.Config{Dir: "-", Seeds: 10}, program)
+	require.Empty(t, ft.errors)
+	for _, name := range []string{"worker:0", "x:1h"} {
+		st := sim.Starve(name).String()
+		require.Contains(t, sum.Strategies, st)
+		parsed, err := sim.ParseStrategy(st)
+		require.NoError(t, err)
+		assert.Equal(t, st, parsed.String(), "%q reads back as the strategy of %q", st, name)
+	}
+	for _, st := range sum.Strategies {
+		assert.NotEqual(t, "starve:", st)
+	}
+}
