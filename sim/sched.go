@@ -948,6 +948,7 @@ func (s *sched) deadline(d time.Duration) time.Duration {
 }
 
 func (s *sched) NewMutex(name string) task.Mutex {
+	s.checkLiveCaller()
 	m := s.mutexSlab.new()
 	*m = simMutex{s: s, name: name, lockPoint: s.opts.Pool.lockPoint(name)}
 	m.waiters = m.buf[:0]
@@ -955,6 +956,7 @@ func (s *sched) NewMutex(name string) task.Mutex {
 }
 
 func (s *sched) NewCond(m task.Mutex) task.Cond {
+	s.checkLiveCaller()
 	sm, ok := m.(*simMutex)
 	if !ok || sm.s != s {
 		panic(fmt.Sprintf("sim: NewCond needs a Mutex from the same run, got %T", m))

@@ -598,15 +598,17 @@ func TestDebugCatchesAForeignGoroutine(t *testing.T) {
 }
 
 // TestDebugCatchesAForeignGoroutineAtCallsWithoutASchedulingPoint: Now, a
-// timer's Stop, a context watch's stop and the trace notes change or read
-// the run's state too; from a goroutine of its own they race with the
-// tasks.
+// timer's Stop, a context watch's stop, the trace notes and making a mutex
+// or a condition (from the run's slabs) change or read the run's state
+// too; from a goroutine of its own they race with the tasks.
 func TestDebugCatchesAForeignGoroutineAtCallsWithoutASchedulingPoint(t *testing.T) {
 	calls := map[string]func(rt task.Runtime, tm clock.Timer, stop func() bool){
 		"Now":                 func(rt task.Runtime, _ clock.Timer, _ func() bool) { rt.Now() },
 		"Timer.Stop":          func(_ task.Runtime, tm clock.Timer, _ func() bool) { tm.Stop() },
 		"AfterContext's stop": func(_ task.Runtime, _ clock.Timer, stop func() bool) { stop() },
 		"NoteHash":            func(rt task.Runtime, _ clock.Timer, _ func() bool) { sim.NoteHash(rt, "note", 1) },
+		"NewMutex":            func(rt task.Runtime, _ clock.Timer, _ func() bool) { rt.NewMutex("m") },
+		"NewCond":             func(rt task.Runtime, _ clock.Timer, _ func() bool) { rt.NewCond(nil) },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
