@@ -71,6 +71,14 @@ type Config struct {
 	// which is dropped. Aborts and adds reach the core between the two.
 	// Off by default, so that every recorded seed's trace stands.
 	AsyncScheduling bool
+	// ReserveFullSequence is vLLM's --scheduler-reserve-full-isl: a
+	// waiting request is admitted only when the blocks of its whole
+	// sequence so far (prompt and output, up to MaxModelLen), less its
+	// prefix cache hits, are free, not only those of the step's chunk, so
+	// that chunked prefill does not admit a long prompt it then has to
+	// preempt for. vLLM turns it on by default (since its #37307); here it
+	// is off by default, so that every recorded seed's trace stands.
+	ReserveFullSequence bool
 	// MaxLoRAs is how many LoRA adapters one step's batch may use, vLLM's
 	// --max-loras: the executor's LoRA slots. 0 means LoRA is off, which
 	// the frontend enforces (a request with an adapter is refused). The

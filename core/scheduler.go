@@ -502,17 +502,24 @@ func (s *Scheduler) recordLookup(r *Request, hit int) {
 // admit gives a waiting request the cached blocks it hit and the blocks
 // for n more tokens, if there are enough free; the cached blocks no
 // request holds are free blocks it takes, and cannot be handed out too
-// (vLLM's num_evictable_computed_blocks). On failure nothing changes.
+// (vLLM's num_evictable_computed_blocks). With ReserveFullSequence the
+// blocks of its whole sequence so far must be free too, as vLLM's
+// allocate_slots checks with full_sequence_must_fit. On failure nothing
+// changes.
 func (s *Scheduler) admit(r *Request, hits []int32, n int) bool {
 	computed := len(hits) * s.cfg.BlockSize
 	need := s.cfg.BlocksFor(computed+n) - len(hits)
+	fits := need // the blocks that must be free: this step's
+	if s.cfg.ReserveFullSequence {
+		fits = max(fits, s.cfg.BlocksFor(min(r.NumTokens(), s.cfg.MaxModelLen))-len(hits)) // or the whole sequence's
+	}
 	evictable := 0
 	for _, id := range hits {
 		if s.pool.blocks[id].ref == 0 {
 			evictable++
 		}
 	}
-	if need+evictable > s.pool.numFree {
+	if fits+evictable > s.pool.numFree {
 		return false
 	}
 	for _, id := range hits {

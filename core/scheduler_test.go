@@ -369,3 +369,40 @@ type fixedModel int
 
 func (fixedModel) Prepare([]int) uint64            { return 0 }
 func (m fixedModel) TokenAt(key uint64, i int) int { return int(m) }
+
+// TestReserveFullSequenceAdmitsOnlyWhatCanFinishItsPrompt: vLLM's
+// scheduler_reserve_full_isl (full_sequence_must_fit in allocate_slots) has
+// a waiting request admitted only when the blocks of its whole sequence,
+// less its prefix cache hits, are free. B's 32-token prompt needs 8 blocks
+// while A holds 1 of the 8 usable: B waits until A ends, and nothing is
+// preempted. Without it, B is admitted on its first chunk, and the two
+// preempt each other for blocks.
+func TestReserveFullSequenceAdmitsOnlyWhatCanFinishItsPrompt(t *testing.T) {
+	long := make([]int, 32)
+	for i := range long {
+		long[i] = 7 + i
+	}
+	for _, reserve := range []bool{true, false} {
+		s := newSched(core.Config{BlockSize: 4, NumBlocks: 9, MaxNumBatchedTokens: 8, MaxNumSeqs: 2, ReserveFullSequence: reserve})
+		a := req("A", []int{1, 2, 3, 4}, core.SamplingParams{MaxTokens: 12, IgnoreEOS: true})
+		b := req("B", long, core.SamplingParams{MaxTokens: 1, IgnoreEOS: true})
+		require.NoError(t, s.AddRequest(a))
+		require.NoError(t, s.AddRequest(b))
+		so := s.Schedule()
+		var ids []string
+		for _, sc := range so.Scheduled {
+			ids = append(ids, sc.Req.InternalID)
+		}
+		s.UpdateFromOutput(so, s.Sample(so, core.ToyModel{}))
+		run(t, s, core.ToyModel{}, 200)
+		if reserve {
+			assert.Equal(t, []string{"A"}, ids, "B's whole prompt (8 blocks) does not fit in the 7 free")
+			assert.Zero(t, s.Stats().Preemptions, "B is admitted once A has ended")
+		} else {
+			assert.Equal(t, []string{"A", "B"}, ids, "B's first chunk fits")
+			assert.Positive(t, s.Stats().Preemptions)
+		}
+		assert.Len(t, a.Output, 12, "reserve %v", reserve)
+		assert.Len(t, b.Output, 1, "reserve %v", reserve)
+	}
+}

@@ -87,6 +87,12 @@ type Config struct {
 	// one token more, which is dropped; see core.Config.AsyncScheduling.
 	// Off by default.
 	AsyncScheduling bool
+	// ReserveFullSequence is vLLM's --scheduler-reserve-full-isl: a
+	// waiting request is admitted only when its whole sequence fits in the
+	// free KV blocks, not only the step's chunk of its prompt; see
+	// core.Config.ReserveFullSequence. vLLM turns it on by default; here
+	// it is off by default.
+	ReserveFullSequence bool
 	// EnableLoRA is vLLM's --enable-lora: a request may run with a LoRA
 	// adapter (Params.LoRA), which changes the tokens it samples and the
 	// KV it writes. Off by default, and a request with an adapter is then
@@ -196,7 +202,7 @@ func (c Config) coreConfig() core.Config {
 	return core.Config{
 		MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumBlocks: c.NumBlocks, MaxModelLen: c.MaxModelLen, SchedulingPolicy: c.SchedulingPolicy,
-		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
+		EnablePrefixCaching: c.EnablePrefixCaching, AsyncScheduling: c.AsyncScheduling, ReserveFullSequence: c.ReserveFullSequence, MaxLoRAs: c.LoRASlots(), MaxCPULoRAs: c.CPULoRAs(),
 		KVOffloadBlocks: c.KVOffloadBlocks, KVOffloadPolicy: c.KVOffloadPolicy,
 		KVOffloadStoreThreshold: c.KVOffloadStoreThreshold, KVOffloadTrackerSize: c.KVOffloadTrackerSize,
 		KVOffloadMaxRecomputePendingTokens: c.KVOffloadMaxRecomputePendingTokens, KVLoadFailurePolicy: c.KVLoadFailurePolicy, StepTime: c.StepTime, Model: c.Model,

@@ -93,6 +93,8 @@ var configKeys = []configKey{
 		named([]engine.SchedulingPolicy{engine.PolicyFCFS, engine.PolicyPriority}, func(c *engine.Config, p engine.SchedulingPolicy) { c.SchedulingPolicy = p })},
 	{"prefix-caching", "on or off", "vLLM's --enable-prefix-caching (EnablePrefixCaching): a request whose prompt starts with full KV blocks computed before takes them from the cache",
 		onOff(func(c *engine.Config, on bool) { c.EnablePrefixCaching = on })},
+	{"scheduler-reserve-full-isl", "on or off", "vLLM's --scheduler-reserve-full-isl (ReserveFullSequence; vLLM's default on, the engine's off): a waiting request is admitted only when the KV blocks of its whole sequence are free, not only those of its prompt's first chunk",
+		onOff(func(c *engine.Config, on bool) { c.ReserveFullSequence = on })},
 	{"step-time", "a positive Go duration of at most 1h, such as 200µs or 2ms, or none", "the model's latency per step in virtual time (StepTime; the default 1ms, most scenarios 200µs); none: steps take no time (a starvation window, a length of virtual time, may then last its cap of 10000 decisions, and a seed far longer: the run warns); at most an hour a step, so that a seed's virtual time stays far within the simulator's 292 years",
 		func(v string) (string, func(*engine.Config), error) {
 			if v == "none" {

@@ -28,11 +28,11 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 	assert.Equal(t, engine.Config{BlockSize: 2, SchedulingPolicy: engine.PolicyPriority, EnablePrefixCaching: true, AsyncScheduling: true, StepTime: -1}, cfg)
 
 	settings, err = parseConfig([]string{"step-time=0.2ms", "block-size=16", "max-num-seqs=3", "max-num-batched-tokens=8", "num-blocks=9", "max-model-len=64",
-		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0", "data-parallel-size=02", "kv-offload-max-recompute-pending-tokens=08", "kv-load-failure-policy=fail", "kv-offload-policy=lru", "kv-offload-store-threshold=0", "kv-offload-tracker-size=064", "num-speculative-tokens=03", "draft-miss-odds=02"})
+		"stream-interval=0", "output-chunk-size=1", "prefix-caching=off", "policy=fcfs", "async-scheduling=off", "max-loras=03", "enable-lora=off", "max-cpu-loras=04", "kv-offload-blocks=0", "data-parallel-size=02", "kv-offload-max-recompute-pending-tokens=08", "kv-load-failure-policy=fail", "kv-offload-policy=lru", "kv-offload-store-threshold=0", "kv-offload-tracker-size=064", "num-speculative-tokens=03", "draft-miss-odds=02", "scheduler-reserve-full-isl=off"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"async-scheduling=off", "block-size=16", "data-parallel-size=2", "draft-miss-odds=2", "enable-lora=off", "kv-load-failure-policy=fail", "kv-offload-blocks=0", "kv-offload-max-recompute-pending-tokens=8", "kv-offload-policy=lru", "kv-offload-store-threshold=0", "kv-offload-tracker-size=64", "max-cpu-loras=4", "max-loras=3", "max-model-len=64", "max-num-batched-tokens=8", "max-num-seqs=3", "num-blocks=9", "num-speculative-tokens=3", "output-chunk-size=1",
-		"policy=fcfs", "prefix-caching=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
-	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3, EnableLoRA: true, KVOffloadBlocks: 8, KVOffloadPolicy: engine.OffloadARC, KVOffloadStoreThreshold: 3, KVLoadFailurePolicy: engine.LoadFailureRecompute}
+		"policy=fcfs", "prefix-caching=off", "scheduler-reserve-full-isl=off", "step-time=200µs", "stream-interval=0"}, settingStrings(settings))
+	cfg = engine.Config{EnablePrefixCaching: true, AsyncScheduling: true, ReserveFullSequence: true, SchedulingPolicy: engine.PolicyPriority, StreamInterval: 3, EnableLoRA: true, KVOffloadBlocks: 8, KVOffloadPolicy: engine.OffloadARC, KVOffloadStoreThreshold: 3, KVLoadFailurePolicy: engine.LoadFailureRecompute}
 	for _, s := range settings {
 		s.set(&cfg)
 	}
@@ -43,7 +43,7 @@ func TestParseConfigSortsByKeySpellsCanonicallyAndTheLastWins(t *testing.T) {
 }
 
 func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
-	keys := "async-scheduling, block-size, data-parallel-size, draft-miss-odds, enable-lora, kv-load-failure-policy, kv-offload-blocks, kv-offload-max-recompute-pending-tokens, kv-offload-policy, kv-offload-store-threshold, kv-offload-tracker-size, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, num-speculative-tokens, output-chunk-size, policy, prefix-caching, step-time, stream-interval"
+	keys := "async-scheduling, block-size, data-parallel-size, draft-miss-odds, enable-lora, kv-load-failure-policy, kv-offload-blocks, kv-offload-max-recompute-pending-tokens, kv-offload-policy, kv-offload-store-threshold, kv-offload-tracker-size, max-cpu-loras, max-loras, max-model-len, max-num-batched-tokens, max-num-seqs, num-blocks, num-speculative-tokens, output-chunk-size, policy, prefix-caching, scheduler-reserve-full-isl, step-time, stream-interval"
 	cases := []struct{ setting, want string }{
 		{"prefix-caching", "-config prefix-caching: want KEY=VALUE, such as prefix-caching=on; the keys are " + keys},
 		{"cache=on", `-config cache=on: unknown key "cache": want one of ` + keys},

@@ -217,6 +217,10 @@
 //   - draft-miss-odds=N: with num-speculative-tokens, the draft model
 //     misses the model's token one time in N, N ≥ 1 (default 4; 1: every
 //     draft token wrong).
+//   - scheduler-reserve-full-isl=on|off: ReserveFullSequence, vLLM's
+//     --scheduler-reserve-full-isl (on by default there, off here): a
+//     waiting request is admitted only when the KV blocks of its whole
+//     sequence are free, not only those of its prompt's first chunk.
 //
 // A key given again replaces its value, and a compare variant's replaces
 // a common one. The settings are checked on the engine's default
