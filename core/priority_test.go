@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -310,4 +311,36 @@ func TestEngineCoreStepsOnAfterAVictimStoppedTheStep(t *testing.T) {
 	}
 	assert.Equal(t, []string{"x"}, preempted)
 	assert.Equal(t, map[string][]int{"x": toks([]int{1, 2, 3}, 4), "y": toks([]int{4}, 3)}, got)
+}
+
+// TestPriorityVictimAmongARequestsSequencesIsTheFirstRunning: two
+// sequences of one n=2 request share their priority and, in vLLM, their
+// arrival time; when the second needs a block and none is free, vLLM's
+// max(running, key=(priority, arrival_time)) keeps the first of equals:
+// sequence 0, admitted first, is preempted and sequence 1 gets the block.
+func TestPriorityVictimAmongARequestsSequencesIsTheFirstRunning(t *testing.T) {
+	s := newSched(core.Config{BlockSize: 4, NumBlocks: 4, SchedulingPolicy: core.PolicyPriority})
+	got := map[string][]int{}
+	s0 := preq("0_r", 1, 0, []int{1, 2, 3}, 10)
+	s1 := preq("1_r", 1, 0, []int{1, 2, 3}, 10)
+	s1.Index = 1
+	require.NoError(t, s.AddRequest(s0))
+	require.NoError(t, s.AddRequest(s1))
+	o := untilPreemption(t, s, got)
+	assert.Equal(t, []string{"0_r"}, o.preempted)
+	assert.Equal(t, map[string]int{"1_r": 1}, o.scheduled)
+}
+
+// TestPrioritySequencesWaitInTheOrderOfTheirIDs: with equal priority and
+// arrival, vLLM's Request.__lt__ compares the ids, strings "INDEX_ID":
+// sequence 10 of an n=11 request goes before sequence 1 ('0' sorts before
+// '_') and sequence 2.
+func TestPrioritySequencesWaitInTheOrderOfTheirIDs(t *testing.T) {
+	s := newSched(core.Config{MaxNumSeqs: 1, SchedulingPolicy: core.PolicyPriority})
+	for i := range 11 {
+		r := preq(fmt.Sprintf("%d_r", i), 1, 0, []int{1}, 1)
+		r.Index = i
+		require.NoError(t, s.AddRequest(r))
+	}
+	assert.Equal(t, []string{"0_r", "10_r", "1_r", "2_r", "3_r", "4_r", "5_r", "6_r", "7_r", "8_r", "9_r"}, admissionOrder(t, s))
 }

@@ -1,9 +1,11 @@
 package core
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/llmdst/llmdst/failpoints"
 )
@@ -227,11 +229,26 @@ func (s *Scheduler) AddRequest(r *Request) error {
 	return nil
 }
 
-// priorityOrder is PolicyPriority's order: vLLM's (priority, arrival_time),
-// with arrival as (Incarnation, Index), the order of AddRequest calls and
-// of a request's sequences.
+// priorityOrder is PolicyPriority's order: vLLM's Request.__lt__,
+// (priority, arrival_time, request_id), with arrival as the Incarnation,
+// the order of AddRequest calls. A request's sequences share their
+// parent's arrival time in vLLM, so their ids, "INDEX_ID", decide: as
+// strings, so that sequence 10 comes before sequence 2 (and 10 before 1,
+// '0' sorting before '_').
 func priorityOrder(a, b *Request) int {
-	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Incarnation, b.Incarnation), cmp.Compare(a.Index, b.Index))
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Incarnation, b.Incarnation), seqIDOrder(a.Index, b.Index))
+}
+
+// seqIDOrder compares sequences i and j of one request as vLLM compares
+// their ids, "i_ID" and "j_ID": byte by byte, without making them.
+func seqIDOrder(i, j int) int {
+	if i == j {
+		return 0
+	}
+	var bi, bj [24]byte
+	a := append(strconv.AppendInt(bi[:0], int64(i), 10), '_')
+	b := append(strconv.AppendInt(bj[:0], int64(j), 10), '_')
+	return bytes.Compare(a, b)
 }
 
 // waitingPlace returns where r goes in a waiting queue in priority order:
@@ -253,16 +270,19 @@ func (s *Scheduler) waitingPlace(r *Request, preempted bool) int {
 }
 
 // victim returns the running request to preempt when KV blocks run out:
-// the newest under PolicyFCFS; under PolicyPriority the one that comes
-// last in priority order, vLLM's max(running, key=(priority, arrival_time)),
-// the newest among equals.
+// the newest under PolicyFCFS; under PolicyPriority vLLM's
+// max(running, key=(priority, arrival_time)): the latest in that order,
+// and of a request's sequences, which share their arrival, the first in
+// running order, as Python's max keeps the first of equals.
 func (s *Scheduler) victim() int {
 	v := len(s.running) - 1
 	if s.cfg.SchedulingPolicy != PolicyPriority {
 		return v
 	}
-	for i := v - 1; i >= 0; i-- {
-		if priorityOrder(s.running[i], s.running[v]) > 0 {
+	v = 0
+	for i := 1; i < len(s.running); i++ {
+		a, b := s.running[i], s.running[v]
+		if cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Incarnation, b.Incarnation)) > 0 {
 			v = i
 		}
 	}
