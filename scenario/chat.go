@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -86,7 +85,7 @@ func prefixChat(x *Run) error {
 		_, errs[3] = x.turn(e, "fork", first+tok.Decode(answer)+" "+strings.Join(words[34:36], " "), engine.Params{MaxTokens: 2, Priority: -1})
 	})
 	g.Wait()
-	return errors.Join(errs...)
+	return joinUnrefused(x, errs)
 }
 
 // turn sends one request and reads it to its end, returning its tokens.

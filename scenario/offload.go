@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -191,13 +190,16 @@ func kvOffload(x *Run) error {
 				prompt := doc + " " + p.question[t]
 				params := engine.Params{MaxTokens: p.max[t], Output: engine.Delta}
 				if p.giveUp[t] == 0 {
-					if _, err := x.turn(e, id, prompt, params); err != nil {
+					if _, err := x.turn(e, id, prompt, params); err != nil && !refusedByOptions(x, err) {
 						errs[i] = err
 						return
 					}
 					continue
 				}
 				req, err := e.AddRequest(id, prompt, params)
+				if refusedByOptions(x, err) {
+					continue
+				}
 				if err != nil {
 					errs[i] = fmt.Errorf("AddRequest(%s): %w", id, err)
 					return
@@ -214,7 +216,7 @@ func kvOffload(x *Run) error {
 				case 2: // without the document: blocks of its own, at once
 					_, err = x.turn(e, id+"-aside", p.question[t], params)
 				}
-				if err != nil {
+				if err != nil && !refusedByOptions(x, err) {
 					errs[i] = err
 					return
 				}
@@ -247,5 +249,5 @@ func kvOffload(x *Run) error {
 		})
 	}
 	g.Wait()
-	return errors.Join(errs...)
+	return joinUnrefused(x, errs)
 }
