@@ -203,11 +203,12 @@ func parseConfig(kvs []string) ([]engineSetting, error) {
 }
 
 // checkConfig reports the engine's own refusal of the settings, made on
-// the engine's default configuration, before anything runs: a combination
-// no run could start with (max-num-batched-tokens below max-num-seqs) is
-// bad input, not a failure of every seed. A scenario's own settings may
-// still refuse settings that the defaults take; its runs then fail with
-// the engine's sentence.
+// the engine's default configuration, before anything runs (a usage
+// error), or an engine that could not start at all. The scenario's own
+// configuration may take what the defaults refuse (kv-offload-blocks with
+// a scenario that turns prefix caching on): spec judges the settings by
+// the scenario's (checkScenarioConfig), and only a failure to start is
+// final here.
 func checkConfig(settings []engineSetting) error {
 	if len(settings) == 0 {
 		return nil

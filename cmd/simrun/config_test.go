@@ -69,10 +69,11 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 		{"kv-offload-tracker-size=0", `-config kv-offload-tracker-size=0: kv-offload-tracker-size must be a whole number of blocks ≥ 1, got "0"`},
 		{"num-speculative-tokens=65", `-config num-speculative-tokens=65: num-speculative-tokens must be a whole number of tokens from 0 to 64, got "65"`},
 		{"draft-miss-odds=0", `-config draft-miss-odds=0: draft-miss-odds must be a whole number ≥ 1, got "0"`},
-		// The engine's own refusal, before anything runs.
-		{"max-num-batched-tokens=4", "-config: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget (on the engine's defaults for the keys not given)"},
-		{"max-loras=2", "-config: engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters (on the engine's defaults for the keys not given)"},
-		{"max-cpu-loras=2", "-config: engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters (on the engine's defaults for the keys not given)"},
+		// The engine's own refusal of the settings over the scenario's
+		// configuration, before anything runs.
+		{"max-num-batched-tokens=4", "-config max-num-batched-tokens=4: abort-reuse's own configuration with these settings is refused by the engine: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget"},
+		{"max-loras=2", "-config max-loras=2: abort-reuse's own configuration with these settings is refused by the engine: engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
+		{"max-cpu-loras=2", "-config max-cpu-loras=2: abort-reuse's own configuration with these settings is refused by the engine: engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
 	}
 	for _, c := range cases {
 		for _, cmd := range [][]string{
@@ -90,6 +91,17 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 	// Settings the engine takes together pass its check.
 	code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-out", t.TempDir(), "-config", "max-num-batched-tokens=4", "-config", "max-num-seqs=4")
 	assert.Equal(t, 0, code, errOut)
+	// So do settings the engine's defaults refuse but the scenario's own
+	// configuration takes: kv-offload turns prefix caching on, multi-lora
+	// LoRA, and prefix-chat runs 4 requests at most.
+	for _, c := range [][]string{
+		{"kv-offload", "kv-offload-blocks=2"},
+		{"multi-lora", "max-cpu-loras=3"},
+		{"prefix-chat", "max-num-batched-tokens=4"},
+	} {
+		code, out, errOut := simrun(t, "run", "-scenario", c[0], "-seed", "1", "-schedule-out", "-", "-config", c[1])
+		assert.Equal(t, 0, code, "%v: %s%s", c, out, errOut)
+	}
 }
 
 // TestDraftTokensRunWhereAScenarioDrawsAsyncScheduling: kv-offload draws

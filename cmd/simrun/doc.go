@@ -223,18 +223,20 @@
 //     sequence are free, not only those of its prompt's first chunk.
 //
 // A key given again replaces its value, and a compare variant's replaces
-// a common one. The settings are checked on the engine's default
-// configuration before anything runs, and a combination the engine refuses
-// is bad input, in the engine's words; so is a combination with the
-// scenario's own settings that the engine refuses, or settings under
-// which it refuses the scenario's own requests (num-blocks=40 against
-// abort-reuse's requests of 100,000 tokens), as seed 1 shows them; a
-// sweep of several scenarios skips those they do not suit, says so, and
-// sweeps the others. A scenario that draws its settings or requests from
-// the seed may still meet a refusal on other seeds — policy=fcfs on
-// swarm, whose requests have priorities; max-num-seqs above swarm's
-// small-batch budget of 6 tokens — and those seeds fail with the engine's
-// sentence. The settings, sorted by key, are part of everything that names
+// a common one. The settings are checked over the scenario's own
+// configuration before anything runs (kv-offload-blocks=2 suits
+// kv-offload, which turns prefix caching on, though the engine's defaults
+// refuse it): a combination the engine refuses is bad input, in the
+// engine's words, and so are settings under which it refuses the
+// scenario's own requests (num-blocks=40 against abort-reuse's requests of
+// 100,000 tokens), as seed 1 shows them; a sweep of several scenarios
+// skips those they do not suit, says so, and sweeps the others. A
+// scenario that draws its settings or requests from the seed may still
+// meet a refusal on other seeds: a drawn configuration the settings make
+// invalid (max-num-seqs above swarm's small-batch budget of 6 tokens) is
+// a seed counted apart with a warning, and a drawn request they make too
+// large (prefix-chat's and kv-offload's under a smaller cache or model
+// length) is left out of the run. The settings, sorted by key, are part of everything that names
 // a run: the schedule file's meta (simrun replay runs them, and -strategy
 // replay:FILE refuses a run under others), the header of run, sweep and
 // compare, the commands printed to run a seed again, the -json output's

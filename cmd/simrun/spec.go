@@ -140,8 +140,15 @@ func (f *specFlags) spec() (*spec, error) {
 	if s.config, err = parseConfig(f.config); err != nil {
 		return nil, err
 	}
+	// The settings go over the scenario's own configuration, not the
+	// engine's defaults: a combination the defaults refuse
+	// (kv-offload-blocks without prefix caching) may suit a scenario that
+	// sets the rest (kv-offload turns prefix caching on). Only the
+	// scenario's refusal is bad input.
 	if err := checkConfig(s.config); err != nil {
-		return nil, err
+		if _, refused := errors.AsType[*usageError](err); !refused {
+			return nil, err // no engine could start: not the settings' fault
+		}
 	}
 	if err := s.checkScenarioConfig(); err != nil {
 		return nil, err
