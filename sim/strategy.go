@@ -274,8 +274,9 @@ const DefaultStarveWindowMax = 3200 * time.Microsecond
 // do run spin at scheduling points — waiting, say, for the victim — it
 // stands still, and a window measured in virtual time alone would withhold
 // its victim for good: a program that ends in a few steps under Random would
-// run into the step limit. Runs of the engine's scenarios never hold a
-// window this long.
+// run into the step limit. Runs of the engine's scenarios hold a window
+// this long only with a model that takes no time a step, or with dozens of
+// data-parallel cores, each answering a control call at every step.
 const StarveWindowDecisionsMax = 10_000
 
 // StarveWindowLimit bounds the longest window ParseStrategy accepts for
@@ -442,9 +443,11 @@ func (p *starvePolicy) Warnings(tasks []*Task) []string {
 	var ws []string
 	if p.cut > 0 {
 		// A window is its length in virtual time; where the clock hardly
-		// moves (a model with no step time), it is its decision cap
-		// instead, and a seed takes thousands of times its decisions.
-		ws = append(ws, fmt.Sprintf("sim: strategy %s: %d of its %d starvation windows ended at their cap of %d decisions before the clock reached their end: the other tasks ran that long without virtual time moving (a model that takes no time a step?), so those windows withheld their task far longer than their length says, and the run took that many more decisions", p.st, p.cut, p.windows, StarveWindowDecisionsMax))
+		// moves (a model with no step time) or the other tasks make very
+		// many decisions in each step of it (dozens of cores answering
+		// calls that take no time), it is its decision cap instead, and a
+		// seed takes thousands of times its decisions.
+		ws = append(ws, fmt.Sprintf("sim: strategy %s: %d of its %d starvation windows ended at their cap of %d decisions before the clock reached their end: the other tasks made that many decisions in less virtual time than the window's length (a model that takes no time a step, or many tasks whose work takes none), so those windows withheld their task for that many decisions of the others, and the run took that many more", p.st, p.cut, p.windows, StarveWindowDecisionsMax))
 	}
 	if p.st.only && !slices.ContainsFunc(tasks, p.st.victim) {
 		ws = append(ws, fmt.Sprintf("sim: strategy %s starved nothing: no task of the run has a name starting with %q; the run's tasks were %s", p.st, p.st.prefix, taskNames(tasks)))
