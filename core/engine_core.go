@@ -442,6 +442,8 @@ func (c *EngineCore) abort(ids []string) {
 			inc, ext, idx = r.Incarnation, r.ExternalID, r.Index
 			if c.faults.Fires(failpoints.CoreKVLeakOnAbort) {
 				c.sched.leave(r, StatusFinishedAborted) // the bug: its blocks stay held
+			} else if c.faults.Fires(failpoints.CoreAbortLeavesRequestRunning) {
+				// the bug: taken and reported, the request runs on
 			} else {
 				c.sched.finish(r, StatusFinishedAborted)
 			}

@@ -83,6 +83,9 @@ var (
 	CoreKVLeakOnAbort = register(&Point{Name: "core/kv-leak-on-abort", Bug: true,
 		Doc:   "a bug: the core lets go of a request a client aborted without giving its KV blocks back, so they stay held by no request and the cache shrinks with every abort until nothing more can be admitted — the leak of vLLM's #46283 and vllm-ascend's #16662, where an aborted request's blocks wait for a signal that never comes (the core reports it as it goes empty, core.EventKVLeak, and engine.AsyncLLM.CheckKV after Close)",
 		Terms: "return", checkValue: checkNoValue})
+	CoreAbortLeavesRequestRunning = register(&Point{Name: "core/abort-leaves-request-running", Bug: true,
+		Doc:   "a bug, the class of vLLM's #23697 (a request left running in the core that the frontend no longer knows, after its abort): the core takes a client's abort of a request it holds and reports it, but does not finish it, so the request runs on to its end for nobody, its steps and KV blocks spent on output every collector drops",
+		Terms: "return", checkValue: checkNoValue})
 	CoreAsyncOutputByID = register(&Point{Name: "core/async-output-by-id", Bug: true,
 		Doc:   "a bug, vLLM's #42492 (fixed by #42523): with async scheduling the scheduler applies a step's output to whichever request holds the scheduled request's id when the output comes back, so a request aborted with a step in flight and added again under the same id takes the old one's token as its first, its own tokens one place late; when it has no placeholder yet (its step in flight is a chunk of its prompt), its count of output placeholders goes below zero and the core dies on vLLM's assertion (Config.AsyncScheduling with ids reused in the core: legacy id routing)",
 		Terms: "return", checkValue: checkNoValue})

@@ -88,7 +88,8 @@ const (
 	// AbortReachesItsCore: with several data-parallel cores, the core that
 	// takes an abort of a sequence is the one its ADD went to (the frontend
 	// sends its ABORT nowhere else): an abort that reaches another core
-	// leaves the sequence running for nobody.
+	// leaves the sequence running for nobody. And the core that takes an
+	// abort of a sequence it holds stops it: it emits no frame of it after.
 	AbortReachesItsCore = "abort-reaches-its-core"
 )
 
@@ -120,7 +121,7 @@ var docs = map[string]string{
 	WeightsWrittenAwake:         "a weight update writes the executor's weights only while they are awake: while they sleep its calls are refused",
 	LoRASlotsSuffice:            "no step's batch uses more LoRA adapters than the executor has LoRA slots (max_loras): a waiting request of another adapter waits for a slot",
 	EndsWhereTheModelStops:      "a request that finished on its own ends where its sequence must: at its first token past MinTokens that stops it, at MaxTokens, or at the model length, never past them",
-	AbortReachesItsCore:         "with several data-parallel cores, an abort of a request reaches the core its ADD went to, and no other: there it stops the request, which elsewhere runs on for nobody",
+	AbortReachesItsCore:         "an abort of a request reaches the core its ADD went to (with several data-parallel cores, no other), and there it stops the request: the core emits no frame of it after, where it would run on for nobody",
 }
 
 // Violation is a property that did not hold.
@@ -192,6 +193,9 @@ type incarnation struct {
 	// coreAborted: the core took an abort of the sequence (the frontend
 	// sends each abort on two queues, so the core takes it twice).
 	coreAborted bool
+	// coreStopped: the core took an abort of the sequence while it held
+	// it, and so finished it there: it emits none of its frames after.
+	coreStopped bool
 	aborted     bool // its caller aborted or cancelled it, or Close did
 	// loadFailed: a load of its KV failed and the core ended it with an
 	// error (kv_load_failure_policy fail).
@@ -471,6 +475,9 @@ func (c *Checker) observe(ev *core.Event) {
 			c.fail(AbortReachesItsCore, "core %d took an abort of %s, whose ADD went to core(s) %v: the sequence runs on there for nobody", ev.Engine, ev.InternalID, bitsOf(c.routed[ev.InternalID]))
 		}
 		c.coreAbortReached(ev)
+		if s := c.seq(ev.Incarnation, ev.Index); s != nil && ev.Incarnation != 0 {
+			s.coreStopped = true
+		}
 		c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		c.checkCoreAbort(ev)
 	case core.EventFrameEmitted:
@@ -484,6 +491,9 @@ func (c *Checker) observe(ev *core.Event) {
 			c.leaveCore(seqKey{ev.Incarnation, ev.Index})
 		}
 		seq := c.seq(ev.Incarnation, ev.Index)
+		if seq != nil && seq.coreStopped {
+			c.fail(AbortReachesItsCore, "core %d emitted frame %d of %s (incarnation %d) after it took that sequence's abort: the aborted request runs on for nobody", ev.Engine, ev.Frame, ev.InternalID, ev.Incarnation)
+		}
 		if seq != nil && seq.lora != nil && len(ev.Tokens) > 0 {
 			seq.lora.sampledUnder(ev.Position, c.view(ev.Engine).loraLoads[seq.lora.id].at(ev.Step))
 		}

@@ -165,3 +165,13 @@ func assertCaughtOnlyAs(t *testing.T, s *scenario.Scenario, strategy string, opt
 	}
 	return counts[property]
 }
+
+// TestAnAbortThatLeavesTheRequestRunningIsCaught plants
+// core/abort-leaves-request-running: the core takes a client's abort and
+// reports it, but the request runs on for nobody. abort-reuse's core emits
+// the aborted incarnation's frames after its abort in every seed, and no
+// other property fails first.
+func TestAnAbortThatLeavesTheRequestRunningIsCaught(t *testing.T) {
+	n := assertCaughtOnlyAs(t, scenario.AbortReuse, "starve:output-handler", withFailpoint("core/abort-leaves-request-running=return"), props.AbortReachesItsCore)
+	assert.Equal(t, int(pauseSeeds()), n, "every seed aborts a request the core holds")
+}
