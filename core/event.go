@@ -212,7 +212,7 @@ type Event struct {
 	CollectorIndex int
 	Frame          uint64 // frame number, from 1, unique in an engine
 	Tokens         []int  // a frame's new tokens, or the tokens of an output
-	Position       int    // output position of Tokens[0]
+	Position       int    // output position of Tokens[0]; EventStep: the tokens the step computes
 	Text           string // EventOutput: the output's text
 	Finished       bool
 	Reason         FinishReason

@@ -91,6 +91,11 @@ const (
 	// leaves the sequence running for nobody. And the core that takes an
 	// abort of a sequence it holds stops it: it emits no frame of it after.
 	AbortReachesItsCore = "abort-reaches-its-core"
+	// StepWithinBudget: no step schedules more requests than
+	// engine.Config.MaxNumSeqs or more tokens than MaxNumBatchedTokens
+	// (vLLM's asserts on max_num_running_reqs and max_num_scheduled_tokens;
+	// SetBudget).
+	StepWithinBudget = "a-step-stays-within-its-budget"
 )
 
 // All lists every property, in the order of DESIGN's list, then the
@@ -98,7 +103,7 @@ const (
 // update's, then LoRA's, then data parallelism's.
 var All = []string{NoStaleDelivery, EndsExactlyOnce, DeltasConcatenate, NothingAfterFinish, ModelTokens, ReuseFinishesNormally, WaitIdleMeansIdle,
 	PausedRunsNothing, PauseReturnsAfterItsOutputs, KVBlocksAccounted, AsleepRunsNothing, UpdateRunsNothing, WeightsWrittenAwake, LoRASlotsSuffice,
-	AbortReachesItsCore, EndsWhereTheModelStops}
+	AbortReachesItsCore, EndsWhereTheModelStops, StepWithinBudget}
 
 // Doc returns what the property named prop promises, in a sentence for
 // someone reading a failure, or "" when prop names none (simrun list
@@ -122,6 +127,7 @@ var docs = map[string]string{
 	LoRASlotsSuffice:            "no step's batch uses more LoRA adapters than the executor has LoRA slots (max_loras): a waiting request of another adapter waits for a slot",
 	EndsWhereTheModelStops:      "a request that finished on its own ends where its sequence must: at its first token past MinTokens that stops it, at MaxTokens, or at the model length, never past them",
 	AbortReachesItsCore:         "an abort of a request reaches the core its ADD went to (with several data-parallel cores, no other), and there it stops the request: the core emits no frame of it after, where it would run on for nobody",
+	StepWithinBudget:            "no step schedules more requests than max_num_seqs or computes more tokens than max_num_batched_tokens, draft tokens counted",
 }
 
 // Violation is a property that did not hold.
@@ -269,6 +275,8 @@ type Checker struct {
 	modelLen int
 	// loraSlots is the engine's LoRA slots (SetLoRASlots): 0, LoRA off.
 	loraSlots int
+	// maxSeqs and maxTokens are a step's budget (SetBudget), 0 unknown.
+	maxSeqs, maxTokens int
 	// idleTargets are, by core, the inputs the last WaitIdle waited for
 	// (core.EventIdle, on goroutines).
 	idleTargets []uint64
@@ -377,13 +385,21 @@ func (c *Checker) SetModelLen(n int) { c.modelLen = n }
 // step may use more adapters. 0, LoRA off, until it is set.
 func (c *Checker) SetLoRASlots(n int) { c.loraSlots = n }
 
+// SetBudget tells the checker a step's budget: the most requests it
+// schedules and the most tokens it computes (engine.Config.MaxNumSeqs and
+// MaxNumBatchedTokens, defaults applied); 0 leaves one unchecked.
+func (c *Checker) SetBudget(seqs, tokens int) { c.maxSeqs, c.maxTokens = seqs, tokens }
+
 // SetEngine tells the checker what it needs of the configuration of the
 // engine it follows: its model (SetModel), model length (SetModelLen),
-// LoRA slots (SetLoRASlots) and data-parallel cores.
+// LoRA slots (SetLoRASlots), a step's budget (SetBudget) and
+// data-parallel cores.
 func (c *Checker) SetEngine(cfg engine.Config) {
 	c.view(max(cfg.DataParallelSize, 1) - 1) // a view a core: a pause takes effect once on every core
 	c.SetModel(cfg.Model)
-	c.SetModelLen(core.Config{MaxModelLen: cfg.MaxModelLen}.WithDefaults().MaxModelLen)
+	d := core.Config{MaxModelLen: cfg.MaxModelLen, MaxNumSeqs: cfg.MaxNumSeqs, MaxNumBatchedTokens: cfg.MaxNumBatchedTokens}.WithDefaults()
+	c.SetModelLen(d.MaxModelLen)
+	c.SetBudget(d.MaxNumSeqs, d.MaxNumBatchedTokens)
 	c.SetLoRASlots(cfg.LoRASlots())
 }
 
@@ -600,6 +616,9 @@ func (c *Checker) observe(ev *core.Event) {
 		}
 		if v.updating {
 			c.fail(UpdateRunsNothing, "the core ran step %d (%d scheduled) in the middle of a weight update, over weights half replaced", ev.Step, ev.Held)
+		}
+		if c.maxSeqs > 0 && ev.Held > c.maxSeqs || c.maxTokens > 0 && ev.Position > c.maxTokens {
+			c.fail(StepWithinBudget, "core %d ran step %d over %d request(s) and %d token(s), past its budget of %d and %d (MaxNumSeqs, MaxNumBatchedTokens)", ev.Engine, ev.Step, ev.Held, ev.Position, c.maxSeqs, c.maxTokens)
 		}
 		if ev.LoRA > c.loraSlots {
 			c.fail(LoRASlotsSuffice, "the core ran step %d (%d scheduled) over %d LoRA adapters, with %d LoRA slot(s)", ev.Step, ev.Held, ev.LoRA, c.loraSlots)

@@ -428,3 +428,27 @@ func TestARequestEndsWhereTheModelStops(t *testing.T) {
 	require.NoError(t, run(four, len(prompt)+3, core.FinishLength, 3), "the model length leaves 3")
 	require.NoError(t, run(four, 0, core.FinishLength, 3), "without the model length, fewer may be its cap")
 }
+
+// TestAStepMustStayWithinItsBudget: a step that schedules more requests
+// than MaxNumSeqs, or computes more tokens than MaxNumBatchedTokens, is
+// caught once the checker knows the budget; within it, or with no budget
+// told, it passes.
+func TestAStepMustStayWithinItsBudget(t *testing.T) {
+	run := func(cfg *engine.Config, step core.Event) error {
+		c := props.NewChecker(core.ToyModel{})
+		if cfg != nil {
+			c.SetEngine(*cfg)
+		}
+		c.Observe(step)
+		return c.Finish()
+	}
+	cfg := &engine.Config{MaxNumSeqs: 2, MaxNumBatchedTokens: 8}
+	require.NoError(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 2, Position: 8}))
+	v := requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 3, Position: 8}), props.StepWithinBudget)
+	assert.Contains(t, v.Detail, "ran step 1 over 3 request(s) and 8 token(s), past its budget of 2 and 8")
+	requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 1, Position: 9}), props.StepWithinBudget)
+	// The engine's defaults: 256 requests and 8192 tokens a step.
+	require.NoError(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 256, Position: 8192}))
+	requireViolation(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 257, Position: 1}), props.StepWithinBudget)
+	require.NoError(t, run(nil, core.Event{Kind: core.EventStep, Step: 1, Held: 1000, Position: 100000}), "no budget told")
+}
