@@ -812,13 +812,13 @@ func (r *Request) Next() (Output, error) {
 	out, err := r.c.next()
 	if err == nil && r.e.obs != nil {
 		if r.par == nil {
-			r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.internalID, Incarnation: r.incarnation,
+			r.e.emit(Event{Kind: core.EventOutput, RequestID: out.RequestID, InternalID: r.internalID, Incarnation: r.incarnation,
 				Tokens: out.TokenIDs, Text: out.Text, Finished: out.Finished, Reason: out.FinishReason})
 		}
 		// One event a sequence, Finished when that sequence finished,
 		// then one for the output as a whole.
 		for _, c := range out.Completions {
-			r.e.emit(Event{Kind: core.EventOutput, RequestID: r.id, InternalID: r.par.seqs[c.Index].internalID, Incarnation: r.incarnation, Index: c.Index,
+			r.e.emit(Event{Kind: core.EventOutput, RequestID: out.RequestID, InternalID: r.par.seqs[c.Index].internalID, Incarnation: r.incarnation, Index: c.Index,
 				Tokens: c.TokenIDs, Text: c.Text, Finished: c.FinishReason != "", Reason: c.FinishReason})
 		}
 		if r.par != nil {

@@ -1038,6 +1038,12 @@ func (c *Checker) output(ev *core.Event) {
 		c.fail(NothingAfterFinish, "%q (incarnation %d) returned an output after its finished one", in.id, in.n)
 		return
 	}
+	if ev.RequestID != in.id {
+		c.fail(NoStaleDelivery, "an output of %q (incarnation %d) reached its caller as request %q", in.id, in.n, ev.RequestID)
+	}
+	if ev.Finished && in.finished && ev.Reason != in.reason {
+		c.fail(EndsExactlyOnce, "%q (incarnation %d) ended with reason %s, but its finished output says %q", in.id, in.n, in.reason, ev.Reason)
+	}
 	switch in.params.Output {
 	case engine.Delta:
 		c.checkModel(in, ev.Tokens, len(in.received), func() string { return fmt.Sprintf("a Delta output of %q", in.id) })

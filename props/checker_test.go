@@ -452,3 +452,20 @@ func TestAStepMustStayWithinItsBudget(t *testing.T) {
 	requireViolation(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 257, Position: 1}), props.StepWithinBudget)
 	require.NoError(t, run(nil, core.Event{Kind: core.EventStep, Step: 1, Held: 1000, Position: 100000}), "no budget told")
 }
+
+// TestAnOutputMustCarryItsRequestsIDAndEndingReason: the caller's output
+// names its request by the caller's id, and its finished output says the
+// reason the request ended with: another id, or another reason (an abort
+// told as a length finish), is caught.
+func TestAnOutputMustCarryItsRequestsIDAndEndingReason(t *testing.T) {
+	p := engine.Params{MaxTokens: 1, Output: engine.Delta}
+	require.NoError(t, check(add(1, "a", p), finish(1, core.FinishLength, tokens(1)), output(1, tokens(1), true, core.FinishLength)))
+
+	other := output(1, tokens(1), true, core.FinishLength)
+	other.RequestID = "a-00000001"
+	v := requireViolation(t, check(add(1, "a", p), finish(1, core.FinishLength, tokens(1)), other), props.NoStaleDelivery)
+	assert.Contains(t, v.Detail, `reached its caller as request "a-00000001"`)
+
+	v = requireViolation(t, check(add(1, "a", p), finish(1, core.FinishAbort, tokens(1)), output(1, tokens(1), true, core.FinishLength)), props.EndsExactlyOnce)
+	assert.Contains(t, v.Detail, `ended with reason abort, but its finished output says "length"`)
+}
