@@ -1,10 +1,8 @@
 package failpoints_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/reexec"
 	"github.com/llmdst/llmdst/internal/rttest"
 	"github.com/llmdst/llmdst/sim"
 	"github.com/llmdst/llmdst/task"
@@ -315,16 +314,7 @@ func TestBadGOFailpointsStopsTheProcessAtStart(t *testing.T) {
 // test binary again with GO_FAILPOINTS set to env.
 func goFailpointsChild(t *testing.T, env string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsArmsTheProcessWideSet$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLMDST_FAILPOINTS_CHILD=1", "GO_FAILPOINTS="+env)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("running %s: %v", os.Args[0], err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	return reexec.Test(t, "TestGOFailpointsArmsTheProcessWideSet", "LLMDST_FAILPOINTS_CHILD=1", "GO_FAILPOINTS="+env)
 }
 
 func ExampleNewSet() {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmdst/llmdst/failpoints"
+	"github.com/llmdst/llmdst/internal/reexec"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
 	"github.com/llmdst/llmdst/sim"
@@ -280,16 +279,7 @@ func TestGOFailpointsIsReadAtStart(t *testing.T) {
 	}
 	child := func(env string, args ...string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestGOFailpointsIsReadAtStart$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "LLMDST_SIMRUN_CHILD="+strings.Join(args, "\t"), "GO_FAILPOINTS="+env)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatalf("running %s: %v", os.Args[0], err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		return reexec.Test(t, "TestGOFailpointsIsReadAtStart", "LLMDST_SIMRUN_CHILD="+strings.Join(args, "\t"), "GO_FAILPOINTS="+env)
 	}
 	stall := failpoints.CoreStallMidStep.FullName()
 	for env, want := range map[string]string{

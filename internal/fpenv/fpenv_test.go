@@ -2,10 +2,10 @@ package fpenv_test
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/llmdst/llmdst/internal/fpenv"
+	"github.com/llmdst/llmdst/internal/reexec"
 )
 
 // TestTaken runs this test binary again with GO_FAILPOINTS set: the
@@ -20,9 +20,7 @@ func TestTaken(t *testing.T) {
 		}
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestTaken$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLMDST_FPENV_CHILD=1", fpenv.Name+"=a=return")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	if code, stdout, stderr := reexec.Test(t, "TestTaken", "LLMDST_FPENV_CHILD=1", fpenv.Name+"=a=return"); code != 0 {
+		t.Fatalf("exit code %d: %s%s", code, stdout, stderr)
 	}
 }
