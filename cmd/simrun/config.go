@@ -206,9 +206,8 @@ func parseConfig(kvs []string) ([]engineSetting, error) {
 // the engine's default configuration, before anything runs (a usage
 // error), or an engine that could not start at all. The scenario's own
 // configuration may take what the defaults refuse (kv-offload-blocks with
-// a scenario that turns prefix caching on): spec judges the settings by
-// the scenario's (checkScenarioConfig), and only a failure to start is
-// final here.
+// a scenario that turns prefix caching on on every seed): spec then asks
+// its first seeds (takesSettings).
 func checkConfig(settings []engineSetting) error {
 	if len(settings) == 0 {
 		return nil

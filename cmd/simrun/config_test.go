@@ -69,11 +69,10 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 		{"kv-offload-tracker-size=0", `-config kv-offload-tracker-size=0: kv-offload-tracker-size must be a whole number of blocks ≥ 1, got "0"`},
 		{"num-speculative-tokens=65", `-config num-speculative-tokens=65: num-speculative-tokens must be a whole number of tokens from 0 to 64, got "65"`},
 		{"draft-miss-odds=0", `-config draft-miss-odds=0: draft-miss-odds must be a whole number ≥ 1, got "0"`},
-		// The engine's own refusal of the settings over the scenario's
-		// configuration, before anything runs.
-		{"max-num-batched-tokens=4", "-config max-num-batched-tokens=4: abort-reuse's own configuration with these settings is refused by the engine: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget"},
-		{"max-loras=2", "-config max-loras=2: abort-reuse's own configuration with these settings is refused by the engine: engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
-		{"max-cpu-loras=2", "-config max-cpu-loras=2: abort-reuse's own configuration with these settings is refused by the engine: engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters"},
+		// The engine's own refusal, before anything runs.
+		{"max-num-batched-tokens=4", "-config: core: MaxNumBatchedTokens (4) must be ≥ MaxNumSeqs (256): each running request takes a token of a step's budget (on the engine's defaults for the keys not given)"},
+		{"max-loras=2", "-config: engine: MaxLoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters (on the engine's defaults for the keys not given)"},
+		{"max-cpu-loras=2", "-config: engine: MaxCPULoRAs is 2 but LoRA is off: set EnableLoRA to serve LoRA adapters (on the engine's defaults for the keys not given)"},
 	}
 	for _, c := range cases {
 		for _, cmd := range [][]string{
@@ -92,15 +91,22 @@ func TestBadConfigIsExitTwoWithAClearMessage(t *testing.T) {
 	code, _, errOut := simrun(t, "run", "-scenario", "abort-reuse", "-out", t.TempDir(), "-config", "max-num-batched-tokens=4", "-config", "max-num-seqs=4")
 	assert.Equal(t, 0, code, errOut)
 	// So do settings the engine's defaults refuse but the scenario's own
-	// configuration takes: kv-offload turns prefix caching on, multi-lora
-	// LoRA, and prefix-chat runs 4 requests at most.
+	// configuration takes on every seed: kv-offload turns prefix caching
+	// on, multi-lora LoRA, and prefix-chat runs 4 requests at most.
 	for _, c := range [][]string{
 		{"kv-offload", "kv-offload-blocks=2"},
 		{"multi-lora", "max-cpu-loras=3"},
 		{"prefix-chat", "max-num-batched-tokens=4"},
 	} {
-		code, out, errOut := simrun(t, "run", "-scenario", c[0], "-seed", "1", "-schedule-out", "-", "-config", c[1])
+		code, out, errOut := simrun(t, "run", "-scenario", c[0], "-seed", "2", "-schedule-out", "-", "-config", c[1])
 		assert.Equal(t, 0, code, "%v: %s%s", c, out, errOut)
+	}
+	// But not a scenario that draws the rest from the seed: pause-resume
+	// draws prefix caching, and its seeds without it would fail.
+	for _, cmd := range [][]string{{"run", "-seed", "2"}, {"compare", "-seeds", "1-20", "-a", "", "-b", ""}, {"sweep", "-seeds", "1-20"}} {
+		code, out, errOut := simrun(t, append([]string{cmd[0], "-scenario", "pause-resume", "-out", t.TempDir(), "-config", "kv-offload-blocks=8"}, cmd[1:]...)...)
+		assert.Equal(t, 2, code, "%v: %s%s", cmd, out, errOut)
+		assert.Contains(t, errOut, "KVOffloadBlocks is 8 but EnablePrefixCaching is off", "%v", cmd)
 	}
 }
 

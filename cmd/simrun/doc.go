@@ -223,18 +223,21 @@
 //     sequence are free, not only those of its prompt's first chunk.
 //
 // A key given again replaces its value, and a compare variant's replaces
-// a common one. The settings are checked over the scenario's own
-// configuration before anything runs (kv-offload-blocks=2 suits
-// kv-offload, which turns prefix caching on, though the engine's defaults
-// refuse it): a combination the engine refuses is bad input, in the
-// engine's words, and so are settings under which it refuses the
+// a common one. The settings are checked before anything runs: a
+// combination the engine refuses on its defaults is bad input, in the
+// engine's words, unless the scenario's own configuration takes it on its
+// first 16 seeds (kv-offload-blocks=2 suits kv-offload, which turns prefix
+// caching on, not pause-resume, which draws it); so are settings the
+// scenario's configuration refuses, and settings under which it refuses the
 // scenario's own requests (num-blocks=40 against abort-reuse's requests of
 // 100,000 tokens), as seed 1 shows them; a sweep of several scenarios
 // skips those they do not suit, says so, and sweeps the others. A
 // scenario that draws its settings or requests from the seed may still
 // meet a refusal on other seeds: a drawn configuration the settings make
-// invalid (max-num-seqs above swarm's small-batch budget of 6 tokens) is
-// a seed counted apart with a warning, and a drawn request they make too
+// invalid (max-num-seqs above swarm's small-batch budget of 6 tokens) is,
+// in a sweep, a seed counted apart with a warning (compare keeps it a
+// failure of its variant, named by the engine's sentence, so that its
+// seeds stay paired), and a drawn request they make too
 // large (prefix-chat's and kv-offload's under a smaller cache or model
 // length) is left out of the run. The settings, sorted by key, are part of everything that names
 // a run: the schedule file's meta (simrun replay runs them, and -strategy

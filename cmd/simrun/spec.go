@@ -140,14 +140,18 @@ func (f *specFlags) spec() (*spec, error) {
 	if s.config, err = parseConfig(f.config); err != nil {
 		return nil, err
 	}
-	// The settings go over the scenario's own configuration, not the
-	// engine's defaults: a combination the defaults refuse
-	// (kv-offload-blocks without prefix caching) may suit a scenario that
-	// sets the rest (kv-offload turns prefix caching on). Only the
-	// scenario's refusal is bad input.
+	// The settings go over the scenario's own configuration: a
+	// combination the engine's defaults refuse (kv-offload-blocks without
+	// prefix caching) suits a scenario that sets the rest on every seed
+	// (kv-offload turns prefix caching on), but not one that draws it
+	// (pause-resume), whose seeds it would fail.
 	if err := checkConfig(s.config); err != nil {
-		if _, refused := errors.AsType[*usageError](err); !refused {
-			return nil, err // no engine could start: not the settings' fault
+		u, refused := errors.AsType[*usageError](err)
+		if !refused {
+			return nil, err // no engine could start
+		}
+		if !s.takesSettings(takesSettingsSeeds) {
+			return nil, &configRefused{*u} // a sweep of several skips the scenario
 		}
 	}
 	if err := s.checkScenarioConfig(); err != nil {
@@ -214,6 +218,24 @@ func (s *spec) checkScenarioConfig() error {
 		}
 	}
 	return nil
+}
+
+// takesSettingsSeeds are the seeds takesSettings runs.
+const takesSettingsSeeds = 16
+
+// takesSettings reports whether the scenario's own configuration takes the
+// -config settings on its first n seeds: the engine refuses none of them as
+// invalid, and none hangs.
+func (s *spec) takesSettings(n uint64) bool {
+	for seed := uint64(1); seed <= n; seed++ {
+		o, h := runOne(s.seedTimeout, seed, func(progress *atomic.Int64) outcome {
+			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
+		})
+		if h != nil || errors.Is(o.err, engine.ErrInvalidConfig) {
+			return false
+		}
+	}
+	return true
 }
 
 // configRefused is bad input: the -config settings do not suit the
