@@ -696,11 +696,18 @@ func sortedKeys[V any](m map[string]V) []string {
 // written as a temporary file beside it and renamed into place only when
 // everything was written, so that a failed write (a full disk, a file size
 // limit) leaves no truncated artifact behind, and an older file of the same
-// name intact. A symbolic link is written through: the file it names is
-// replaced and the link kept. Anything else that is there already (a
-// device such as /dev/stdout, a named pipe) is opened and written as it
-// is, never replaced; a directory is refused.
+// name intact. The standard output or error, by any name, is written
+// through the stream (stdStream). A symbolic link is written through: the
+// file it names is replaced and the link kept. Anything else that is there
+// already (a device, a named pipe) is opened and written as it is, never
+// replaced; a directory is refused.
 func writeFile(file string, write func(w io.Writer) error) (err error) {
+	if s := stdStream(file); s != nil {
+		if err := write(s); err != nil {
+			return fmt.Errorf("cannot write %s: %w", file, err)
+		}
+		return nil
+	}
 	path, inPlace, err := writePlace(file)
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", file, err)
@@ -746,6 +753,24 @@ func writeFile(file string, write func(w io.Writer) error) (err error) {
 		return fmt.Errorf("cannot write %s: %w", file, err)
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// stdStream returns os.Stdout or os.Stderr when file is the file one of
+// them writes (/dev/stdout, /proc/self/fd/2, or the file a shell
+// redirected it to), nil otherwise: written through the stream, the file's
+// bytes go after what the stream wrote, and a file the shell opened to
+// append to keeps what it held, where opening or replacing it would not.
+func stdStream(file string) *os.File {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil
+	}
+	for _, s := range []*os.File{os.Stdout, os.Stderr} {
+		if si, err := s.Stat(); err == nil && os.SameFile(fi, si) {
+			return s
+		}
+	}
+	return nil
 }
 
 // writePlace is where writeFile puts file: the path to replace by a

@@ -111,6 +111,39 @@ func TestAWriteGoesThroughALinkAndIntoADeviceOrPipeAsItIs(t *testing.T) {
 	assert.DirExists(t, dir)
 }
 
+// TestAWriteToTheStandardOutputGoesThroughItsStream: a file flag naming
+// the standard output by any name (/dev/stdout, or the file a shell
+// redirected it to with >>) is written through the stream, after what it
+// holds, where replacing the file would lose the earlier contents and the
+// run's own output.
+func TestAWriteToTheStandardOutputGoesThroughItsStream(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "log.txt")
+	require.NoError(t, os.WriteFile(file, []byte("earlier\n"), 0o644))
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	before, err := os.Stat(file)
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = f
+	defer func() { os.Stdout = stdout }()
+	_, err = io.WriteString(os.Stdout, "the run's line\n")
+	require.NoError(t, err)
+	for _, name := range []string{file, "/proc/self/fd/" + fmt.Sprint(f.Fd())} {
+		require.NoError(t, writeFile(name, func(w io.Writer) error {
+			_, err := io.WriteString(w, "written as "+filepath.Base(name)+"\n")
+			return err
+		}))
+	}
+	os.Stdout = stdout
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "earlier\nthe run's line\nwritten as log.txt\nwritten as "+fmt.Sprint(f.Fd())+"\n", string(data))
+	after, err := os.Stat(file)
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(before, after), "the file was not replaced")
+}
+
 func TestAFileFlagThatNamesADirectoryOrTheStandardOutputIsRefusedBeforeAnythingRuns(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
