@@ -359,7 +359,7 @@ var (
 	rustPanicRE     = regexp.MustCompile(`^thread '[^']*' panicked at `)
 	pyTracebackRE   = regexp.MustCompile(`^Traceback \(most recent call last\):\s*$`)
 	pytestFailedRE  = regexp.MustCompile(`^FAILED \S+::\S+`)
-	rustBacktraceRE = regexp.MustCompile(`^note: run with .RUST_BACKTRACE=`)
+	rustBacktraceRE = regexp.MustCompile(`^(?:note: run with .RUST_BACKTRACE=|stack backtrace:)`)
 )
 
 // otherLanguageSignature is the failure line of a test runner or language
