@@ -241,6 +241,7 @@ func TestBadInputIsExitTwoWithAClearMessage(t *testing.T) {
 		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "nope"}, `unknown strategy "nope"`},
 		{[]string{"run", "-scenario", "abort-reuse", "-json", "-story"}, "-story and -json do not go together"},
 		{[]string{"explore", "-scenario", "abort-reuse", "-json", "-story"}, "-story and -json do not go together"},
+		{[]string{"shrink", "-scenario", "abort-reuse", "-legacy", "-json", "-story"}, "-story and -json do not go together"},
 		{[]string{"run", "-scenario", "abort-reuse", "-strategy", "pct:0"}, "want pct:D with a depth D ≥ 1"},
 		{[]string{"run", "-scenario", "abort-reuse", "-seed", "-1"}, `invalid value "-1" for flag -seed: want a whole number ≥ 0`},
 		{[]string{"shrink", "-scenario", "abort-reuse", "-seed", "1.5"}, `invalid value "1.5" for flag -seed: want a whole number ≥ 0`},

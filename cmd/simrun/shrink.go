@@ -84,6 +84,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) error {
 	if *deadline <= 0 {
 		return usagef("-deadline must be a positive duration, as in 30s, got %v", *deadline)
 	}
+	if err := (&outputFlags{json: *jsonOut, story: *story}).check(); err != nil {
+		return err
+	}
 	var target props.Situation
 	if *reach != "" {
 		if target, err = props.ParseSituation(*reach); err != nil {
