@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmdst/llmdst/core"
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/scenario"
 )
 
@@ -529,4 +530,16 @@ func TestTheHeaderNamesTheArmedFailpoints(t *testing.T) {
 	code, out, _ := simrun(t, "run", "-scenario", "swarm", "-seed", "110", "-schedule-out", "-")
 	require.Equal(t, 0, code, out)
 	assert.NotContains(t, out, "failpoints")
+
+	// Those GO_FAILPOINTS arms are named too, and said to come from it.
+	t.Setenv("GO_FAILPOINTS", failpoints.CoreAbortLeavesRequestRunning.FullName()+"=return")
+	for _, args := range [][]string{
+		{"run", "-scenario", "abort-reuse", "-seed", "1", "-out", dir},
+		{"sweep", "-scenario", "abort-reuse", "-seeds", "1-3", "-quiet", "-out", dir},
+	} {
+		code, out, errOut := simrun(t, args...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		first, _, _ := strings.Cut(out, "\n")
+		assert.Contains(t, first, "fixed engine, failpoints core/abort-leaves-request-running=return (GO_FAILPOINTS)", "%v", args)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmdst/llmdst/engine"
+	"github.com/llmdst/llmdst/failpoints"
 	"github.com/llmdst/llmdst/internal/shell"
 	"github.com/llmdst/llmdst/props"
 	"github.com/llmdst/llmdst/scenario"
@@ -32,6 +33,10 @@ type spec struct {
 	legacy     bool
 	stepsMax   int64
 	failpoints []string // "name=terms", as -failpoint gives them
+	// envFailpoints are GO_FAILPOINTS's specs of the catalogue, which
+	// every run arms too, as "name=terms (GO_FAILPOINTS)": for the words
+	// that name a run. A spec made from a merge's shards has none.
+	envFailpoints []string
 	// config are the -config settings, one per key, sorted by key; each
 	// engine the scenario makes takes them over its own.
 	config []engineSetting
@@ -125,6 +130,11 @@ func (f *specFlags) spec() (*spec, error) {
 		return nil, &usageError{err.Error()}
 	}
 	s := &spec{scenario: sc, legacy: f.legacy, stepsMax: f.stepsMax, failpoints: f.failpoints, seedTimeout: seedTimeoutDefault}
+	if env, err := failpoints.EnvSpecs(); err == nil { // refused at start otherwise
+		for _, e := range env {
+			s.envFailpoints = append(s.envFailpoints, e+" (GO_FAILPOINTS)")
+		}
+	}
 	if f.timeout != nil {
 		s.seedTimeout = *f.timeout
 	}
@@ -374,7 +384,15 @@ func (s *spec) configStrings() []string { return settingStrings(s.config) }
 
 // engineWords names the spec's engine, its settings and its failpoints.
 func (s *spec) engineWords() string {
-	return engineWords(s.engineName(), s.configStrings(), s.failpoints)
+	return engineWords(s.engineName(), s.configStrings(), s.armed(s.failpoints))
+}
+
+// armed is fps, a run's -failpoint specs, with GO_FAILPOINTS's after them.
+func (s *spec) armed(fps []string) []string {
+	if len(s.envFailpoints) == 0 {
+		return fps
+	}
+	return append(slices.Clone(fps), s.envFailpoints...)
 }
 
 // runWords names a run of the spec: "abort-reuse seed 7, strategy chaos,

@@ -824,7 +824,7 @@ func sortModes(ms []sweepMode) {
 }
 
 func printSweep(w io.Writer, sp *spec, r *sweepResult) {
-	fmt.Fprintf(w, "sweep %s: strategy %s, %s, seeds %s", r.Scenario, r.Strategy, engineWords(r.Engine, r.Config, r.Failpoints), r.SeedRange)
+	fmt.Fprintf(w, "sweep %s: strategy %s, %s, seeds %s", r.Scenario, r.Strategy, engineWords(r.Engine, r.Config, sp.armed(r.Failpoints)), r.SeedRange)
 	if r.Requested != "" {
 		fmt.Fprintf(w, " of %s", r.Requested)
 	}
