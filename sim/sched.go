@@ -68,8 +68,8 @@ type sched struct {
 	// draining is the task let go on in a deferred call of its own panic
 	// after the run ended (see drain); nil until then.
 	draining *drainState
-	// spin counts the runtime calls of the task the unwind stopped, made
-	// by its deferred calls, bounded by drainCallsMax (see drainCall).
+	// spin counts the runtime calls a task makes after the run ended, in
+	// its deferred calls, bounded by drainCallsMax (see drainCall).
 	spin struct {
 		t     *Task
 		calls int
@@ -389,40 +389,41 @@ type drainState struct {
 	t     *Task
 	exit  bool   // what was in flight was a runtime.Goexit
 	stack []byte // the task's stack when the run ended
-	calls int    // runtime calls since, bounded by drainCallsMax
 }
 
 // drains reports whether t is the task drain let go on.
 func (s *sched) drains(t *Task) bool { return s.draining != nil && s.draining.t == t }
 
-// drainCall counts a runtime call made after the run ended: one of the task
-// drain let go on is stopped, with the panic that unwinds tasks, once it has
-// made drainCallsMax of them. A task that swallowed that panic is ended (see
-// stopTask).
+// drainCall counts a runtime call made after the run ended, by the task
+// drain let go on or one the unwind stopped: it is stopped, with the panic
+// that unwinds tasks, once it has made drainCallsMax of them. A task that
+// swallowed that panic is ended (see stopTask).
 func (s *sched) drainCall() {
-	if s.cur != nil {
-		s.endIfSwallowed(s.cur)
-	}
-	if d := s.draining; d != nil && d.t == s.cur {
-		if d.calls++; d.calls > drainCallsMax {
-			s.stopTask(d.t)
-		}
+	t := s.cur
+	if t == nil {
 		return
 	}
-	// A stopped task's deferred call that waits for another task (polls a
-	// queue's Len, a flag under a lock) would spin for ever: nothing else
-	// runs now. Past drainCallsMax calls it is stopped again, which ends
-	// that deferred call and runs the task's others.
-	if t := s.cur; t != nil && t.stopped && s.unwinding {
-		if s.spin.t != t {
-			s.spin.t, s.spin.calls = t, 0
-		}
-		if s.spin.calls++; s.spin.calls > drainCallsMax {
-			s.spin.calls = 0
-			s.spun = append(s.spun, fmt.Sprintf("task %d %q", t.id, t.name))
-			s.stopTask(t)
-		}
+	s.endIfSwallowed(t)
+	// A deferred call that waits for another task (polls a queue's Len, a
+	// flag under a lock) would spin for ever: nothing else runs now. Past
+	// drainCallsMax calls the task is stopped (again), which ends that
+	// deferred call and runs its others; a task stopped by the unwind gets
+	// that many for each, and is named in the run's warnings.
+	draining := s.drains(t)
+	if !draining && !(t.stopped && s.unwinding) {
+		return
 	}
+	if s.spin.t != t {
+		s.spin.t, s.spin.calls = t, 0
+	}
+	if s.spin.calls++; s.spin.calls <= drainCallsMax {
+		return
+	}
+	if !draining {
+		s.spin.calls = 0
+		s.spun = append(s.spun, fmt.Sprintf("task %d %q", t.id, t.name))
+	}
+	s.stopTask(t)
 }
 
 // stopTask stops t, the running task, as the run is unwound: it panics with
