@@ -60,26 +60,19 @@ func (d *detokenizer) update(tokens []int) (stop string, took int, hit bool) {
 		return "", len(tokens), false
 	}
 	checkFrom := len(d.text) // a stop string must end after this
-	first := len(d.text)     // where the first new token's text starts
-	for _, t := range tokens {
+	for i, t := range tokens {
 		d.text = append(d.text, d.tok.Piece(t)...)
 		d.decoded++
 		if d.decoded <= d.minTokens {
 			checkFrom = len(d.text)
-		}
-	}
-	if len(d.text) == checkFrom {
-		return "", len(tokens), false
-	}
-	if len(tokens) == 1 {
-		return d.stopIn(checkFrom, len(d.text), 1)
-	}
-	end := first
-	for i, t := range tokens {
-		if end += len(d.tok.Piece(t)); end <= checkFrom {
 			continue
 		}
-		if stop, took, hit = d.stopIn(checkFrom, end, i+1); hit {
+		if len(d.text) == checkFrom {
+			continue // no text yet that a stop string could end in
+		}
+		// Token by token: the first that completes a stop string ends
+		// the request, and the tokens after it are past the stop.
+		if stop, took, hit = d.stopIn(checkFrom, len(d.text), i+1); hit {
 			return stop, took, true
 		}
 	}
