@@ -205,12 +205,7 @@ func (s *spec) checkScenarioConfig() error {
 	if len(s.config) == 0 {
 		return nil
 	}
-	seed1 := func(sp *spec) (outcome, *sim.HangError) {
-		return runOne(sp.seedTimeout, 1, func(progress *atomic.Int64) outcome {
-			return sp.runSeed(1, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
-		})
-	}
-	o, h := seed1(s)
+	o, h := s.probe(1)
 	if h != nil { // a hang is the runs' to report
 		return nil
 	}
@@ -222,12 +217,20 @@ func (s *spec) checkScenarioConfig() error {
 	if errors.Is(o.err, engine.ErrInvalidRequest) {
 		plain := *s
 		plain.config = nil
-		if p, h := seed1(&plain); h == nil && !errors.Is(p.err, engine.ErrInvalidRequest) {
+		if p, h := plain.probe(1); h == nil && !errors.Is(p.err, engine.ErrInvalidRequest) {
 			return &configRefused{usageError{fmt.Sprintf("-config %s: %s's own requests are refused by the engine with these settings: %v",
 				settings, s.scenario.Name, o.err)}}
 		}
 	}
 	return nil
+}
+
+// probe runs seed under Random, unrecorded, to see what the settings do
+// to it before anything else runs: its outcome, or its hang.
+func (s *spec) probe(seed uint64) (outcome, *sim.HangError) {
+	return runOne(s.seedTimeout, seed, func(progress *atomic.Int64) outcome {
+		return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
+	})
 }
 
 // takesSettingsSeeds are the seeds takesSettings runs.
@@ -238,10 +241,7 @@ const takesSettingsSeeds = 16
 // invalid, and none hangs.
 func (s *spec) takesSettings(n uint64) bool {
 	for seed := uint64(1); seed <= n; seed++ {
-		o, h := runOne(s.seedTimeout, seed, func(progress *atomic.Int64) outcome {
-			return s.runSeed(seed, sim.Options{Strategy: sim.Random(), NoRecord: true, NoHash: true, Progress: progress})
-		})
-		if h != nil || errors.Is(o.err, engine.ErrInvalidConfig) {
+		if o, h := s.probe(seed); h != nil || errors.Is(o.err, engine.ErrInvalidConfig) {
 			return false
 		}
 	}
