@@ -21,6 +21,12 @@ func files(kv ...string) fstest.MapFS {
 	return m
 }
 
+// v2Host is a host of 24 GiB with cgroup v2 mounted at /sys/fs/cgroup,
+// simrun in the cgroup of /proc/self/cgroup's line cgroup, and kv's files.
+func v2Host(cgroup string, kv ...string) fstest.MapFS {
+	return files(append([]string{"proc/meminfo", meminfo24G, "proc/self/mountinfo", mountV2, "proc/self/cgroup", cgroup}, kv...)...)
+}
+
 const (
 	meminfo24G = "MemTotal:       25165824 kB\nMemFree:         1000000 kB\n" // 24 GiB
 	// mountinfo's lines of the cgroup hierarchies, mounted from their root.
@@ -37,32 +43,17 @@ func TestTheMemoryLimitIsHalfTheLeastMemorySimrunMayUse(t *testing.T) {
 	}{
 		{"the machine's memory alone", files("proc/meminfo", meminfo24G), 12 * gib},
 		{"MemTotal on a later line", files("proc/meminfo", "MemFree: 1000 kB\nMemTotal: 4194304 kB\n"), 2 * gib},
-		{"a v2 container's limit under the machine's", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/\n",
+		{"a v2 container's limit under the machine's", v2Host("0::/\n",
 			"sys/fs/cgroup/memory.max", "2147483648\n"), 1 * gib},
-		{"v2's memory.high, under its memory.max", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/\n",
+		{"v2's memory.high, under its memory.max", v2Host("0::/\n",
 			"sys/fs/cgroup/memory.max", "4294967296\n",
 			"sys/fs/cgroup/memory.high", "2147483648\n"), 1 * gib},
-		{"a v2 limit of max is none", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/\n",
+		{"a v2 limit of max is none", v2Host("0::/\n",
 			"sys/fs/cgroup/memory.max", "max\n"), 12 * gib},
-		{"a v2 ancestor's limit, the cgroup's own unset", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/ci.slice/job-7\n",
+		{"a v2 ancestor's limit, the cgroup's own unset", v2Host("0::/ci.slice/job-7\n",
 			"sys/fs/cgroup/ci.slice/job-7/memory.max", "max\n",
 			"sys/fs/cgroup/ci.slice/memory.max", "1073741824\n"), gib / 2},
-		{"the least of a cgroup's and its ancestor's", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/a/b\n",
+		{"the least of a cgroup's and its ancestor's", v2Host("0::/a/b\n",
 			"sys/fs/cgroup/a/b/memory.max", "4294967296\n",
 			"sys/fs/cgroup/a/memory.max", "8589934592\n"), 2 * gib},
 		{"v2 mounted where mountinfo says (a hybrid host's unified)", files(
@@ -81,15 +72,9 @@ func TestTheMemoryLimitIsHalfTheLeastMemorySimrunMayUse(t *testing.T) {
 			"proc/self/mountinfo", "40 30 0:37 / / rw - cgroup2 cgroup2 rw\n",
 			"proc/self/cgroup", "0::/\n",
 			"memory.max", "1073741824\n"), gib / 2},
-		{"a v2 cgroup outside the namespace is not read", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/../x\n",
+		{"a v2 cgroup outside the namespace is not read", v2Host("0::/../x\n",
 			"sys/fs/cgroup/x/memory.max", "268435456\n"), 12 * gib},
-		{"a v2 limit of 0 is none", files(
-			"proc/meminfo", meminfo24G,
-			"proc/self/mountinfo", mountV2,
-			"proc/self/cgroup", "0::/\n",
+		{"a v2 limit of 0 is none", v2Host("0::/\n",
 			"sys/fs/cgroup/memory.max", "0\n"), 12 * gib},
 		{"a v1 memory controller's limit, among others", files(
 			"proc/meminfo", meminfo24G,
