@@ -566,7 +566,7 @@ func (c *EngineCore) startStep(so *SchedulerOutput) {
 		batch, slots = c.loraCount(so)
 	}
 	if c.cfg.Observer != nil {
-		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), Position: so.TotalTokens, LoRA: slots})
+		c.emit(Event{Kind: EventStep, Step: c.step, Held: len(so.Scheduled), StepTokens: so.TotalTokens, LoRA: slots})
 	}
 	if msg, ok := c.faults.Value(failpoints.ModelPanic); ok {
 		panic(failpoints.InjectedPanic(failpoints.ModelPanic.Name, msg))

@@ -212,11 +212,12 @@ type Event struct {
 	CollectorIndex int
 	Frame          uint64 // frame number, from 1, unique in an engine
 	Tokens         []int  // a frame's new tokens, or the tokens of an output
-	Position       int    // output position of Tokens[0]; EventStep: the tokens the step computes
+	Position       int    // output position of Tokens[0]
 	Text           string // EventOutput: the output's text
 	Finished       bool
 	Reason         FinishReason
 	Step           int64  // core step number
+	StepTokens     int    // EventStep: the tokens the step computes; not in the trace hash, as they follow from the schedule
 	Held           int    // EventStep: requests scheduled; EventIdle: requests the core held; EventRequestOutput: sequences carried; EventPrefixHit: tokens found cached; EventKVLeak: blocks in use; EventCacheReset: requests preempted; EventPreempt: outputs in flight to drop; EventSleep, EventWakeUp, EventResumeRefused: the SleepTags asleep
 	Err            error  // EventDead, EventCoreReject, EventFinish with an error: the cause; EventKVLeak: the leak, named
 	Prompt         []int  // EventAdd: the prompt's tokens

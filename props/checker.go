@@ -617,8 +617,8 @@ func (c *Checker) observe(ev *core.Event) {
 		if v.updating {
 			c.fail(UpdateRunsNothing, "the core ran step %d (%d scheduled) in the middle of a weight update, over weights half replaced", ev.Step, ev.Held)
 		}
-		if c.maxSeqs > 0 && ev.Held > c.maxSeqs || c.maxTokens > 0 && ev.Position > c.maxTokens {
-			c.fail(StepWithinBudget, "core %d ran step %d over %d request(s) and %d token(s), past its budget of %d and %d (MaxNumSeqs, MaxNumBatchedTokens)", ev.Engine, ev.Step, ev.Held, ev.Position, c.maxSeqs, c.maxTokens)
+		if c.maxSeqs > 0 && ev.Held > c.maxSeqs || c.maxTokens > 0 && ev.StepTokens > c.maxTokens {
+			c.fail(StepWithinBudget, "core %d ran step %d over %d request(s) and %d token(s), past its budget of %d and %d (MaxNumSeqs, MaxNumBatchedTokens)", ev.Engine, ev.Step, ev.Held, ev.StepTokens, c.maxSeqs, c.maxTokens)
 		}
 		if ev.LoRA > c.loraSlots {
 			c.fail(LoRASlotsSuffice, "the core ran step %d (%d scheduled) over %d LoRA adapters, with %d LoRA slot(s)", ev.Step, ev.Held, ev.LoRA, c.loraSlots)

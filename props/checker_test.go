@@ -443,14 +443,14 @@ func TestAStepMustStayWithinItsBudget(t *testing.T) {
 		return c.Finish()
 	}
 	cfg := &engine.Config{MaxNumSeqs: 2, MaxNumBatchedTokens: 8}
-	require.NoError(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 2, Position: 8}))
-	v := requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 3, Position: 8}), props.StepWithinBudget)
+	require.NoError(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 2, StepTokens: 8}))
+	v := requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 3, StepTokens: 8}), props.StepWithinBudget)
 	assert.Contains(t, v.Detail, "ran step 1 over 3 request(s) and 8 token(s), past its budget of 2 and 8")
-	requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 1, Position: 9}), props.StepWithinBudget)
+	requireViolation(t, run(cfg, core.Event{Kind: core.EventStep, Step: 1, Held: 1, StepTokens: 9}), props.StepWithinBudget)
 	// The engine's defaults: 256 requests and 8192 tokens a step.
-	require.NoError(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 256, Position: 8192}))
-	requireViolation(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 257, Position: 1}), props.StepWithinBudget)
-	require.NoError(t, run(nil, core.Event{Kind: core.EventStep, Step: 1, Held: 1000, Position: 100000}), "no budget told")
+	require.NoError(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 256, StepTokens: 8192}))
+	requireViolation(t, run(&engine.Config{}, core.Event{Kind: core.EventStep, Step: 1, Held: 257, StepTokens: 1}), props.StepWithinBudget)
+	require.NoError(t, run(nil, core.Event{Kind: core.EventStep, Step: 1, Held: 1000, StepTokens: 100000}), "no budget told")
 }
 
 // TestAnOutputMustCarryItsRequestsIDAndEndingReason: the caller's output

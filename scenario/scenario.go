@@ -312,11 +312,7 @@ func fingerprint(ev engine.Event) uint64 {
 	mix(ev.Incarnation)
 	mix(ev.Collector)
 	mix(ev.Frame)
-	if ev.Kind != core.EventStep { // a step's tokens follow from the schedule: recorded hashes stand
-		mix(uint64(ev.Position))
-	} else {
-		mix(0)
-	}
+	mix(uint64(ev.Position))
 	mix(uint64(len(ev.Tokens)))
 	for _, t := range ev.Tokens[:min(len(ev.Tokens), 4)] {
 		mix(uint64(t))
